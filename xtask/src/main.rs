@@ -1,8 +1,260 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Workspace automation.
+//! Workspace automation for the gpukit crate family.
+//!
+//! ```text
+//! cargo xtask ci                 everything CI checks, in order, stopping at the first failure
+//! cargo xtask setup              install the toolchain pieces the checks need (idempotent)
+//! cargo xtask codegen [--bless]  zero-cost proof: compare probe pairs' assembly, check snapshots
+//! ```
+//!
+//! The tool uses only `std` so that it builds in a couple of seconds on a fresh clone.
 
-fn main() {
-    eprintln!("xtask: not written yet");
-    std::process::exit(1);
+mod codegen;
+mod setup;
+mod workspace;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use workspace::{Cmd, Workspace};
+
+/// Nightly toolchain used for Miri, pinned so that CI runs are reproducible.
+pub(crate) const MIRI_TOOLCHAIN: &str = "nightly-2026-05-20";
+/// Oldest Rust release the library crates support (the workspace's `rust-version`).
+pub(crate) const MSRV_TOOLCHAIN: &str = "1.89";
+/// The bare-metal target that proves every library crate is `no_std`.
+pub(crate) const NO_STD_TARGET: &str = "aarch64-unknown-none";
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: cargo xtask <command>\n\n\
+         commands:\n  \
+           ci                 run every check CI runs (set-up included)\n  \
+           setup              install rustup components, targets and toolchains the checks need\n  \
+           codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots"
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ws = match Workspace::discover() {
+        Ok(ws) => ws,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(&ws),
+        Some("setup") => setup::run(),
+        Some("codegen") => codegen::run(&ws, args.iter().any(|a| a == "--bless")),
+        _ => return usage(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One named check of the CI run.
+struct Step<'a> {
+    name: String,
+    run: Check<'a>,
+}
+
+/// The body of a step: runs it, adding any test counts to the tally.
+type Check<'a> = Box<dyn Fn(&mut Tally) -> Result<(), String> + 'a>;
+
+/// Test counts gathered from the test runners' own summaries.
+#[derive(Default)]
+pub(crate) struct Tally {
+    pub(crate) passed: u64,
+    pub(crate) failed: u64,
+    pub(crate) ignored: u64,
+}
+
+impl Tally {
+    /// Adds the counts of every `test result:` line cargo's test harness printed.
+    pub(crate) fn absorb(&mut self, output: &str) {
+        for line in output.lines() {
+            let Some(rest) = line.trim().strip_prefix("test result: ") else {
+                continue;
+            };
+            for part in rest.split(';') {
+                let mut words = part.split_whitespace().rev();
+                let (Some(kind), Some(n)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let Ok(n) = n.parse::<u64>() else { continue };
+                match kind {
+                    "passed" => self.passed += n,
+                    "failed" => self.failed += n,
+                    "ignored" => self.ignored += n,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn ci(ws: &Workspace) -> Result<(), String> {
+    let started = Instant::now();
+    let libs = ws.library_crates();
+    let mut steps: Vec<Step<'_>> = Vec::new();
+
+    steps.push(Step {
+        name: "setup (rustup components, targets, toolchains)".into(),
+        run: Box::new(|_| setup::run()),
+    });
+    steps.push(Step {
+        name: "cargo fmt --check".into(),
+        run: Box::new(|_| Cmd::cargo(&["fmt", "--all", "--", "--check"]).status()),
+    });
+    steps.push(Step {
+        name: "cargo clippy --workspace --all-targets -D warnings".into(),
+        run: Box::new(|_| {
+            Cmd::cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])
+            .status()
+        }),
+    });
+    steps.push(Step {
+        name: "cargo test --workspace (unit, integration, doc, compile-fail)".into(),
+        run: Box::new(|tally| Cmd::cargo(&["test", "--workspace"]).tally(tally)),
+    });
+    steps.push(Step {
+        name: "codegen probes (x86_64, aarch64-unknown-none)".into(),
+        run: Box::new(|_| codegen::run(ws, false)),
+    });
+    for krate in libs.iter().filter(|k| k.has_unsafe) {
+        let pkg = krate.package.clone();
+        steps.push(Step {
+            name: format!("miri test -p {pkg}"),
+            run: Box::new(move |tally| {
+                Cmd::new("cargo")
+                    .args([&format!("+{MIRI_TOOLCHAIN}"), "miri", "test", "-p", &pkg])
+                    .env("MIRIFLAGS", "-Zmiri-strict-provenance")
+                    .tally(tally)
+            }),
+        });
+    }
+    for krate in &libs {
+        let pkg = krate.package.clone();
+        let has_alloc = krate.features.iter().any(|f| f == "alloc");
+        steps.push(Step {
+            name: format!("no_std build of {pkg} for {NO_STD_TARGET}"),
+            run: Box::new(move |_| {
+                let base = [
+                    "build",
+                    "-p",
+                    &pkg,
+                    "--target",
+                    NO_STD_TARGET,
+                    "--no-default-features",
+                ];
+                Cmd::cargo(&base).status()?;
+                if has_alloc {
+                    let mut with_alloc = base.to_vec();
+                    with_alloc.extend(["--features", "alloc"]);
+                    Cmd::cargo(&with_alloc).status()?;
+                }
+                Ok(())
+            }),
+        });
+    }
+    steps.push(Step {
+        name: "cargo doc --workspace --no-deps (warnings denied)".into(),
+        run: Box::new(|_| {
+            Cmd::cargo(&["doc", "--workspace", "--no-deps"])
+                .env("RUSTDOCFLAGS", "-D warnings")
+                .status()
+        }),
+    });
+    {
+        let pkgs: Vec<String> = libs.iter().map(|k| k.package.clone()).collect();
+        steps.push(Step {
+            name: format!("MSRV {MSRV_TOOLCHAIN}: cargo check of every library crate"),
+            run: Box::new(move |_| {
+                let mut args = vec![format!("+{MSRV_TOOLCHAIN}"), "check".into(), "--lib".into()];
+                for p in &pkgs {
+                    args.push("-p".into());
+                    args.push(p.clone());
+                }
+                // A separate target dir: the MSRV compiler's artifacts would otherwise evict the
+                // main toolchain's from the shared cache on every run.
+                Cmd::new("cargo")
+                    .args(args.iter().map(String::as_str))
+                    .env("CARGO_TARGET_DIR", &ws.target_dir("msrv"))
+                    .status()
+            }),
+        });
+    }
+    {
+        let pkgs: Vec<String> = libs.iter().map(|k| k.package.clone()).collect();
+        steps.push(Step {
+            name: "cargo package (every publishable crate, verified build)".into(),
+            run: Box::new(move |_| {
+                let mut args = vec!["package".to_string(), "--allow-dirty".into()];
+                for p in &pkgs {
+                    args.push("-p".into());
+                    args.push(p.clone());
+                }
+                Cmd::new("cargo")
+                    .args(args.iter().map(String::as_str))
+                    .status()
+            }),
+        });
+    }
+
+    let mut tally = Tally::default();
+    let mut report: Vec<(String, &'static str, f64)> = Vec::new();
+    let mut failure = None;
+    for step in &steps {
+        eprintln!("\n==> {}", step.name);
+        let t = Instant::now();
+        let outcome = (step.run)(&mut tally);
+        let secs = t.elapsed().as_secs_f64();
+        match outcome {
+            Ok(()) => report.push((step.name.clone(), "ok", secs)),
+            Err(e) => {
+                report.push((step.name.clone(), "FAILED", secs));
+                failure = Some(format!("{}: {e}", step.name));
+                break;
+            }
+        }
+    }
+
+    eprintln!("\n==> summary");
+    for (name, status, secs) in &report {
+        eprintln!("  {status:>6}  {secs:7.1}s  {name}");
+    }
+    for step in steps.iter().skip(report.len()) {
+        eprintln!("  {:>6}  {:>8}  {}", "-", "", step.name);
+    }
+    eprintln!(
+        "  total {:.1}s; {} of {} steps passed",
+        started.elapsed().as_secs_f64(),
+        report.iter().filter(|r| r.1 == "ok").count(),
+        steps.len()
+    );
+    // The closing line CI reads: test counts summed over every test run above.
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        tally.passed, tally.failed, tally.ignored
+    );
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
 }
