@@ -6,6 +6,7 @@
 //! cargo xtask ci                 everything CI checks, in order, stopping at the first failure
 //! cargo xtask setup              install the toolchain pieces the checks need (idempotent)
 //! cargo xtask codegen [--bless]  zero-cost proof: compare probe pairs' assembly, check snapshots
+//! cargo xtask demo               run every example of the library crates (release mode)
 //! ```
 //!
 //! The tool uses only `std` so that it builds in a couple of seconds on a fresh clone.
@@ -32,7 +33,8 @@ fn usage() -> ExitCode {
          commands:\n  \
            ci                 run every check CI runs (set-up included)\n  \
            setup              install rustup components, targets and toolchains the checks need\n  \
-           codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots"
+           codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots\n  \
+           demo               run every example of the library crates, in release mode"
     );
     ExitCode::from(2)
 }
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&ws),
         Some("setup") => setup::run(),
+        Some("demo") => demo(&ws),
         Some("codegen") => codegen::run(&ws, args.iter().any(|a| a == "--bless")),
         _ => return usage(),
     };
@@ -132,6 +135,10 @@ fn ci(ws: &Workspace) -> Result<(), String> {
     steps.push(Step {
         name: "cargo test --workspace (unit, integration, doc, compile-fail)".into(),
         run: Box::new(|tally| Cmd::cargo(&["test", "--workspace"]).tally(tally)),
+    });
+    steps.push(Step {
+        name: "examples (cargo xtask demo)".into(),
+        run: Box::new(|_| demo(ws)),
     });
     steps.push(Step {
         name: "codegen probes (x86_64, aarch64-unknown-none)".into(),
@@ -257,4 +264,34 @@ fn ci(ws: &Workspace) -> Result<(), String> {
         Some(f) => Err(f),
         None => Ok(()),
     }
+}
+
+/// Runs every example of every library crate, in release mode, stopping at the first failure.
+fn demo(ws: &Workspace) -> Result<(), String> {
+    let mut ran = 0;
+    for krate in ws.library_crates() {
+        for example in &krate.examples {
+            eprintln!("\n==> {} example `{}`", krate.package, example.name);
+            let features = example.required_features.join(",");
+            let mut args = vec![
+                "run",
+                "--quiet",
+                "--release",
+                "-p",
+                &krate.package,
+                "--example",
+                &example.name,
+            ];
+            if !features.is_empty() {
+                args.extend(["--features", &features]);
+            }
+            Cmd::cargo(&args).status()?;
+            ran += 1;
+        }
+    }
+    if ran == 0 {
+        return Err("no examples found in the library crates".into());
+    }
+    eprintln!("\ndemo: {ran} examples ran successfully");
+    Ok(())
 }

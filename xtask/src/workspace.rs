@@ -20,6 +20,15 @@ pub(crate) struct Member {
     pub(crate) features: Vec<String>,
     /// Whether any file under `src/` uses `unsafe` (such crates get Miri).
     pub(crate) has_unsafe: bool,
+    /// Its examples (`examples/*.rs`) with the features each one requires.
+    pub(crate) examples: Vec<Example>,
+}
+
+/// A runnable example of a member crate.
+#[derive(Debug, Clone)]
+pub(crate) struct Example {
+    pub(crate) name: String,
+    pub(crate) required_features: Vec<String>,
 }
 
 /// The workspace: its root and its members.
@@ -96,10 +105,17 @@ fn read_member(dir: &Path) -> Result<Member, String> {
     let mut package = None;
     let mut publishable = true;
     let mut features = Vec::new();
+    let mut declared: Vec<Example> = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with('[') {
             section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            if section == "example" {
+                declared.push(Example {
+                    name: String::new(),
+                    required_features: Vec::new(),
+                });
+            }
             continue;
         }
         let Some((key, value)) = line.split_once('=') else {
@@ -110,7 +126,41 @@ fn read_member(dir: &Path) -> Result<Member, String> {
             "package" if key == "name" => package = Some(value.trim_matches('"').to_string()),
             "package" if key == "publish" => publishable = value != "false",
             "features" if !key.starts_with('#') => features.push(key.to_string()),
+            "example" => {
+                if let Some(ex) = declared.last_mut() {
+                    let quoted = value.split('"').skip(1).step_by(2).map(str::to_string);
+                    match key {
+                        "name" => ex.name = quoted.take(1).collect(),
+                        "required-features" => ex.required_features = quoted.collect(),
+                        _ => {}
+                    }
+                }
+            }
             _ => {}
+        }
+    }
+    let mut examples = Vec::new();
+    if let Ok(entries) = fs::read_dir(dir.join("examples")) {
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                let p = e.path();
+                let stem = p.file_stem()?.to_string_lossy().into_owned();
+                (p.extension().is_some_and(|x| x == "rs") || p.join("main.rs").is_file())
+                    .then_some(stem)
+            })
+            .collect();
+        names.sort();
+        for name in names {
+            let required_features = declared
+                .iter()
+                .find(|d| d.name == name)
+                .map(|d| d.required_features.clone())
+                .unwrap_or_default();
+            examples.push(Example {
+                name,
+                required_features,
+            });
         }
     }
     let package = package.ok_or_else(|| format!("{} has no package name", dir.display()))?;
@@ -119,6 +169,7 @@ fn read_member(dir: &Path) -> Result<Member, String> {
         publishable,
         features,
         has_unsafe: uses_unsafe(&dir.join("src")),
+        examples,
     })
 }
 
