@@ -1,6 +1,46 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! DRM device-context typestate.
+//! DRM device-context typestate, GEM objects per context, and a host DRM core.
+//!
+//! A DRM driver allocates its device, builds its private data (Tyr loads its firmware into GEM
+//! objects for that), and only then registers the device with userspace. This crate makes the
+//! steps types: the owned [`drm::UnregisteredDevice`] can create GEM objects but not hand them
+//! to userspace; [`drm::Registration::new`] consumes it and yields a [`drm::Device`] in the
+//! [`drm::Registered`] context, where GEM handles, mmap offsets and files exist.
+//!
+//! ```
+//! use drm_ctx::{device, drm::{self, gem, AnyCtx, OpenOptions}, host::Client};
+//! # use drm_ctx::doc_driver::{Bo, DocDriver};
+//!
+//! let parent = device::Device::new("mali").unwrap();
+//! let unreg = drm::UnregisteredDevice::<DocDriver>::new_with(&parent, |init| {
+//!     let fw = gem::Object::<Bo, AnyCtx>::new_for_init(init, 4096, ())?; // before registration
+//!     Ok(fw.size() as u32)
+//! })
+//! .unwrap();
+//! let reg = drm::Registration::new(unreg, 0).unwrap();
+//! let client = Client::open(reg.device(), OpenOptions::render()).unwrap();
+//! let bo = gem::Object::<Bo>::new(reg.device(), 4096, ()).unwrap();
+//! let handle = bo.create_handle(client.file()).unwrap(); // only on `Registered`
+//! assert_eq!(handle, 1);
+//! ```
+//!
+//! Modules: [`device`] (parent devices: `Normal`, `Core`, `Bound`), [`drm`] (the typestate,
+//! drivers, files, GEM, ioctls), [`types`] (`ARef`), [`mem`] (the allocator seam), [`uaccess`]
+//! (the user-memory seam) and, with the `std` feature, [`host`]: a DRM core for tests and
+//! simulators (ioctl dispatch like `drm_ioctl`, per-file handle tables, unplug). Without `std`
+//! the crate is `no_std` and uses no `alloc`.
+
+//! # Backends
+//!
+//! The typestate does not depend on who runs the DRM core. What differs between environments
+//! sits behind small seams: device and object memory ([`mem::Allocator`]), user copies
+//! ([`uaccess::UserMemory`]), binding drivers to parent devices
+//! ([`device::Device::assume_bound`]), and the core's bookkeeping inside [`drm::Device`] and
+//! [`drm::gem::Object`] (reference counts, registration state, mmap offsets), which a kernel
+//! backend replaces with `struct drm_device`/`struct drm_gem_object` and the C helpers
+//! (`drm_dev_register`, `drm_dev_unplug`, `drm_gem_handle_create`, ...). The `kernel` feature is
+//! reserved for that backend and refuses to build outside a Linux tree.
 
 #![no_std]
 
@@ -8,3 +48,27 @@
 compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod device;
+pub mod drm;
+mod error;
+pub mod mem;
+pub mod types;
+pub mod uaccess;
+
+#[cfg(feature = "std")]
+pub mod host;
+
+#[cfg(feature = "std")]
+#[doc(hidden)]
+pub mod doc_driver;
+
+pub use error::{Error, Result};
+
+/// The README's examples, run as doctests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

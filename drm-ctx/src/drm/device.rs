@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! DRM devices and their registration context.
+//!
+//! Bringing up a DRM device takes several steps. The device is allocated; the driver builds its
+//! private data, which often needs the device already (Tyr allocates GEM objects for the firmware
+//! before it can describe the GPU); and finally the device is registered, which creates the
+//! `/dev/dri` nodes userspace opens. Operations that involve userspace — GEM handles, mmap
+//! offsets, opening files — only make sense after that last step.
+//!
+//! The step a device is known to have reached is its [`DeviceCtx`], a type parameter of
+//! [`Device`]:
+//!
+//! - [`Registered`]: the device has been registered with userspace (it may have been unplugged
+//!   since, in which case userspace-facing operations fail with `ENODEV`). The default.
+//! - [`AnyCtx`] (Linux 7.2: [`Uninit`]): no guarantee; what can be done with any device.
+//!
+//! There is deliberately no "unregistered" context: a reference that can be copied around could
+//! outlive the registration. The one thing known to be unregistered is the owned, single-threaded
+//! [`UnregisteredDevice`] returned at allocation, which [`Registration::new`] consumes.
+//!
+//! Every context has the same layout, so a reference converts to a weaker context for free
+//! ([`AsRef<Device<T, AnyCtx>>`]) and to a stronger one only through checked or `unsafe` means
+//! ([`Device::as_registered`], [`Device::assume_registered`]).
+//!
+//! [`Registration::new`]: super::Registration::new
+//!
+//! # Examples
+//!
+//! ```
+//! use drm_ctx::drm::{self, AnyCtx, Registered};
+//! # use drm_ctx::doc_driver::{DocDriver, Bo};
+//!
+//! let parent = drm_ctx::device::Device::new("gpu").unwrap();
+//! let unreg = drm::UnregisteredDevice::<DocDriver>::new(&parent, 7).unwrap();
+//! let any: &drm::Device<DocDriver, AnyCtx> = &unreg;
+//! assert!(any.as_registered().is_none());
+//! let reg = drm::Registration::new(unreg, 0).unwrap();
+//! let dev: &drm::Device<DocDriver, Registered> = reg.device();
+//! assert_eq!(**dev, 7);
+//! ```
+
+use super::Driver;
+use crate::{
+    device,
+    mem::{Allocator, MemOps},
+    types::{ARef, AlwaysRefCounted, NotThreadSafe},
+    Error, Result,
+};
+use core::{
+    alloc::Layout,
+    marker::PhantomData,
+    mem::{align_of, offset_of, size_of},
+    ops::Deref,
+    ptr::{addr_of_mut, NonNull},
+    sync::atomic::{fence, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+};
+
+mod private {
+    pub trait Sealed {}
+}
+
+/// The registration context of a [`Device`]. Sealed: the contexts are [`Registered`] and
+/// [`AnyCtx`].
+pub trait DeviceCtx: private::Sealed + Send + Sync + 'static {}
+
+pub use self::DeviceCtx as DeviceContext;
+
+/// The context of a [`Device`] that has been registered with userspace.
+///
+/// # Invariants
+///
+/// A `Device<T, Registered>` has been registered at some point. It may have been unplugged since:
+/// then userspace-facing operations fail with [`Error::NoDevice`].
+pub struct Registered;
+
+/// The context of a [`Device`] with no registration guarantee (Linux 7.2 calls it [`Uninit`]).
+pub struct AnyCtx;
+
+pub use self::AnyCtx as Uninit;
+
+impl private::Sealed for Registered {}
+impl private::Sealed for AnyCtx {}
+impl DeviceCtx for Registered {}
+impl DeviceCtx for AnyCtx {}
+
+const STATE_UNREGISTERED: u8 = 0;
+const STATE_REGISTERED: u8 = 1;
+const STATE_UNPLUGGED: u8 = 2;
+
+/// Page size of mmap offsets.
+pub(crate) const PAGE_SHIFT: u32 = 12;
+/// First page of the mmap offset space (right above 4 GiB, as on 64-bit Linux).
+pub(crate) const MMAP_START_PAGE: u64 = (0xFFFF_FFFF >> PAGE_SHIFT) + 1;
+/// Number of pages in the mmap offset space.
+pub(crate) const MMAP_PAGES: u64 = (0xFFFF_FFFF >> PAGE_SHIFT) * 256;
+
+/// The DRM core's part of a device (what `struct drm_device` is to the C core).
+///
+/// # Invariants
+///
+/// - `strong` counts the owners of the driver data (`ARef<Device>`, files, the registration). It
+///   is zero while the data is being built and after it has been dropped, and never goes up from
+///   zero again.
+/// - `weak` counts the owners of the memory block: one for all strong owners together, one per
+///   GEM object, one for a device under construction. The block is freed when it reaches zero.
+/// - `root` is the pointer the block was allocated at. Releasing goes through it rather than
+///   through whichever reference happened to be the last, since references handed out as `&T`
+///   only permit reading.
+pub(crate) struct RawDevice {
+    root: NonNull<RawDevice>,
+    strong: AtomicUsize,
+    weak: AtomicUsize,
+    state: AtomicU8,
+    active: AtomicUsize,
+    mmap_next: AtomicU64,
+    parent: ARef<device::Device>,
+    pub(crate) mem: MemOps,
+    layout: Layout,
+    drop_data: unsafe fn(NonNull<RawDevice>),
+}
+
+// SAFETY: `root` is only used to release the block once nothing else can reach it; every other
+// field is `Send + Sync` (atomics, an `ARef` to the thread-safe parent, fn pointers, a layout).
+unsafe impl Send for RawDevice {}
+// SAFETY: See `Send`: shared access only touches atomics and immutable fields.
+unsafe impl Sync for RawDevice {}
+
+impl RawDevice {
+    /// The pointer the block was allocated at.
+    pub(crate) fn root(&self) -> NonNull<RawDevice> {
+        self.root
+    }
+
+    /// Takes a strong reference if the data is alive.
+    pub(crate) fn try_upgrade(&self) -> bool {
+        let mut n = self.strong.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                return false;
+            }
+            match self
+                .strong
+                .compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(m) => n = m,
+            }
+        }
+    }
+
+    /// Takes a weak reference.
+    pub(crate) fn weak_inc(&self) {
+        self.weak.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives back a weak reference, freeing the block with the last one.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a weak reference on `raw` and does not use it afterwards.
+    pub(crate) unsafe fn weak_dec(raw: NonNull<RawDevice>) {
+        // SAFETY: The caller's weak reference keeps the block alive.
+        let this = unsafe { raw.as_ref() };
+        if this.weak.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let (mem, layout, root) = (this.mem, this.layout, this.root);
+        // SAFETY: No reference of any kind is left: drop the header (the data is already gone).
+        unsafe { core::ptr::drop_in_place(root.as_ptr()) };
+        // SAFETY: The block was allocated by `mem` with `layout` at `root`.
+        unsafe { (mem.free)(root.cast(), layout) };
+    }
+
+    /// Allocates `pages` pages of mmap offset space and returns the first page.
+    pub(crate) fn alloc_mmap_pages(&self, pages: u64) -> Result<u64> {
+        let mut start = self.mmap_next.load(Ordering::Relaxed);
+        loop {
+            let end = start.checked_add(pages).ok_or(Error::NoSpace)?;
+            if end > MMAP_START_PAGE + MMAP_PAGES {
+                return Err(Error::NoSpace);
+            }
+            match self.mmap_next.compare_exchange_weak(
+                start,
+                end,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(start),
+                Err(s) => start = s,
+            }
+        }
+    }
+
+    /// Returns whether `page` lies in offset space handed out so far.
+    #[cfg(feature = "std")]
+    pub(crate) fn mmap_page_allocated(&self, page: u64) -> bool {
+        (MMAP_START_PAGE..self.mmap_next.load(Ordering::Relaxed)).contains(&page)
+    }
+
+    /// Starts a userspace entry point ("drm_dev_enter"): fails with [`Error::NoDevice`] unless
+    /// the device is registered and not unplugged.
+    pub(crate) fn enter(&self) -> Result<EntryGuard<'_>> {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) != STATE_REGISTERED {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::NoDevice);
+        }
+        entry_tracking::push(self);
+        Ok(EntryGuard {
+            raw: self,
+            _thread: NotThreadSafe::new(),
+        })
+    }
+
+    fn unplug(&self) {
+        if self.state.swap(STATE_UNPLUGGED, Ordering::SeqCst) == STATE_UNPLUGGED {
+            return;
+        }
+        // Wait for entry points in flight on other threads; those of the current thread (an
+        // ioctl handler unplugging its own device) cannot finish before we return.
+        let own = entry_tracking::count(self);
+        while self.active.load(Ordering::SeqCst) > own {
+            entry_tracking::relax();
+        }
+    }
+}
+
+/// A section that must not overlap with unplug (from [`Device::enter`]); the device cannot
+/// finish unplugging while it exists.
+pub struct EntryGuard<'a> {
+    raw: &'a RawDevice,
+    // Entries are tracked per thread: the guard must be dropped where it was created.
+    _thread: NotThreadSafe,
+}
+
+impl Drop for EntryGuard<'_> {
+    fn drop(&mut self) {
+        entry_tracking::pop(self.raw);
+        self.raw.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(feature = "std")]
+mod entry_tracking {
+    use super::RawDevice;
+    use std::{cell::RefCell, vec::Vec};
+
+    std::thread_local! {
+        static ENTERED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn key(raw: &RawDevice) -> usize {
+        raw as *const RawDevice as usize
+    }
+
+    // `try_with`: during thread teardown the list may be gone; entries are then simply not
+    // tracked, which only makes an unplug from that thread wait for them too.
+    pub(super) fn push(raw: &RawDevice) {
+        let _ = ENTERED.try_with(|e| e.borrow_mut().push(key(raw)));
+    }
+
+    pub(super) fn pop(raw: &RawDevice) {
+        let k = key(raw);
+        let _ = ENTERED.try_with(|e| {
+            let mut e = e.borrow_mut();
+            if let Some(i) = e.iter().rposition(|x| *x == k) {
+                e.remove(i);
+            }
+        });
+    }
+
+    pub(super) fn count(raw: &RawDevice) -> usize {
+        let k = key(raw);
+        ENTERED
+            .try_with(|e| e.borrow().iter().filter(|x| **x == k).count())
+            .unwrap_or(0)
+    }
+
+    pub(super) fn relax() {
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(not(feature = "std"))]
+mod entry_tracking {
+    use super::RawDevice;
+
+    pub(super) fn push(_: &RawDevice) {}
+
+    pub(super) fn pop(_: &RawDevice) {}
+
+    pub(super) fn count(_: &RawDevice) -> usize {
+        0
+    }
+    pub(super) fn relax() {
+        core::hint::spin_loop();
+    }
+}
+
+/// A DRM device of driver `T`, known to have reached context `C`.
+///
+/// It dereferences to the driver's data, `T::Data`, and is always reference counted: own one
+/// through [`ARef<Device<T, C>>`], whatever the context.
+///
+/// # Invariants
+///
+/// - The layout is the same for every `C`: `repr(C)`, the context is a zero-sized marker (checked
+///   at compile time by [`Device::SAME_LAYOUT`]).
+/// - `data` is initialised and `raw.strong` is non-zero while a reference to the device exists.
+/// - The guarantees of `C` hold for the device.
+#[repr(C)]
+pub struct Device<T: Driver, C: DeviceCtx = Registered> {
+    raw: RawDevice,
+    data: T::Data,
+    _ctx: PhantomData<C>,
+}
+
+impl<T: Driver, C: DeviceCtx> Device<T, C> {
+    /// Compile-time proof that every context shares one layout (evaluated by every context
+    /// conversion).
+    pub const SAME_LAYOUT: () = {
+        assert!(size_of::<Device<T, C>>() == size_of::<Device<T, AnyCtx>>());
+        assert!(size_of::<Device<T, C>>() == size_of::<Device<T, Registered>>());
+        assert!(align_of::<Device<T, C>>() == align_of::<Device<T, AnyCtx>>());
+        assert!(offset_of!(Device<T, C>, raw) == offset_of!(Device<T, AnyCtx>, raw));
+        assert!(offset_of!(Device<T, C>, data) == offset_of!(Device<T, AnyCtx>, data));
+        assert!(offset_of!(Device<T, C>, raw) == 0);
+    };
+
+    /// # Safety
+    ///
+    /// The device must satisfy the guarantees of `N`.
+    unsafe fn cast_ctx<N: DeviceCtx>(&self) -> &Device<T, N> {
+        let () = Self::SAME_LAYOUT;
+        let () = Device::<T, N>::SAME_LAYOUT;
+        // SAFETY: Both types have the same layout (checked above), so the pointee is a valid
+        // `Device<T, N>`; the caller guarantees the context.
+        unsafe { &*(self as *const Self).cast::<Device<T, N>>() }
+    }
+
+    pub(crate) fn raw(&self) -> &RawDevice {
+        &self.raw
+    }
+
+    /// The parent (bus) device.
+    pub fn parent(&self) -> &device::Device {
+        &self.raw.parent
+    }
+
+    /// Returns whether the device is currently registered and not unplugged.
+    pub fn is_registered(&self) -> bool {
+        self.raw.state.load(Ordering::SeqCst) == STATE_REGISTERED
+    }
+
+    /// Returns whether the device has been unplugged.
+    pub fn is_unplugged(&self) -> bool {
+        self.raw.state.load(Ordering::SeqCst) == STATE_UNPLUGGED
+    }
+
+    /// Returns whether `self` and `other` are the same device.
+    pub fn same_device<C2: DeviceCtx>(&self, other: &Device<T, C2>) -> bool {
+        core::ptr::eq(&self.raw, &other.raw)
+    }
+}
+
+impl<T: Driver> Device<T, AnyCtx> {
+    /// Returns the device in the [`Registered`] context if it has been registered.
+    ///
+    /// This is the checked way up: a device that was registered and unplugged since is still
+    /// `Registered` (its userspace-facing operations fail with `ENODEV`).
+    pub fn as_registered(&self) -> Option<&Device<T, Registered>> {
+        if self.raw.state.load(Ordering::SeqCst) == STATE_UNREGISTERED {
+            return None;
+        }
+        // SAFETY: The device has been registered: the invariant of `Registered` holds.
+        Some(unsafe { self.cast_ctx() })
+    }
+
+    /// Assumes the device has been registered with userspace.
+    ///
+    /// # Safety
+    ///
+    /// The device must have been registered (through a [`Registration`](super::Registration))
+    /// before this call.
+    pub unsafe fn assume_registered(&self) -> &Device<T, Registered> {
+        // SAFETY: The caller guarantees the device has been registered.
+        unsafe { self.cast_ctx() }
+    }
+}
+
+impl<T: Driver> Device<T, Registered> {
+    /// Unplugs the device ("hot-unplug"): from now on every userspace entry point (open, ioctl,
+    /// mmap) fails with [`Error::NoDevice`].
+    ///
+    /// Waits for entry points already running on other threads to finish. Open files, GEM objects
+    /// and the driver data stay valid until their last reference goes. Unplugging twice is a
+    /// no-op; dropping the [`Registration`](super::Registration) unplugs too.
+    pub fn unplug(&self) {
+        self.raw.unplug();
+    }
+
+    /// Enters a section that must not overlap with unplug (the kernel's `drm_dev_enter`): fails
+    /// with [`Error::NoDevice`] once the device is unplugged; otherwise [`unplug`](Self::unplug)
+    /// waits until the returned guard is dropped.
+    ///
+    /// Every userspace entry point of the host core runs inside one; drivers use it around
+    /// hardware access that must stop at unplug.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use drm_ctx::{drm, Error};
+    /// # use drm_ctx::doc_driver::DocDriver;
+    ///
+    /// let parent = drm_ctx::device::Device::new("gpu").unwrap();
+    /// let reg = drm::Registration::new(drm::UnregisteredDevice::<DocDriver>::new(&parent, 0).unwrap(), 0)
+    ///     .unwrap();
+    /// let dev: drm_ctx::types::ARef<drm::Device<DocDriver>> = reg.device().into();
+    /// drop(dev.enter().unwrap());
+    /// drop(reg); // unplugs
+    /// assert_eq!(dev.enter().err(), Some(Error::NoDevice));
+    /// ```
+    pub fn enter(&self) -> Result<EntryGuard<'_>> {
+        self.raw.enter()
+    }
+}
+
+impl<T: Driver, C: DeviceCtx> AsRef<Device<T, AnyCtx>> for Device<T, C> {
+    fn as_ref(&self) -> &Device<T, AnyCtx> {
+        // SAFETY: `AnyCtx` makes no guarantee.
+        unsafe { self.cast_ctx() }
+    }
+}
+
+impl<T: Driver, C: DeviceCtx> AsRef<device::Device> for Device<T, C> {
+    fn as_ref(&self) -> &device::Device {
+        self.parent()
+    }
+}
+
+impl<T: Driver, C: DeviceCtx> Deref for Device<T, C> {
+    type Target = T::Data;
+
+    fn deref(&self) -> &T::Data {
+        &self.data
+    }
+}
+
+// SAFETY: `raw.strong` counts the references; the data is dropped with the last one and the
+// block freed once no GEM object needs it either (`raw.weak`).
+unsafe impl<T: Driver, C: DeviceCtx> AlwaysRefCounted for Device<T, C> {
+    fn inc_ref(&self) {
+        self.raw.strong.fetch_add(1, Ordering::Relaxed);
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference, so the device is valid.
+        let raw = unsafe { &obj.as_ref().raw };
+        if raw.strong.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let (drop_data, root) = (raw.drop_data, raw.root);
+        // SAFETY: That was the last strong reference: the data is unreachable and initialised.
+        unsafe { drop_data(root) };
+        // SAFETY: The strong owners together hold one weak reference, given back now.
+        unsafe { RawDevice::weak_dec(root) };
+    }
+}
+
+/// Drops the driver data of a `Device<T, _>`.
+///
+/// # Safety
+///
+/// `raw` must be the header of a `Device<T, _>` with initialised data nobody can reach any more.
+unsafe fn drop_data<T: Driver>(raw: NonNull<RawDevice>) {
+    let dev = raw.cast::<Device<T, AnyCtx>>().as_ptr();
+    // SAFETY: `dev` points to a valid `Device<T, AnyCtx>` (caller's guarantee).
+    let data = unsafe { addr_of_mut!((*dev).data) };
+    // SAFETY: Guaranteed by the caller; the header stays untouched.
+    unsafe { core::ptr::drop_in_place(data) };
+}
+
+/// A device under construction, handed to the initialiser of
+/// [`UnregisteredDevice::new_with`].
+///
+/// The driver data does not exist yet, so this does not dereference to it. What it offers is what
+/// building the data needs: the parent device and GEM object creation
+/// ([`gem::Object::new_for_init`](super::gem::Object::new_for_init)).
+pub struct DeviceInit<'a, T: Driver> {
+    raw: &'a RawDevice,
+    _p: PhantomData<(fn() -> T, NotThreadSafe)>,
+}
+
+impl<T: Driver> DeviceInit<'_, T> {
+    /// The parent (bus) device.
+    pub fn parent(&self) -> &device::Device {
+        &self.raw.parent
+    }
+
+    pub(crate) fn raw(&self) -> &RawDevice {
+        self.raw
+    }
+}
+
+/// A freshly allocated device that has never been registered with userspace.
+///
+/// It is owned and single-threaded (neither `Send` nor `Sync`), so nothing can register the
+/// device behind its back. It dereferences to [`Device<T, AnyCtx>`]: GEM objects can be created
+/// with it. [`Registration::new`](super::Registration::new) consumes it and yields the
+/// [`Registered`] device.
+///
+/// # Invariants
+///
+/// The device in `self.0` has not been registered, and nothing else can register it.
+pub struct UnregisteredDevice<T: Driver>(ARef<Device<T, AnyCtx>>, NotThreadSafe);
+
+impl<T: Driver> Deref for UnregisteredDevice<T> {
+    type Target = Device<T, AnyCtx>;
+
+    fn deref(&self) -> &Device<T, AnyCtx> {
+        &self.0
+    }
+}
+
+impl<T: Driver> UnregisteredDevice<T> {
+    /// Allocates a device for `parent` with driver data `data`, in memory from `A`.
+    pub fn new_in<A: Allocator>(parent: &device::Device, data: T::Data) -> Result<Self> {
+        Self::new_with_in::<A>(parent, |_| Ok(data))
+    }
+
+    /// Allocates a device for `parent`, in memory from `A`, and builds its driver data with
+    /// `init`, which may already create GEM objects with the device.
+    ///
+    /// If `init` fails, the device is released and the error returned; objects `init` created
+    /// stay valid until their last reference goes.
+    pub fn new_with_in<A: Allocator>(
+        parent: &device::Device,
+        init: impl FnOnce(&DeviceInit<'_, T>) -> Result<T::Data>,
+    ) -> Result<Self> {
+        let layout = Layout::new::<Device<T, AnyCtx>>();
+        let mem = MemOps::of::<A>();
+        let ptr = (mem.alloc)(layout)?.cast::<Device<T, AnyCtx>>();
+        let raw_ptr = ptr.cast::<RawDevice>();
+        // INVARIANT: No strong owner yet (the data does not exist); the builder holds the only
+        // weak reference.
+        // SAFETY: `ptr` is a fresh block for a `Device<T, AnyCtx>`, whose header is at offset 0.
+        unsafe {
+            raw_ptr.as_ptr().write(RawDevice {
+                root: raw_ptr,
+                strong: AtomicUsize::new(0),
+                weak: AtomicUsize::new(1),
+                state: AtomicU8::new(STATE_UNREGISTERED),
+                active: AtomicUsize::new(0),
+                mmap_next: AtomicU64::new(MMAP_START_PAGE),
+                parent: ARef::from(parent),
+                mem,
+                layout,
+                drop_data: drop_data::<T>,
+            })
+        };
+
+        /// Gives the builder's weak reference back if `init` fails or panics.
+        struct Unwind(Option<NonNull<RawDevice>>);
+        impl Drop for Unwind {
+            fn drop(&mut self) {
+                if let Some(raw) = self.0 {
+                    // SAFETY: The builder's weak reference is still owned and not used after.
+                    unsafe { RawDevice::weak_dec(raw) };
+                }
+            }
+        }
+        let mut unwind = Unwind(Some(raw_ptr));
+
+        // SAFETY: The header was initialised above and stays alive while we hold our weak
+        // reference, which outlives `handle`.
+        let raw: &RawDevice = unsafe { raw_ptr.as_ref() };
+        let handle = DeviceInit {
+            raw,
+            _p: PhantomData,
+        };
+        let data = init(&handle)?;
+        // SAFETY: `ptr` points to the block, which is large enough for a `Device<T, AnyCtx>`.
+        let data_ptr = unsafe { addr_of_mut!((*ptr.as_ptr()).data) };
+        // SAFETY: The data field of the block is uninitialised and not aliased (the header
+        // reference covers only the header).
+        unsafe { data_ptr.write(data) };
+        // INVARIANT: The data is initialised; the builder's weak reference becomes the one of
+        // the strong owners, and this is the first strong reference.
+        raw.strong.store(1, Ordering::Release);
+        unwind.0 = None;
+        // SAFETY: We own the single strong reference and transfer it.
+        Ok(UnregisteredDevice(
+            unsafe { ARef::from_raw(ptr) },
+            NotThreadSafe::new(),
+        ))
+    }
+
+    /// Allocates a device for `parent` with driver data `data` on the host heap.
+    #[cfg(feature = "std")]
+    pub fn new(parent: &device::Device, data: T::Data) -> Result<Self> {
+        Self::new_in::<crate::mem::Global>(parent, data)
+    }
+
+    /// Allocates a device on the host heap and builds its driver data with `init`; see
+    /// [`new_with_in`](Self::new_with_in).
+    #[cfg(feature = "std")]
+    pub fn new_with(
+        parent: &device::Device,
+        init: impl FnOnce(&DeviceInit<'_, T>) -> Result<T::Data>,
+    ) -> Result<Self> {
+        Self::new_with_in::<crate::mem::Global>(parent, init)
+    }
+
+    /// Marks the device registered and gives back its reference in the `Registered` context.
+    pub(crate) fn register(self) -> ARef<Device<T, Registered>> {
+        // By the type invariant nothing registered the device yet.
+        self.0.raw.state.store(STATE_REGISTERED, Ordering::SeqCst);
+        let ptr = ARef::into_raw(self.0);
+        let () = Device::<T, Registered>::SAME_LAYOUT;
+        // SAFETY: We own this reference; the layouts are identical and the device has just been
+        // registered, which is the invariant of `Registered`.
+        unsafe { ARef::from_raw(ptr.cast::<Device<T, Registered>>()) }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use crate::doc_driver::DocDriver;
+
+    #[test]
+    fn every_context_has_the_same_layout() {
+        let () = Device::<DocDriver, Registered>::SAME_LAYOUT;
+        let () = Device::<DocDriver, AnyCtx>::SAME_LAYOUT;
+        assert_eq!(
+            size_of::<Device<DocDriver, Registered>>(),
+            size_of::<Device<DocDriver, AnyCtx>>()
+        );
+        assert_eq!(
+            offset_of!(Device<DocDriver, Registered>, data),
+            offset_of!(Device<DocDriver, AnyCtx>, data)
+        );
+    }
+
+    #[test]
+    fn mmap_space_is_bounded() {
+        let parent = device::Device::new("p").unwrap();
+        let unreg = UnregisteredDevice::<DocDriver>::new(&parent, 0).unwrap();
+        let raw = unreg.raw();
+        assert_eq!(raw.alloc_mmap_pages(1), Ok(MMAP_START_PAGE));
+        assert_eq!(raw.alloc_mmap_pages(MMAP_PAGES), Err(Error::NoSpace));
+        assert_eq!(raw.alloc_mmap_pages(u64::MAX), Err(Error::NoSpace));
+        assert_eq!(
+            raw.alloc_mmap_pages(MMAP_PAGES - 1),
+            Ok(MMAP_START_PAGE + 1)
+        );
+        assert_eq!(raw.alloc_mmap_pages(1), Err(Error::NoSpace));
+        assert!(raw.mmap_page_allocated(MMAP_START_PAGE));
+        assert!(!raw.mmap_page_allocated(MMAP_START_PAGE - 1));
+    }
+}

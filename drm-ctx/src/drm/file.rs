@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! DRM files: one per `open()` of a device node.
+//!
+//! Each open of `/dev/dri/cardN` (primary node) or `/dev/dri/renderDN` (render node) creates a
+//! file with the driver's per-file data ([`DriverFile`]), created by the driver's open callback
+//! and handed its close callback when the file is closed. The file owns the GEM handle table of
+//! the client: handles are small integers, starting at 1, that name GEM objects for this file
+//! only. Closing the file closes every handle it still has.
+//!
+//! Permission checks of ioctls use what the file was opened as ([`OpenOptions`]): render-node
+//! files may only use ioctls flagged [`RENDER_ALLOW`](super::ioctl::RENDER_ALLOW).
+
+#[cfg(feature = "std")]
+use super::gem;
+use super::{Device, Driver};
+use crate::{types::ARef, Result};
+
+/// The driver's per-file data.
+pub trait DriverFile: Sized + Send + Sync + 'static {
+    /// The driver this file data belongs to.
+    type Driver: Driver<File = Self>;
+
+    /// Creates the per-file data when a client opens the device (fails the open on error).
+    fn open(device: &Device<Self::Driver>) -> Result<Self>;
+
+    /// Called when the file is closed, after its GEM handles are closed and before the data is
+    /// dropped.
+    fn close(&self, _device: &Device<Self::Driver>) {}
+}
+
+/// The kind of device node a file was opened through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// The primary node (`/dev/dri/cardN`).
+    Primary,
+    /// The render node (`/dev/dri/renderDN`); needs [`Driver::FEAT_RENDER`].
+    Render,
+}
+
+/// How a client opens a device node, and the rights it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// The node opened.
+    pub node: Node,
+    /// Whether the client is authenticated (for `AUTH` ioctls on the primary node).
+    pub authenticated: bool,
+    /// Whether the client is the current DRM master (for `MASTER` ioctls).
+    pub master: bool,
+    /// Whether the client has `CAP_SYS_ADMIN` (for `ROOT_ONLY` ioctls).
+    pub sys_admin: bool,
+}
+
+impl OpenOptions {
+    /// A render-node client (what Mesa opens).
+    pub const fn render() -> Self {
+        OpenOptions {
+            node: Node::Render,
+            authenticated: false,
+            master: false,
+            sys_admin: false,
+        }
+    }
+
+    /// An unauthenticated primary-node client without privileges.
+    pub const fn primary() -> Self {
+        OpenOptions {
+            node: Node::Primary,
+            authenticated: false,
+            master: false,
+            sys_admin: false,
+        }
+    }
+}
+
+/// The GEM object type of the driver of file data `F`, in the `Registered` context.
+#[cfg(feature = "std")]
+pub(crate) type ObjectOf<F> = gem::Object<<<F as DriverFile>::Driver as Driver>::Object>;
+
+/// An open DRM file.
+///
+/// Ioctl handlers receive it; [`inner`](Self::inner) is the driver's per-file data.
+pub struct File<F: DriverFile> {
+    dev: ARef<Device<F::Driver>>,
+    opts: OpenOptions,
+    inner: F,
+    #[cfg(feature = "std")]
+    host: host::FileState<F>,
+}
+
+impl<F: DriverFile> File<F> {
+    /// The device this file was opened on.
+    pub fn device(&self) -> &Device<F::Driver> {
+        &self.dev
+    }
+
+    /// The driver's per-file data.
+    pub fn inner(&self) -> &F {
+        &self.inner
+    }
+
+    /// How the file was opened.
+    pub fn options(&self) -> OpenOptions {
+        self.opts
+    }
+
+    /// Returns whether the file was opened through the render node.
+    pub fn is_render_client(&self) -> bool {
+        self.opts.node == Node::Render
+    }
+}
+
+#[cfg(feature = "std")]
+mod host {
+    use super::{DriverFile, File, ObjectOf, OpenOptions};
+    use crate::{
+        drm::{gem::DriverObject, Device, Driver},
+        types::ARef,
+        uaccess::UserMemory,
+        Error, Result,
+    };
+    use std::{
+        collections::BTreeMap,
+        sync::{Arc, Mutex, MutexGuard},
+        vec::Vec,
+    };
+
+    /// Largest handle, as with the kernel's IDR (`INT_MAX`).
+    const MAX_HANDLE: u32 = i32::MAX as u32;
+
+    pub(crate) struct FileState<F: DriverFile> {
+        handles: Mutex<BTreeMap<u32, ARef<ObjectOf<F>>>>,
+        user: Arc<dyn UserMemory>,
+    }
+
+    impl<F: DriverFile> File<F> {
+        /// Opens a file on `dev` for a client whose memory is `user`.
+        pub(crate) fn open(
+            dev: &Device<F::Driver>,
+            opts: OpenOptions,
+            user: Arc<dyn UserMemory>,
+        ) -> Result<Self> {
+            if opts.node == super::Node::Render && !F::Driver::FEAT_RENDER {
+                return Err(Error::NoDevice);
+            }
+            let inner = F::open(dev)?;
+            Ok(File {
+                dev: ARef::from(dev),
+                opts,
+                inner,
+                host: FileState {
+                    handles: Mutex::new(BTreeMap::new()),
+                    user,
+                },
+            })
+        }
+
+        fn table(&self) -> MutexGuard<'_, BTreeMap<u32, ARef<ObjectOf<F>>>> {
+            self.host.handles.lock().unwrap_or_else(|e| e.into_inner())
+        }
+
+        /// The memory of the client that opened the file (for pointers inside ioctl arguments).
+        pub fn user(&self) -> &dyn UserMemory {
+            &*self.host.user
+        }
+
+        /// Closes a GEM handle (what `DRM_IOCTL_GEM_CLOSE` does). [`Error::Invalid`] if the
+        /// handle does not exist.
+        pub fn close_handle(&self, handle: u32) -> Result {
+            let obj = self.table().remove(&handle).ok_or(Error::Invalid)?;
+            obj.handle_closed();
+            <F::Driver as Driver>::Object::close(&obj, self);
+            Ok(())
+        }
+
+        /// The handles of this file, in increasing order.
+        pub fn handles(&self) -> Vec<u32> {
+            self.table().keys().copied().collect()
+        }
+
+        /// Inserts `obj` under the lowest free handle (from 1).
+        pub(crate) fn insert_handle(&self, obj: &ObjectOf<F>) -> Result<u32> {
+            <F::Driver as Driver>::Object::open(obj, self)?;
+            let mut table = self.table();
+            let mut handle = 1u32;
+            for k in table.keys() {
+                if *k != handle {
+                    break;
+                }
+                handle += 1;
+            }
+            if handle > MAX_HANDLE {
+                drop(table);
+                <F::Driver as Driver>::Object::close(obj, self);
+                return Err(Error::NoSpace);
+            }
+            obj.handle_opened();
+            table.insert(handle, ARef::from(obj));
+            Ok(handle)
+        }
+
+        pub(crate) fn lookup_handle(&self, handle: u32) -> Option<ARef<ObjectOf<F>>> {
+            self.table().get(&handle).cloned()
+        }
+
+        /// Finds the object of this file whose mmap offset is `offset`.
+        pub(crate) fn lookup_mmap(&self, offset: u64) -> Option<ARef<ObjectOf<F>>> {
+            self.table()
+                .values()
+                .find(|o| o.mmap_offset() == Some(offset))
+                .cloned()
+        }
+    }
+
+    impl<F: DriverFile> Drop for File<F> {
+        fn drop(&mut self) {
+            let table = core::mem::take(&mut *self.table());
+            for (_, obj) in table {
+                obj.handle_closed();
+                <F::Driver as Driver>::Object::close(&obj, self);
+            }
+            self.inner.close(&self.dev);
+        }
+    }
+}
+
+#[cfg(not(feature = "std"))]
+impl<F: DriverFile> Drop for File<F> {
+    fn drop(&mut self) {
+        self.inner.close(&self.dev);
+    }
+}

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+// A GEM handle needs a registered device: objects made before registration have none.
+use drm_ctx::doc_driver::{Bo, DocDriver};
+use drm_ctx::drm::{self, gem, AnyCtx, OpenOptions};
+use drm_ctx::host::Client;
+
+fn main() {
+    let parent = drm_ctx::device::Device::new("gpu").unwrap();
+    let unreg = drm::UnregisteredDevice::<DocDriver>::new(&parent, 0).unwrap();
+    let early = gem::Object::<Bo, AnyCtx>::new(&unreg, 4096, ()).unwrap();
+    let reg = drm::Registration::new(unreg, 0).unwrap();
+    let client = Client::open(reg.device(), OpenOptions::render()).unwrap();
+    let _ = early.create_handle(client.file());
+}
