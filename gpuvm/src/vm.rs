@@ -1,0 +1,1111 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The VM: a GPU virtual address space, its mappings (VAs) and its VM-BOs.
+//!
+//! A GPU VM covers `[start, start + range)`. Part of it can be reserved for the kernel (firmware
+//! interfaces, ring buffers); no user request may touch that part. Each *VA* maps
+//! `[addr, addr + range)` either to a GEM object at some byte offset, or to nothing at all
+//! (a *sparse* VA, used for Vulkan sparse residency). VAs never overlap.
+//!
+//! For every GEM object that has at least one VA in the VM there is exactly one *VM-BO*: the
+//! pair (VM, object). It lists the object's VAs in this VM, and sits on the VM's list of
+//! *external objects* when the object's reservation is not the VM's, and on the list of
+//! *evicted* objects while the driver reports it evicted. [`Gpuvm::validate`] walks the evicted
+//! list so the driver can move each object back before the next job runs.
+//!
+//! # Memory
+//!
+//! VAs live in [`VaSlot`]s and VM-BOs in [`BoSlot`]s, both in storage the caller provides (see
+//! [`Storage`]). Each slot carries its own tree and list links as `u32` indices, so the VM needs
+//! no other memory. One VA costs `size_of::<VaSlot<D>>()` bytes: 56 bytes of address, range,
+//! offset, flags, tree and list links, plus `Option<D>`, rounded up to 8 — 64 bytes for
+//! `D = ()`, `u32` or a pointer, 72 for `D = u64` (64-bit targets). A VM-BO costs
+//! `size_of::<BoSlot<O>>()`: 57 bytes plus `Option<O>`, 72 bytes for a pointer-sized handle
+//! such as `ARef`/`Arc`. An op entry of a VM_BIND batch costs 16 bytes. Free slots form a
+//! pool; [`Gpuvm::reserve`] fills the pool ahead of time, and applying ops only takes slots from
+//! it and gives them back.
+
+use core::marker::PhantomData;
+use core::ops::Range;
+
+use crate::list::{List, ListLink};
+use crate::sm::Piece;
+use crate::storage::Storage;
+use crate::tree::{Link, Node, Tree, NIL};
+use crate::{Error, GemObject};
+
+/// Storage slot for one VA.
+///
+/// Create empty slots with [`VaSlot::new`]; the VM fills and recycles them.
+// The fields a tree walk reads (address, range, links) come first, in one 32-byte block.
+#[repr(C)]
+pub struct VaSlot<D> {
+    pub(crate) addr: u64,
+    pub(crate) range: u64,
+    pub(crate) link: Link,
+    pub(crate) offset: u64,
+    pub(crate) bo: u32,
+    pub(crate) bo_link: ListLink,
+    pub(crate) flags: u32,
+    pub(crate) data: Option<D>,
+}
+
+impl<D> VaSlot<D> {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        VaSlot {
+            addr: 0,
+            range: 0,
+            offset: 0,
+            link: Link::EMPTY,
+            bo: NIL,
+            bo_link: ListLink::EMPTY,
+            flags: 0,
+            data: None,
+        }
+    }
+}
+
+impl<D> Default for VaSlot<D> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<D> Node for VaSlot<D> {
+    fn key(&self) -> u64 {
+        self.addr
+    }
+    fn link(&self) -> &Link {
+        &self.link
+    }
+    fn link_mut(&mut self) -> &mut Link {
+        &mut self.link
+    }
+}
+
+const BO_EXTOBJ: u8 = 1;
+const BO_EVICTED: u8 = 2;
+const BO_DEFERRED: u8 = 4;
+
+/// Storage slot for one VM-BO.
+///
+/// Create empty slots with [`BoSlot::new`]; the VM fills and recycles them.
+pub struct BoSlot<O> {
+    pub(crate) id: u64,
+    pub(crate) link: Link,
+    pub(crate) obj: Option<O>,
+    pub(crate) vas: List,
+    pub(crate) ext: ListLink,
+    pub(crate) ev: ListLink,
+    pub(crate) deferred_next: u32,
+    pub(crate) flags: u8,
+}
+
+impl<O> BoSlot<O> {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        BoSlot {
+            id: 0,
+            link: Link::EMPTY,
+            obj: None,
+            vas: List::EMPTY,
+            ext: ListLink::EMPTY,
+            ev: ListLink::EMPTY,
+            deferred_next: NIL,
+            flags: 0,
+        }
+    }
+}
+
+impl<O> Default for BoSlot<O> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<O> Node for BoSlot<O> {
+    fn key(&self) -> u64 {
+        self.id
+    }
+    fn link(&self) -> &Link {
+        &self.link
+    }
+    fn link_mut(&mut self) -> &mut Link {
+        &mut self.link
+    }
+}
+
+fn va_bo_link<D>(s: &mut VaSlot<D>) -> &mut ListLink {
+    &mut s.bo_link
+}
+
+fn bo_ext_link<O>(s: &mut BoSlot<O>) -> &mut ListLink {
+    &mut s.ext
+}
+
+fn bo_ev_link<O>(s: &mut BoSlot<O>) -> &mut ListLink {
+    &mut s.ev
+}
+
+/// Where the VM lives and what it reserves.
+///
+/// # Examples
+///
+/// ```
+/// use gpuvm::VmConfig;
+///
+/// // 48-bit VA space, the top 1 GiB kept for the kernel, 4 KiB pages.
+/// let cfg = VmConfig::new(0, 1 << 48)
+///     .reserve((1 << 48) - (1 << 30), 1 << 30)
+///     .align(4096)
+///     .resv_id(7);
+/// assert_eq!(cfg.range, 1 << 48);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmConfig {
+    /// First address of the VM.
+    pub start: u64,
+    /// Size of the VM in bytes.
+    pub range: u64,
+    /// First address of the kernel-reserved region.
+    pub reserve_start: u64,
+    /// Size of the kernel-reserved region (0: none).
+    pub reserve_range: u64,
+    /// Required alignment of addresses, ranges and object offsets (a power of two; 1: none).
+    pub align: u64,
+    /// The reservation id of the VM's own objects (see [`GemObject::resv_id`]).
+    pub resv_id: u64,
+}
+
+impl VmConfig {
+    /// A VM over `[start, start + range)`, with no reserved region and no alignment.
+    pub const fn new(start: u64, range: u64) -> Self {
+        VmConfig {
+            start,
+            range,
+            reserve_start: 0,
+            reserve_range: 0,
+            align: 1,
+            resv_id: 0,
+        }
+    }
+
+    /// Reserves `[start, start + range)` for the kernel.
+    pub const fn reserve(mut self, start: u64, range: u64) -> Self {
+        self.reserve_start = start;
+        self.reserve_range = range;
+        self
+    }
+
+    /// Requires every address, range and offset to be a multiple of `align`.
+    pub const fn align(mut self, align: u64) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// Sets the VM's reservation id.
+    pub const fn resv_id(mut self, resv_id: u64) -> Self {
+        self.resv_id = resv_id;
+        self
+    }
+}
+
+/// A mapping: either an existing VA, the request to create one, or a piece of a split VA.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Mapping<'a, O> {
+    /// First GPU virtual address.
+    pub addr: u64,
+    /// Size in bytes.
+    pub range: u64,
+    /// The backing GEM object, or `None` for a sparse mapping.
+    pub obj: Option<&'a O>,
+    /// Byte offset into the object (unused for sparse mappings).
+    pub offset: u64,
+    /// Driver-defined flags, carried unchanged into remnants of a split.
+    pub flags: u32,
+}
+
+impl<O> Clone for Mapping<'_, O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<O> Copy for Mapping<'_, O> {}
+
+impl<'a, O> Mapping<'a, O> {
+    /// A mapping of `obj` at `offset` over `[addr, addr + range)`.
+    pub const fn new(addr: u64, range: u64, obj: &'a O, offset: u64) -> Self {
+        Mapping {
+            addr,
+            range,
+            obj: Some(obj),
+            offset,
+            flags: 0,
+        }
+    }
+
+    /// A sparse mapping over `[addr, addr + range)`.
+    pub const fn sparse(addr: u64, range: u64) -> Self {
+        Mapping {
+            addr,
+            range,
+            obj: None,
+            offset: 0,
+            flags: 0,
+        }
+    }
+
+    /// The same mapping with `flags`.
+    pub const fn with_flags(mut self, flags: u32) -> Self {
+        self.flags = flags;
+        self
+    }
+
+    /// One past the last address (`addr + range`, saturating).
+    pub const fn end(&self) -> u64 {
+        self.addr.saturating_add(self.range)
+    }
+}
+
+/// A read-only view of one VA.
+pub struct Va<'a, O, D> {
+    slot: &'a VaSlot<D>,
+    obj: Option<&'a O>,
+}
+
+impl<'a, O, D> Va<'a, O, D> {
+    pub(crate) fn from_parts(slot: &'a VaSlot<D>, obj: Option<&'a O>) -> Self {
+        Va { slot, obj }
+    }
+
+    /// First address.
+    pub fn addr(&self) -> u64 {
+        self.slot.addr
+    }
+
+    /// Size in bytes.
+    pub fn range(&self) -> u64 {
+        self.slot.range
+    }
+
+    /// One past the last address.
+    pub fn end(&self) -> u64 {
+        self.slot.addr + self.slot.range
+    }
+
+    /// The backing object, `None` for a sparse VA.
+    pub fn obj(&self) -> Option<&'a O> {
+        self.obj
+    }
+
+    /// Offset into the backing object.
+    pub fn offset(&self) -> u64 {
+        self.slot.offset
+    }
+
+    /// Driver flags.
+    pub fn flags(&self) -> u32 {
+        self.slot.flags
+    }
+
+    /// Whether the VA is sparse (has no backing object).
+    pub fn is_sparse(&self) -> bool {
+        self.obj.is_none()
+    }
+
+    /// The driver data. `None` only for a VA that a VM_BIND batch still plans to create.
+    pub fn data(&self) -> Option<&'a D> {
+        self.slot.data.as_ref()
+    }
+
+    /// The VA as a [`Mapping`].
+    pub fn mapping(&self) -> Mapping<'a, O> {
+        Mapping {
+            addr: self.slot.addr,
+            range: self.slot.range,
+            obj: self.obj,
+            offset: self.slot.offset,
+            flags: self.slot.flags,
+        }
+    }
+}
+
+/// The VM's bookkeeping, apart from the slot storage.
+pub(crate) struct State {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) reserve_start: u64,
+    pub(crate) reserve_end: u64,
+    pub(crate) align: u64,
+    pub(crate) resv_id: u64,
+    pub(crate) tree: Tree,
+    pub(crate) free_va: u32,
+    pub(crate) free_va_count: u32,
+    pub(crate) bo_tree: Tree,
+    pub(crate) free_bo: u32,
+    pub(crate) free_bo_count: u32,
+    pub(crate) extobjs: List,
+    pub(crate) evicted: List,
+    pub(crate) deferred: u32,
+    /// A VM_BIND batch is open (or was leaked): every request is refused.
+    pub(crate) batch_open: bool,
+    /// The pieces made by the latest remap (`NIL` if none): where the next map goes.
+    pub(crate) last_prev: u32,
+    pub(crate) last_next: u32,
+}
+
+/// Borrowed view of everything the VM owns, with the storage already turned into slices.
+pub(crate) struct Core<'a, O, D> {
+    pub(crate) vas: &'a mut [VaSlot<D>],
+    pub(crate) bos: &'a mut [BoSlot<O>],
+    pub(crate) st: &'a mut State,
+}
+
+impl<O: GemObject, D> Core<'_, O, D> {
+    pub(crate) fn reborrow(&mut self) -> Core<'_, O, D> {
+        Core {
+            vas: self.vas,
+            bos: self.bos,
+            st: self.st,
+        }
+    }
+
+    /// The first VA that ends after `addr`.
+    pub(crate) fn first_ending_after(&self, addr: u64) -> u32 {
+        self.st
+            .tree
+            .first_where(self.vas, |s| s.addr + s.range > addr)
+    }
+
+    /// The first VA overlapping `[addr, end)`, or `NIL`.
+    pub(crate) fn first_overlap(&self, addr: u64, end: u64) -> u32 {
+        let i = self.first_ending_after(addr);
+        if i != NIL && self.vas[i as usize].addr < end {
+            i
+        } else {
+            NIL
+        }
+    }
+
+    pub(crate) fn next_overlap(&self, i: u32, end: u64) -> u32 {
+        let n = self.st.tree.next(self.vas, i);
+        if n != NIL && self.vas[n as usize].addr < end {
+            n
+        } else {
+            NIL
+        }
+    }
+
+    pub(crate) fn find_bo(&self, obj: &O) -> u32 {
+        self.st.bo_tree.find(self.bos, obj.id())
+    }
+
+    /// Takes a slot from the VA pool. The caller has checked that the pool is not empty.
+    pub(crate) fn alloc_va(&mut self, p: Piece, flags: u32, bo: u32) -> u32 {
+        let i = self.st.free_va;
+        let slot = &mut self.vas[i as usize];
+        self.st.free_va = slot.link.left;
+        self.st.free_va_count -= 1;
+        *slot = VaSlot {
+            addr: p.addr,
+            range: p.range,
+            offset: p.offset,
+            bo,
+            flags,
+            ..VaSlot::new()
+        };
+        i
+    }
+
+    /// Returns slot `i` (out of the tree and off any VM-BO list) to the pool.
+    pub(crate) fn free_va(&mut self, i: u32) -> Option<D> {
+        let slot = &mut self.vas[i as usize];
+        let data = slot.data.take();
+        slot.bo = NIL;
+        slot.link = Link::EMPTY;
+        slot.link.left = self.st.free_va;
+        self.st.free_va = i;
+        self.st.free_va_count += 1;
+        data
+    }
+
+    pub(crate) fn tree_insert(&mut self, i: u32) {
+        self.st.tree.insert(self.vas, i);
+    }
+
+    pub(crate) fn tree_insert_before(&mut self, i: u32, succ: u32) {
+        self.st.tree.insert_before(self.vas, i, succ);
+    }
+
+    pub(crate) fn tree_replace(&mut self, old: u32, new: u32) {
+        self.st.tree.replace(self.vas, old, new);
+    }
+
+    /// Where a map placed right after the latest remap's pieces goes: before the node that
+    /// follows the `prev` piece, or before the `next` piece.
+    pub(crate) fn succ_after_pieces(&self, fallback: u32) -> u32 {
+        if self.st.last_prev != NIL {
+            self.st.tree.next(self.vas, self.st.last_prev)
+        } else if self.st.last_next != NIL {
+            self.st.last_next
+        } else {
+            fallback
+        }
+    }
+
+    pub(crate) fn tree_remove(&mut self, i: u32) {
+        self.st.tree.remove(self.vas, i);
+    }
+
+    /// The VM-BO of `obj`, created from the pool if it does not exist. Returns the slot and
+    /// whether it was created. The caller has checked that a slot is free if needed.
+    pub(crate) fn obtain_bo(&mut self, obj: &O) -> (u32, bool) {
+        let found = self.find_bo(obj);
+        if found != NIL {
+            return (found, false);
+        }
+        let i = self.st.free_bo;
+        let slot = &mut self.bos[i as usize];
+        self.st.free_bo = slot.link.left;
+        self.st.free_bo_count -= 1;
+        *slot = BoSlot {
+            id: obj.id(),
+            obj: Some(obj.clone()),
+            ..BoSlot::new()
+        };
+        self.st.bo_tree.insert(self.bos, i);
+        if obj.resv_id() != self.st.resv_id {
+            self.bos[i as usize].flags |= BO_EXTOBJ;
+            self.st.extobjs.push_back(self.bos, i, bo_ext_link);
+        }
+        self.defer_bo(i);
+        (i, true)
+    }
+
+    /// Removes VM-BO `i` from every structure and returns its slot to the pool.
+    pub(crate) fn destroy_bo(&mut self, i: u32) {
+        let flags = self.bos[i as usize].flags;
+        if flags & BO_EXTOBJ != 0 {
+            self.st.extobjs.unlink(self.bos, i, bo_ext_link);
+        }
+        if flags & BO_EVICTED != 0 {
+            self.st.evicted.unlink(self.bos, i, bo_ev_link);
+        }
+        self.st.bo_tree.remove(self.bos, i);
+        let slot = &mut self.bos[i as usize];
+        *slot = BoSlot::new();
+        slot.link.left = self.st.free_bo;
+        self.st.free_bo = i;
+        self.st.free_bo_count += 1;
+    }
+
+    /// Queues VM-BO `i` for a check at the end of the current operation.
+    fn defer_bo(&mut self, i: u32) {
+        let slot = &mut self.bos[i as usize];
+        if slot.flags & BO_DEFERRED == 0 {
+            slot.flags |= BO_DEFERRED;
+            slot.deferred_next = self.st.deferred;
+            self.st.deferred = i;
+        }
+    }
+
+    /// Destroys the queued VM-BOs that ended up with no VA.
+    pub(crate) fn cleanup_deferred(&mut self) {
+        while self.st.deferred != NIL {
+            let i = self.st.deferred;
+            let slot = &mut self.bos[i as usize];
+            self.st.deferred = slot.deferred_next;
+            slot.deferred_next = NIL;
+            slot.flags &= !BO_DEFERRED;
+            if slot.vas.len == 0 {
+                self.destroy_bo(i);
+            }
+        }
+    }
+
+    pub(crate) fn link_va(&mut self, i: u32) {
+        let bo = self.vas[i as usize].bo;
+        if bo != NIL {
+            let mut list = self.bos[bo as usize].vas;
+            list.push_back(self.vas, i, va_bo_link);
+            self.bos[bo as usize].vas = list;
+        }
+    }
+
+    pub(crate) fn unlink_va(&mut self, i: u32) {
+        let bo = self.vas[i as usize].bo;
+        if bo != NIL {
+            let mut list = self.bos[bo as usize].vas;
+            list.unlink(self.vas, i, va_bo_link);
+            self.bos[bo as usize].vas = list;
+            if list.len == 0 {
+                self.defer_bo(bo);
+            }
+        }
+    }
+
+    pub(crate) fn obj_of(&self, bo: u32) -> Option<&O> {
+        if bo == NIL {
+            None
+        } else {
+            self.bos[bo as usize].obj.as_ref()
+        }
+    }
+}
+
+pub(crate) fn check_range(st: &State, addr: u64, range: u64) -> Result<u64, Error> {
+    if range == 0 {
+        return Err(Error::ZeroRange);
+    }
+    let end = addr.checked_add(range).ok_or(Error::Overflow)?;
+    if addr < st.start || end > st.end {
+        return Err(Error::OutOfVm);
+    }
+    if st.reserve_start < st.reserve_end && addr < st.reserve_end && st.reserve_start < end {
+        return Err(Error::KernelReserved);
+    }
+    if (addr | range) & (st.align - 1) != 0 {
+        return Err(Error::Misaligned);
+    }
+    Ok(end)
+}
+
+/// A GPU virtual address space.
+///
+/// `O` is the driver's GEM object type, `D` the driver data stored in each VA, `VS` and `BS`
+/// the storage of the VA and VM-BO slots.
+///
+/// # Invariants
+///
+/// - The VAs in the address tree do not overlap, lie inside the VM and outside the reserved
+///   region; every VA slot is either in the tree, in the free pool, or held by a VM_BIND batch.
+/// - A VM-BO exists for an object exactly while it has at least one VA (outside of an
+///   operation in progress), and there is at most one per object.
+///
+/// # Examples
+///
+/// ```
+/// use gpuvm::{BoSlot, Gpuvm, Mapping, VaSlot, VmConfig};
+/// # #[derive(Clone)] struct Bo(u64);
+/// # impl gpuvm::GemObject for Bo {
+/// #     fn id(&self) -> u64 { self.0 }
+/// #     fn size(&self) -> u64 { 1 << 20 }
+/// #     fn resv_id(&self) -> u64 { 0 }
+/// # }
+///
+/// let vas: [VaSlot<()>; 8] = core::array::from_fn(|_| VaSlot::new());
+/// let bos: [BoSlot<Bo>; 2] = core::array::from_fn(|_| BoSlot::new());
+/// let mut vm = Gpuvm::new(VmConfig::new(0x1000, 0x10_0000), vas, bos)?;
+/// assert_eq!(vm.va_range(), 0x1000..0x10_1000);
+/// assert_eq!(vm.free_vas(), 8);
+/// assert!(vm.is_empty());
+/// # Ok::<(), gpuvm::Error>(())
+/// ```
+pub struct Gpuvm<O, D, VS, BS> {
+    pub(crate) vas: VS,
+    pub(crate) bos: BS,
+    pub(crate) st: State,
+    _p: PhantomData<fn() -> (O, D)>,
+}
+
+impl<O, D, VS, BS> Gpuvm<O, D, VS, BS>
+where
+    O: GemObject,
+    VS: Storage<VaSlot<D>>,
+    BS: Storage<BoSlot<O>>,
+{
+    /// Creates a VM with `config`, taking every slot of `vas` and `bos` into its pools.
+    ///
+    /// Fails with [`Error::InvalidConfig`] if the VM is empty or overflows, the alignment is not
+    /// a power of two, or the reserved region does not lie inside the VM; with
+    /// [`Error::NoMemory`] if a storage holds `u32::MAX` slots or more.
+    pub fn new(config: VmConfig, vas: VS, bos: BS) -> Result<Self, Error> {
+        let end = config
+            .start
+            .checked_add(config.range)
+            .ok_or(Error::InvalidConfig)?;
+        let reserve_end = config
+            .reserve_start
+            .checked_add(config.reserve_range)
+            .ok_or(Error::InvalidConfig)?;
+        if config.range == 0 || !config.align.is_power_of_two() {
+            return Err(Error::InvalidConfig);
+        }
+        if config.reserve_range != 0 && (config.reserve_start < config.start || reserve_end > end) {
+            return Err(Error::InvalidConfig);
+        }
+        if vas.as_slice().len() >= NIL as usize || bos.as_slice().len() >= NIL as usize {
+            return Err(Error::NoMemory);
+        }
+        let mut vm = Gpuvm {
+            vas,
+            bos,
+            st: State {
+                start: config.start,
+                end,
+                reserve_start: config.reserve_start,
+                reserve_end: if config.reserve_range == 0 {
+                    config.reserve_start
+                } else {
+                    reserve_end
+                },
+                align: config.align,
+                resv_id: config.resv_id,
+                tree: Tree::EMPTY,
+                free_va: NIL,
+                free_va_count: 0,
+                bo_tree: Tree::EMPTY,
+                free_bo: NIL,
+                free_bo_count: 0,
+                extobjs: List::EMPTY,
+                evicted: List::EMPTY,
+                deferred: NIL,
+                batch_open: false,
+                last_prev: NIL,
+                last_next: NIL,
+            },
+            _p: PhantomData,
+        };
+        let nv = vm.vas.as_slice().len() as u32;
+        for i in (0..nv).rev() {
+            vm.vas.as_mut_slice()[i as usize] = VaSlot::new();
+            vm.core().free_va(i);
+        }
+        let nb = vm.bos.as_slice().len() as u32;
+        for i in (0..nb).rev() {
+            let slot = &mut vm.bos.as_mut_slice()[i as usize];
+            *slot = BoSlot::new();
+            slot.link.left = vm.st.free_bo;
+            vm.st.free_bo = i;
+            vm.st.free_bo_count += 1;
+        }
+        Ok(vm)
+    }
+
+    pub(crate) fn core(&mut self) -> Core<'_, O, D> {
+        Core {
+            vas: self.vas.as_mut_slice(),
+            bos: self.bos.as_mut_slice(),
+            st: &mut self.st,
+        }
+    }
+
+    /// Makes sure at least `vas` VA slots and `bos` VM-BO slots are free, growing the storage if
+    /// needed. On failure no mapping changes (a pool that did grow keeps its new slots).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gpuvm::{BoSlot, Error, Gpuvm, VaSlot, VmConfig};
+    /// # #[derive(Clone)] struct Bo;
+    /// # impl gpuvm::GemObject for Bo {
+    /// #     fn id(&self) -> u64 { 0 } fn size(&self) -> u64 { 0 } fn resv_id(&self) -> u64 { 0 }
+    /// # }
+    /// let vas: [VaSlot<()>; 4] = core::array::from_fn(|_| VaSlot::new());
+    /// let bos: [BoSlot<Bo>; 1] = [BoSlot::new()];
+    /// let mut vm = Gpuvm::new(VmConfig::new(0, 1 << 32), vas, bos)?;
+    /// assert_eq!(vm.reserve(4, 1), Ok(()));
+    /// // A fixed array cannot grow.
+    /// assert_eq!(vm.reserve(5, 1), Err(Error::NoMemory));
+    /// # Ok::<(), gpuvm::Error>(())
+    /// ```
+    pub fn reserve(&mut self, vas: u32, bos: u32) -> Result<(), Error> {
+        let need_va = vas.saturating_sub(self.st.free_va_count);
+        let need_bo = bos.saturating_sub(self.st.free_bo_count);
+        let old_v = self.vas.as_slice().len();
+        let old_b = self.bos.as_slice().len();
+        if old_v + need_va as usize >= NIL as usize || old_b + need_bo as usize >= NIL as usize {
+            return Err(Error::NoMemory);
+        }
+        if need_va > 0 {
+            self.vas.try_grow(need_va as usize, VaSlot::new)?;
+        }
+        if need_bo > 0 {
+            if let Err(e) = self.bos.try_grow(need_bo as usize, BoSlot::new) {
+                // The grown VA slots are simply pooled: the VM stays valid, only larger.
+                self.pool_new_vas(old_v);
+                return Err(e);
+            }
+        }
+        self.pool_new_vas(old_v);
+        let nb = self.bos.as_slice().len();
+        for i in (old_b..nb).rev() {
+            let slot = &mut self.bos.as_mut_slice()[i];
+            slot.link.left = self.st.free_bo;
+            self.st.free_bo = i as u32;
+            self.st.free_bo_count += 1;
+        }
+        Ok(())
+    }
+
+    fn pool_new_vas(&mut self, old: usize) {
+        let n = self.vas.as_slice().len();
+        for i in (old..n).rev() {
+            self.core().free_va(i as u32);
+        }
+    }
+
+    /// Fails with [`Error::Busy`] while a VM_BIND batch is open (only possible if one was
+    /// leaked with `mem::forget`).
+    pub(crate) fn check_idle(&self) -> Result<(), Error> {
+        if self.st.batch_open {
+            Err(Error::Busy)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Number of free VA slots in the pool.
+    pub fn free_vas(&self) -> u32 {
+        self.st.free_va_count
+    }
+
+    /// Number of free VM-BO slots in the pool.
+    pub fn free_bos(&self) -> u32 {
+        self.st.free_bo_count
+    }
+
+    /// The address range the VM covers.
+    pub fn va_range(&self) -> Range<u64> {
+        self.st.start..self.st.end
+    }
+
+    /// The kernel-reserved range (empty if there is none).
+    pub fn reserved_range(&self) -> Range<u64> {
+        self.st.reserve_start..self.st.reserve_end
+    }
+
+    /// Whether `[addr, addr + range)` is a valid request range for this VM.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gpuvm::{BoSlot, Error, Gpuvm, VaSlot, VmConfig};
+    /// # #[derive(Clone)] struct Bo;
+    /// # impl gpuvm::GemObject for Bo {
+    /// #     fn id(&self) -> u64 { 0 } fn size(&self) -> u64 { 0 } fn resv_id(&self) -> u64 { 0 }
+    /// # }
+    /// let cfg = VmConfig::new(0, 1 << 20).reserve(0xf_0000, 0x1_0000).align(0x1000);
+    /// let vm = Gpuvm::<Bo, (), _, _>::new(cfg, [VaSlot::new()], [BoSlot::new()])?;
+    /// assert_eq!(vm.check_range(0x1000, 0x1000), Ok(()));
+    /// assert_eq!(vm.check_range(0x1000, 0), Err(Error::ZeroRange));
+    /// assert_eq!(vm.check_range(u64::MAX, 2), Err(Error::Overflow));
+    /// assert_eq!(vm.check_range(0xff000, 0x2000), Err(Error::OutOfVm));
+    /// assert_eq!(vm.check_range(0xef000, 0x2000), Err(Error::KernelReserved));
+    /// assert_eq!(vm.check_range(0x1800, 0x1000), Err(Error::Misaligned));
+    /// # Ok::<(), gpuvm::Error>(())
+    /// ```
+    pub fn check_range(&self, addr: u64, range: u64) -> Result<(), Error> {
+        check_range(&self.st, addr, range).map(|_| ())
+    }
+
+    /// Whether `obj` is external to this VM (its reservation is not the VM's).
+    pub fn is_extobj(&self, obj: &O) -> bool {
+        obj.resv_id() != self.st.resv_id
+    }
+
+    /// Number of VAs.
+    pub fn len(&self) -> usize {
+        self.st.tree.len as usize
+    }
+
+    /// Whether the VM has no VA.
+    pub fn is_empty(&self) -> bool {
+        self.st.tree.len == 0
+    }
+
+    fn va(&self, i: u32) -> Va<'_, O, D> {
+        let slot = &self.vas.as_slice()[i as usize];
+        let obj = if slot.bo == NIL {
+            None
+        } else {
+            self.bos.as_slice()[slot.bo as usize].obj.as_ref()
+        };
+        Va { slot, obj }
+    }
+
+    /// All VAs in address order.
+    pub fn iter(&self) -> impl Iterator<Item = Va<'_, O, D>> + '_ {
+        let first = self.st.tree.first(self.vas.as_slice());
+        self.walk(first, u64::MAX)
+    }
+
+    /// The VAs overlapping `[addr, addr + range)`, in address order.
+    pub fn iter_range(&self, addr: u64, range: u64) -> impl Iterator<Item = Va<'_, O, D>> + '_ {
+        let end = addr.saturating_add(range);
+        let first = if range == 0 {
+            NIL
+        } else {
+            self.st
+                .tree
+                .first_where(self.vas.as_slice(), |s| s.addr + s.range > addr)
+        };
+        self.walk(first, end)
+    }
+
+    fn walk(&self, first: u32, end: u64) -> impl Iterator<Item = Va<'_, O, D>> + '_ {
+        let slots = self.vas.as_slice();
+        let mut cur = first;
+        core::iter::from_fn(move || {
+            if cur == NIL || slots[cur as usize].addr >= end {
+                return None;
+            }
+            let va = self.va(cur);
+            cur = self.st.tree.next(slots, cur);
+            Some(va)
+        })
+    }
+
+    /// The VA that starts exactly at `addr` and covers exactly `range` bytes.
+    pub fn find(&self, addr: u64, range: u64) -> Option<Va<'_, O, D>> {
+        let i = self.st.tree.find(self.vas.as_slice(), addr);
+        (i != NIL && self.vas.as_slice()[i as usize].range == range).then(|| self.va(i))
+    }
+
+    /// The VA containing `addr`.
+    pub fn find_containing(&self, addr: u64) -> Option<Va<'_, O, D>> {
+        self.iter_range(addr, 1).next()
+    }
+
+    /// The driver data of the VA starting at `addr`.
+    pub fn data_mut(&mut self, addr: u64) -> Option<&mut D> {
+        let i = self.st.tree.find(self.vas.as_slice(), addr);
+        if i == NIL {
+            return None;
+        }
+        self.vas.as_mut_slice()[i as usize].data.as_mut()
+    }
+
+    /// The VM-BO of `obj`, if `obj` has VAs in this VM.
+    pub fn vm_bo(&self, obj: &O) -> Option<VmBo<'_, O, D>> {
+        let i = self.st.bo_tree.find(self.bos.as_slice(), obj.id());
+        if i == NIL {
+            None
+        } else {
+            self.bo_view(i)
+        }
+    }
+
+    /// All VM-BOs, ordered by object id.
+    pub fn vm_bos(&self) -> impl Iterator<Item = VmBo<'_, O, D>> + '_ {
+        let bos = self.bos.as_slice();
+        let mut cur = self.st.bo_tree.first(bos);
+        core::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let i = cur;
+            cur = self.st.bo_tree.next(bos, cur);
+            self.bo_view(i)
+        })
+    }
+
+    fn bo_view(&self, i: u32) -> Option<VmBo<'_, O, D>> {
+        let slot = &self.bos.as_slice()[i as usize];
+        Some(VmBo {
+            slot,
+            obj: slot.obj.as_ref()?,
+            vas: self.vas.as_slice(),
+            #[cfg(test)]
+            i,
+        })
+    }
+
+    fn list_iter(&self, head: u32, ev: bool) -> impl Iterator<Item = &O> + '_ {
+        let bos = self.bos.as_slice();
+        let mut cur = head;
+        core::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let slot = &bos[cur as usize];
+            cur = if ev { slot.ev.next } else { slot.ext.next };
+            slot.obj.as_ref()
+        })
+    }
+
+    /// The external objects, in the order they were first bound.
+    pub fn extobjs(&self) -> impl Iterator<Item = &O> + '_ {
+        self.list_iter(self.st.extobjs.head, false)
+    }
+
+    /// The objects marked evicted, in the order they were marked.
+    pub fn evicted(&self) -> impl Iterator<Item = &O> + '_ {
+        self.list_iter(self.st.evicted.head, true)
+    }
+
+    /// Marks `obj` evicted (puts its VM-BO on the evicted list) or valid again.
+    ///
+    /// Fails with [`Error::NotFound`] if `obj` has no VA in this VM.
+    pub fn bo_evict(&mut self, obj: &O, evicted: bool) -> Result<(), Error> {
+        let bos = self.bos.as_mut_slice();
+        let i = self.st.bo_tree.find(bos, obj.id());
+        if i == NIL {
+            return Err(Error::NotFound);
+        }
+        let is = bos[i as usize].flags & BO_EVICTED != 0;
+        if evicted && !is {
+            bos[i as usize].flags |= BO_EVICTED;
+            self.st.evicted.push_back(bos, i, bo_ev_link);
+        } else if !evicted && is {
+            bos[i as usize].flags &= !BO_EVICTED;
+            self.st.evicted.unlink(bos, i, bo_ev_link);
+        }
+        Ok(())
+    }
+
+    /// Calls `f` on each evicted object in list order; each one for which `f` succeeds leaves
+    /// the evicted list. Stops at the first error and returns it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gpuvm::{BoSlot, Gpuvm, Mapping, VaSlot, VmConfig};
+    /// # #[derive(Clone)] struct Bo(u64);
+    /// # impl gpuvm::GemObject for Bo {
+    /// #     fn id(&self) -> u64 { self.0 } fn size(&self) -> u64 { 0x1000 }
+    /// #     fn resv_id(&self) -> u64 { 0 }
+    /// # }
+    /// # let vas: [VaSlot<()>; 8] = core::array::from_fn(|_| VaSlot::new());
+    /// # let bos: [BoSlot<Bo>; 2] = core::array::from_fn(|_| BoSlot::new());
+    /// # let mut vm = Gpuvm::new(VmConfig::new(0, 1 << 20), vas, bos)?;
+    /// let (a, b) = (Bo(1), Bo(2));
+    /// vm.map(Mapping::new(0x0000, 0x1000, &a, 0), ())?;
+    /// vm.map(Mapping::new(0x1000, 0x1000, &b, 0), ())?;
+    /// vm.bo_evict(&b, true)?;
+    /// vm.bo_evict(&a, true)?;
+    /// let mut order = Vec::new();
+    /// vm.validate(|bo| { order.push(bo.0); Ok::<(), ()>(()) }).unwrap();
+    /// assert_eq!(order, [2, 1]);
+    /// assert_eq!(vm.evicted().count(), 0);
+    /// # Ok::<(), gpuvm::Error>(())
+    /// ```
+    pub fn validate<E>(&mut self, mut f: impl FnMut(&O) -> Result<(), E>) -> Result<(), E> {
+        loop {
+            let i = self.st.evicted.head;
+            if i == NIL {
+                return Ok(());
+            }
+            let bos = self.bos.as_mut_slice();
+            if let Some(obj) = bos[i as usize].obj.as_ref() {
+                f(obj)?;
+            }
+            bos[i as usize].flags &= !BO_EVICTED;
+            self.st.evicted.unlink(bos, i, bo_ev_link);
+        }
+    }
+
+    /// Checks every internal invariant (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let vas = self.vas.as_slice();
+        let bos = self.bos.as_slice();
+        self.st.tree.check(vas);
+        self.st.bo_tree.check(bos);
+        let mut prev_end = self.st.start;
+        let mut per_bo = std::collections::BTreeMap::<u32, u32>::new();
+        for va in self.iter() {
+            assert!(va.addr() >= prev_end, "overlap or out of VM");
+            prev_end = va.end();
+            assert!(va.data().is_some());
+            if va.slot.bo != NIL {
+                *per_bo.entry(va.slot.bo).or_default() += 1;
+            }
+        }
+        assert!(prev_end <= self.st.end);
+        assert_eq!(self.st.deferred, NIL);
+        let mut live_bos = 0;
+        for bo in self.vm_bos() {
+            live_bos += 1;
+            assert_eq!(
+                per_bo.get(&bo.i).copied().unwrap_or(0),
+                bo.va_count() as u32
+            );
+            assert!(bo.va_count() > 0, "empty VM-BO kept");
+            assert_eq!(bo.is_extobj(), self.is_extobj(bo.obj()));
+            for va in bo.vas() {
+                assert_eq!(va.obj().map(|o| o.id()), Some(bo.obj().id()));
+            }
+        }
+        assert_eq!(per_bo.len(), live_bos);
+        assert_eq!(self.extobjs().count(), self.st.extobjs.len as usize);
+        assert_eq!(
+            self.vm_bos().filter(|b| b.is_extobj()).count(),
+            self.st.extobjs.len as usize
+        );
+        assert_eq!(
+            self.st.free_va_count as usize + self.len(),
+            vas.len(),
+            "VA slot leaked"
+        );
+        assert_eq!(
+            self.st.free_bo_count as usize + live_bos,
+            bos.len(),
+            "VM-BO slot leaked"
+        );
+    }
+}
+
+/// A read-only view of one VM-BO: the pair (VM, object).
+pub struct VmBo<'a, O, D> {
+    slot: &'a BoSlot<O>,
+    obj: &'a O,
+    vas: &'a [VaSlot<D>],
+    #[cfg(test)]
+    i: u32,
+}
+
+impl<'a, O: GemObject, D> VmBo<'a, O, D> {
+    /// The GEM object.
+    pub fn obj(&self) -> &'a O {
+        self.obj
+    }
+
+    /// Number of VAs of this object in the VM.
+    pub fn va_count(&self) -> usize {
+        self.slot.vas.len as usize
+    }
+
+    /// Whether the object is on the VM's external-object list.
+    pub fn is_extobj(&self) -> bool {
+        self.slot.flags & BO_EXTOBJ != 0
+    }
+
+    /// Whether the object is on the VM's evicted list.
+    pub fn is_evicted(&self) -> bool {
+        self.slot.flags & BO_EVICTED != 0
+    }
+
+    /// The object's VAs in this VM, in the order they were created.
+    pub fn vas(&self) -> impl Iterator<Item = Va<'a, O, D>> + 'a {
+        let vas = self.vas;
+        let obj = Some(self.obj);
+        let mut cur = self.slot.vas.head;
+        core::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let slot = &vas[cur as usize];
+            cur = slot.bo_link.next;
+            Some(Va { slot, obj })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn slot_sizes_match_the_documented_memory_cost() {
+        assert_eq!(size_of::<VaSlot<()>>(), 64);
+        assert_eq!(size_of::<VaSlot<u32>>(), 64);
+        assert_eq!(size_of::<VaSlot<u64>>(), 72);
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(size_of::<BoSlot<&u8>>(), 72);
+        assert_eq!(size_of::<crate::OpEntry>(), 16);
+    }
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+// A driver that keeps the proof of an earlier map op to return it for a later one.
+
+use gpuvm::{Error, GemObject, OpMap, OpMapped, OpRemap, OpRemapped, OpUnmap, OpUnmapped, SmOps};
+
+#[derive(Clone)]
+struct Bo;
+
+impl GemObject for Bo {
+    fn id(&self) -> u64 {
+        0
+    }
+    fn size(&self) -> u64 {
+        0
+    }
+    fn resv_id(&self) -> u64 {
+        0
+    }
+}
+
+struct Cheat<'a> {
+    saved: Option<OpMapped<'a>>,
+}
+
+impl<'a> SmOps<Bo, ()> for Cheat<'a> {
+    type Error = Error;
+
+    fn sm_step_map<'op>(&mut self, op: OpMap<'op, Bo, ()>) -> Result<OpMapped<'op>, Error> {
+        if let Some(old) = self.saved.take() {
+            drop(op);
+            return Ok(old);
+        }
+        Ok(op.insert(()))
+    }
+
+    fn sm_step_unmap<'op>(&mut self, op: OpUnmap<'op, Bo, ()>) -> Result<OpUnmapped<'op>, Error> {
+        Ok(op.remove().0)
+    }
+
+    fn sm_step_remap<'op>(&mut self, op: OpRemap<'op, Bo, ()>) -> Result<OpRemapped<'op>, Error> {
+        Ok(op.remap(|_, _| ()).0)
+    }
+}
+
+fn main() {}
