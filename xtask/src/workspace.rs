@@ -18,8 +18,6 @@ pub(crate) struct Member {
     pub(crate) publishable: bool,
     /// The features its manifest declares.
     pub(crate) features: Vec<String>,
-    /// Whether any file under `src/` uses `unsafe` (such crates get Miri).
-    pub(crate) has_unsafe: bool,
     /// Its examples (`examples/*.rs`) with the features each one requires.
     pub(crate) examples: Vec<Example>,
 }
@@ -168,37 +166,8 @@ fn read_member(dir: &Path) -> Result<Member, String> {
         package,
         publishable,
         features,
-        has_unsafe: uses_unsafe(&dir.join("src")),
         examples,
     })
-}
-
-/// Whether any Rust source under `dir` contains the `unsafe` keyword outside a line comment.
-fn uses_unsafe(dir: &Path) -> bool {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return false;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if uses_unsafe(&path) {
-                return true;
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let Ok(text) = fs::read_to_string(&path) else {
-                continue;
-            };
-            let found = text.lines().any(|l| {
-                let code = l.split("//").next().unwrap_or("");
-                code.split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|w| w == "unsafe")
-            });
-            if found {
-                return true;
-            }
-        }
-    }
-    false
 }
 
 /// A command to run from the workspace root, with its output passed through.

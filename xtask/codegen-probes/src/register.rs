@@ -151,7 +151,9 @@ pub unsafe extern "C" fn register_rmw_const_lib(base: NonNull<u8>) {
 pub unsafe extern "C" fn register_rmw_const_hand(base: NonNull<u8>) {
     let p = reg(base, 0x100);
     // SAFETY: Guaranteed by the caller.
-    unsafe { p.write_volatile((p.read_volatile() & !0xf0) | 0x30) }
+    let old = unsafe { p.read_volatile() };
+    // SAFETY: Guaranteed by the caller.
+    unsafe { p.write_volatile((old & !0xf0) | 0x30) }
 }
 
 /// Sets `CTRL.mode` to a run-time `Bounded` value (seed-style accessors).
@@ -175,7 +177,9 @@ pub unsafe extern "C" fn register_rmw_bounded_lib(base: NonNull<u8>, mode: u32) 
 pub unsafe extern "C" fn register_rmw_bounded_hand(base: NonNull<u8>, mode: u32) {
     let p = reg(base, 0x100);
     // SAFETY: Guaranteed by the caller.
-    unsafe { p.write_volatile((p.read_volatile() & !0xf0) | ((mode & 0xf) << 4)) }
+    let old = unsafe { p.read_volatile() };
+    // SAFETY: Guaranteed by the caller.
+    unsafe { p.write_volatile((old & !0xf0) | ((mode & 0xf) << 4)) }
 }
 
 /// Sets `CTRL.mode` to `mode` if it fits, leaving the register as read otherwise.
@@ -265,7 +269,9 @@ pub unsafe extern "C" fn register_relative_lib(base: NonNull<u8>) {
 pub unsafe extern "C" fn register_relative_hand(base: NonNull<u8>) {
     let p = reg(base, 0x210);
     // SAFETY: Guaranteed by the caller.
-    unsafe { p.write_volatile(p.read_volatile() | 1) }
+    let old = unsafe { p.read_volatile() };
+    // SAFETY: Guaranteed by the caller.
+    unsafe { p.write_volatile(old | 1) }
 }
 
 /// Sets `CTRL.enable` and `CTRL.mode` through `Mmio`, with its read and write barriers.
