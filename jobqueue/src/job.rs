@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Jobs and the first, fallible half of submission.
+//!
+//! Submitting a job is split in two, as in the kernel's scheduler (`drm_sched_job_init` then
+//! `drm_sched_job_arm`/`drm_sched_entity_push_job`):
+//!
+//! 1. **Prepare** ([`PreparedJob::new`], then [`PreparedJob::add_dependency`]): may fail, may
+//!    sleep, and does every allocation the job will ever need: its done fence, a slot for each
+//!    dependency and a callback node per slot, and the callback node for the hardware fence.
+//!    Nothing is visible to anyone yet; dropping the prepared job undoes everything.
+//! 2. **Commit** ([`Reservation::commit`](crate::Reservation::commit)): cannot fail, assigns the
+//!    sequence number, and publishes the done fence. From here on, the job only moves through
+//!    memory it already owns.
+//!
+//! A job's done fence is only handed out at commit. A job can therefore depend only on jobs
+//! committed before it, so dependencies never form a cycle.
+
+use core::time::Duration;
+
+use crate::error::{Error, FenceError};
+use crate::fence::SignalFence;
+use crate::mem::{AllocToken, Allocator, Dependency};
+
+/// Static parameters of a queue.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use jobqueue::QueueConfig;
+///
+/// let config = QueueConfig::new(64)
+///     .with_timeout(Duration::from_millis(500))
+///     .with_max_extensions(2);
+/// assert_eq!(config.capacity(), 64);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    capacity: u32,
+    timeout: Duration,
+    max_extensions: u32,
+}
+
+impl QueueConfig {
+    /// A queue whose ring holds `capacity` credits, with a 1 s job timeout and up to 3
+    /// extensions.
+    pub const fn new(capacity: u32) -> Self {
+        QueueConfig {
+            capacity,
+            timeout: Duration::from_secs(1),
+            max_extensions: 3,
+        }
+    }
+
+    /// Sets how long a job may run on the ring before the timeout handler is called.
+    pub const fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how often a timeout handler may extend one run of a job before the job fails.
+    ///
+    /// This bound is what keeps a driver that always extends from leaving a done fence pending
+    /// forever.
+    pub const fn with_max_extensions(mut self, max_extensions: u32) -> Self {
+        self.max_extensions = max_extensions;
+        self
+    }
+
+    /// Total credits of the ring.
+    pub const fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// The per-job timeout.
+    pub const fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The maximum number of extensions per run of a job.
+    pub const fn max_extensions(&self) -> u32 {
+        self.max_extensions
+    }
+
+    /// Checks `cost` against this configuration.
+    pub fn check_cost(&self, cost: u32) -> Result<(), Error> {
+        if cost == 0 {
+            Err(Error::ZeroCost)
+        } else if cost > self.capacity {
+            Err(Error::CostTooHigh {
+                cost,
+                capacity: self.capacity,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A job that was refused, handed back with its payload so nothing is lost.
+#[derive(Debug)]
+pub struct Rejected<T> {
+    /// Why it was refused.
+    pub error: Error,
+    /// What was handed in.
+    pub value: T,
+}
+
+/// A fully allocated job that has not been committed yet.
+///
+/// Dropping it releases everything it allocated; nobody else has seen it.
+pub struct PreparedJob<F: SignalFence, A: Allocator<F>, P> {
+    pub(crate) cost: u32,
+    pub(crate) payload: P,
+    pub(crate) done: F,
+    pub(crate) hw_cb: F::Callback,
+    pub(crate) deps: A::DepTable,
+    pub(crate) n_deps: usize,
+    /// The first dependency error seen while adding dependencies, with the number of slots
+    /// that were in use at that time (so the order of errors follows the order of addition).
+    pub(crate) dep_error: Option<(usize, FenceError)>,
+}
+
+impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
+    /// Prepares a job of `cost` credits with room for `max_deps` pending dependencies.
+    ///
+    /// All memory the job needs is allocated here. A cost of zero or above the capacity of
+    /// `config` is refused, as is any allocation failure; the payload is handed back then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use jobqueue::host::{HostAlloc, HostFence};
+    /// use jobqueue::{Error, PreparedJob, QueueConfig};
+    ///
+    /// let alloc = HostAlloc::new();
+    /// let config = QueueConfig::new(4);
+    /// let r = PreparedJob::<HostFence, HostAlloc, &str>::new(&alloc, &config, 5, 0, "big");
+    /// let rejected = r.err().unwrap();
+    /// assert_eq!(rejected.error, Error::CostTooHigh { cost: 5, capacity: 4 });
+    /// assert_eq!(rejected.value, "big");
+    /// ```
+    pub fn new(
+        alloc: &A,
+        config: &QueueConfig,
+        cost: u32,
+        max_deps: usize,
+        payload: P,
+    ) -> Result<Self, Rejected<P>> {
+        if let Err(error) = config.check_cost(cost) {
+            return Err(Rejected {
+                error,
+                value: payload,
+            });
+        }
+        let parts = AllocToken::scope(|token| {
+            let done = alloc.try_new_fence(token)?;
+            let hw_cb = alloc.try_new_callback(token)?;
+            let deps = alloc.try_new_dep_table(token, max_deps)?;
+            Ok((done, hw_cb, deps))
+        });
+        match parts {
+            Ok((done, hw_cb, deps)) => Ok(PreparedJob {
+                cost,
+                payload,
+                done,
+                hw_cb,
+                deps,
+                n_deps: 0,
+                dep_error: None,
+            }),
+            Err(crate::mem::AllocError) => Err(Rejected {
+                error: Error::NoMemory,
+                value: payload,
+            }),
+        }
+    }
+
+    /// Makes the job wait for `fence`.
+    ///
+    /// A fence that already signalled successfully needs no slot. One that already signalled
+    /// with an error needs none either: the job will fail with that error (unless a dependency
+    /// added earlier fails too) and never reach the ring. A pending fence takes a slot; when all
+    /// slots are in use this fails with [`Error::TooManyDependencies`] and changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use jobqueue::host::{HostAlloc, HostFence};
+    /// use jobqueue::{Error, PreparedJob, QueueConfig};
+    ///
+    /// let alloc = HostAlloc::new();
+    /// let mut job =
+    ///     PreparedJob::<HostFence, HostAlloc, ()>::new(&alloc, &QueueConfig::new(4), 1, 1, ())
+    ///         .unwrap();
+    /// job.add_dependency(&HostFence::new()).unwrap();
+    /// assert_eq!(job.add_dependency(&HostFence::new()), Err(Error::TooManyDependencies));
+    /// assert_eq!(job.pending_dependencies(), 1);
+    /// ```
+    pub fn add_dependency(&mut self, fence: &F) -> Result<(), Error> {
+        match fence.status() {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                if self.dep_error.is_none() {
+                    self.dep_error = Some((self.n_deps, e));
+                }
+                Ok(())
+            }
+            None => {
+                let slot = self
+                    .deps
+                    .get_mut(self.n_deps)
+                    .ok_or(Error::TooManyDependencies)?;
+                slot.dep = Some(Dependency {
+                    fence: fence.clone(),
+                    armed: false,
+                });
+                self.n_deps += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// The number of dependency slots in use.
+    pub fn pending_dependencies(&self) -> usize {
+        self.n_deps
+    }
+
+    /// The job's cost in credits.
+    pub fn cost(&self) -> u32 {
+        self.cost
+    }
+
+    /// The driver payload.
+    pub fn payload(&self) -> &P {
+        &self.payload
+    }
+
+    /// The driver payload, mutably.
+    pub fn payload_mut(&mut self) -> &mut P {
+        &mut self.payload
+    }
+
+    /// Gives the payload back, releasing everything else.
+    pub fn into_payload(self) -> P {
+        self.payload
+    }
+}
+
+impl<F: SignalFence, A: Allocator<F>, P: core::fmt::Debug> core::fmt::Debug
+    for PreparedJob<F, A, P>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PreparedJob")
+            .field("cost", &self.cost)
+            .field("payload", &self.payload)
+            .field("pending_dependencies", &self.n_deps)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What commit hands back: the job's sequence number and its now public done fence.
+#[derive(Clone, Debug)]
+pub struct Committed<F> {
+    /// Sequence number, starting at 1 and increasing by one per commit.
+    pub seqno: u64,
+    /// Signals once the job has completed, failed or been canceled.
+    pub done: F,
+}

@@ -1,0 +1,798 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The queue in front of one hardware ring.
+//!
+//! Firmware-scheduled GPUs (Mali CSF, recent NVIDIA and AMD parts) pick the next job themselves
+//! once it sits in a ring buffer. What the kernel still has to do is hold a job back until every
+//! fence it depends on has signalled, and until the ring has room for it. A [`Queue`] does just
+//! that:
+//!
+//! - jobs enter the ring ([`Backend::run_job`]) strictly in commit order: a job whose
+//!   dependencies are pending holds back every later job;
+//! - a job enters only when its cost fits in the credits left on the ring; credits come back
+//!   when the hardware fence returned by `run_job` signals;
+//! - done fences signal in commit order, each with its job's result: the hardware fence's
+//!   error, the first error among its dependencies (the job then never runs), `ETIMEDOUT` when
+//!   the timeout handler gives up on it, or `ECANCELED` when the queue is killed or dropped;
+//! - a job running longer than the configured timeout is handed to
+//!   [`Backend::timed_out`], which may extend it (a bounded number of times), fail it, report a
+//!   reset after which the other unfinished jobs on the ring are run again, or kill the queue.
+//!
+//! All of this happens in [`Queue::run`], which the driver calls from a work item whenever the
+//! [`Executor`] is woken. The queue never allocates: it owns a fixed array of `N` job slots, and
+//! every job brings the rest of its memory from [`PreparedJob::new`]. Code that the queue calls
+//! on the way to signalling a fence (the [`Backend`] methods) receives a [`SignalCtx`], which
+//! offers no allocation.
+//!
+//! Locking is the driver's: every method takes `&mut self`, so the queue is used from behind a
+//! lock (kernel: a mutex; host: `std::sync::Mutex`). Fence callbacks never take that lock; they
+//! only wake the executor, so a fence may signal on any thread at any time, including while the
+//! queue is being dropped.
+
+use core::marker::PhantomData;
+
+use crate::error::{Error, FenceError};
+use crate::exec::Executor;
+use crate::fence::{AddCallback, Fence, FenceResult, SignalFence};
+use crate::job::{Committed, PreparedJob, QueueConfig, Rejected};
+use crate::mem::Allocator;
+use crate::time::{Clock, Instant};
+
+/// The job type a queue for backend `B` accepts.
+pub type JobFor<B> =
+    PreparedJob<<B as Backend>::Fence, <B as Backend>::Alloc, <B as Backend>::Payload>;
+
+/// Context handed to code in the fence-signalling path.
+///
+/// It deliberately offers nothing that allocates: no allocator, no
+/// [`AllocToken`](crate::AllocToken), no way to add dependencies or submit jobs.
+#[derive(Debug)]
+pub struct SignalCtx<'a> {
+    now: Instant,
+    _scope: PhantomData<&'a mut ()>,
+    _not_send: PhantomData<*mut ()>,
+}
+
+impl SignalCtx<'_> {
+    fn new(now: Instant) -> Self {
+        SignalCtx {
+            now,
+            _scope: PhantomData,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The time at which the queue started this round of work.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+}
+
+/// A job being handed to the ring.
+#[derive(Debug)]
+pub struct RunJob<'a, P> {
+    seqno: u64,
+    cost: u32,
+    attempt: u32,
+    payload: &'a mut P,
+}
+
+impl<P> RunJob<'_, P> {
+    /// The job's sequence number.
+    pub fn seqno(&self) -> u64 {
+        self.seqno
+    }
+
+    /// The job's cost in credits.
+    pub fn cost(&self) -> u32 {
+        self.cost
+    }
+
+    /// 0 the first time the job runs, then 1, 2, ... each time it is resubmitted after a reset.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The driver payload.
+    pub fn payload(&mut self) -> &mut P {
+        self.payload
+    }
+}
+
+/// A job whose time on the ring ran out.
+#[derive(Debug)]
+pub struct TimedOutJob<'a, P> {
+    seqno: u64,
+    attempt: u32,
+    extensions: u32,
+    payload: &'a mut P,
+}
+
+impl<P> TimedOutJob<'_, P> {
+    /// The job's sequence number.
+    pub fn seqno(&self) -> u64 {
+        self.seqno
+    }
+
+    /// How often the job has been resubmitted.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// How often this run of the job has already been extended.
+    pub fn extensions(&self) -> u32 {
+        self.extensions
+    }
+
+    /// The driver payload.
+    pub fn payload(&mut self) -> &mut P {
+        self.payload
+    }
+}
+
+/// The driver's verdict on a timed-out job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutAction {
+    /// The job is making progress: give it this much more time. Once the configured number of
+    /// extensions is used up, this counts as [`TimeoutAction::Fail`].
+    Extend(core::time::Duration),
+    /// Give up on this job only: its done fence signals `ETIMEDOUT` and its credits return.
+    /// The driver has made sure the hardware no longer touches it.
+    Fail,
+    /// The driver reset the ring. This job is guilty and fails with `ETIMEDOUT`; every other
+    /// job still on the ring is innocent and is run again, in order (jobs whose hardware fence
+    /// signalled before the timeout was handled count as completed). The driver should signal the hardware fences lost in the reset (with an error)
+    /// before returning, so that their callback nodes can be reused.
+    Reset,
+    /// The device is gone: this job fails with `ETIMEDOUT` and the queue is killed.
+    Kill,
+}
+
+/// What the driver provides to a queue: its fence type, allocator, payload and callbacks.
+pub trait Backend {
+    /// The fence type of dependencies, hardware fences and done fences.
+    type Fence: SignalFence;
+    /// The allocator jobs are prepared with.
+    type Alloc: Allocator<Self::Fence>;
+    /// Driver data carried by each job.
+    type Payload;
+
+    /// Puts `job` on the ring and returns the fence that signals when the hardware is done.
+    ///
+    /// Runs in the fence-signalling path: must not allocate or wait on other fences. An error
+    /// means the job could not be started; it then completes with that error.
+    fn run_job(
+        &mut self,
+        job: RunJob<'_, Self::Payload>,
+        ctx: &SignalCtx<'_>,
+    ) -> Result<Self::Fence, FenceError>;
+
+    /// Decides what happens to a job that ran past its deadline.
+    ///
+    /// Runs in the fence-signalling path: must not allocate.
+    fn timed_out(
+        &mut self,
+        job: TimedOutJob<'_, Self::Payload>,
+        ctx: &SignalCtx<'_>,
+    ) -> TimeoutAction;
+}
+
+enum State<F> {
+    /// Committed, not yet on the ring.
+    Waiting,
+    /// On the ring, holding its credits.
+    Running {
+        hw: F,
+        deadline: Instant,
+        extensions: u32,
+        attempt: u32,
+    },
+    /// Done (or failed); waiting for earlier jobs so its done fence signals in order.
+    Finished(FenceResult),
+}
+
+struct Entry<B: Backend> {
+    seqno: u64,
+    cost: u32,
+    job: JobFor<B>,
+    state: State<B::Fence>,
+}
+
+/// A dependency-tracking queue in front of one hardware ring, with `N` job slots.
+///
+/// # Invariants
+///
+/// - The `len` occupied slots start at `head` and wrap around; all others are `None`.
+/// - Of the occupied slots, the first `started` are running or finished, the rest are waiting.
+/// - `credits` is the sum of the costs of the running jobs and never exceeds the capacity.
+///
+/// # Examples
+///
+/// ```
+/// use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+/// use jobqueue::{
+///     Backend, Fence, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx,
+///     SignalFence, TimedOutJob, TimeoutAction,
+/// };
+///
+/// struct Ring(Vec<HostFence>);
+/// impl Backend for Ring {
+///     type Fence = HostFence;
+///     type Alloc = HostAlloc;
+///     type Payload = &'static str;
+///     fn run_job(&mut self, _: RunJob<'_, &'static str>, _: &SignalCtx<'_>)
+///         -> Result<HostFence, FenceError> {
+///         let hw = HostFence::new();
+///         self.0.push(hw.clone()); // the test harness may allocate; a driver must not
+///         Ok(hw)
+///     }
+///     fn timed_out(&mut self, _: TimedOutJob<'_, &'static str>, _: &SignalCtx<'_>)
+///         -> TimeoutAction {
+///         TimeoutAction::Fail
+///     }
+/// }
+///
+/// let exec = TestExecutor::new();
+/// let config = QueueConfig::new(4);
+/// let mut q: Queue<Ring, _, _, 8> =
+///     Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
+///
+/// let dep = HostFence::new();
+/// let mut job = PreparedJob::new(&HostAlloc::new(), &config, 2, 1, "draw").unwrap();
+/// job.add_dependency(&dep).unwrap();
+/// let done = q.reserve().unwrap().commit(job).done;
+///
+/// exec.run_until_idle(|| q.run());
+/// assert!(q.backend().0.is_empty()); // still waiting for `dep`
+/// dep.signal(Ok(()));
+/// exec.run_until_idle(|| q.run());
+/// assert_eq!(q.backend().0.len(), 1);
+/// q.backend().0[0].signal(Err(FenceError::IO));
+/// exec.run_until_idle(|| q.run());
+/// assert_eq!(done.status(), Some(Err(FenceError::IO)));
+/// ```
+pub struct Queue<B: Backend, X: Executor, C: Clock, const N: usize> {
+    backend: B,
+    exec: X,
+    clock: C,
+    config: QueueConfig,
+    slots: [Option<Entry<B>>; N],
+    head: usize,
+    len: usize,
+    started: usize,
+    credits: u32,
+    next_seqno: u64,
+    killed: bool,
+}
+
+/// Room for one job in a queue, obtained with [`Queue::reserve`].
+///
+/// It borrows the queue, so nothing can happen between reserving and committing.
+pub struct Reservation<'q, B: Backend, X: Executor, C: Clock, const N: usize> {
+    queue: &'q mut Queue<B, X, C, N>,
+}
+
+fn slot<B: Backend, const N: usize>(
+    slots: &mut [Option<Entry<B>>; N],
+    head: usize,
+    i: usize,
+) -> Option<&mut Entry<B>> {
+    // `N > 0` is checked by `Queue::new`; `checked_rem` keeps this free of panics regardless.
+    let idx = head.wrapping_add(i).checked_rem(N)?;
+    slots.get_mut(idx)?.as_mut()
+}
+
+fn slot_ref<B: Backend, const N: usize>(
+    slots: &[Option<Entry<B>>; N],
+    head: usize,
+    i: usize,
+) -> Option<&Entry<B>> {
+    let idx = head.wrapping_add(i).checked_rem(N)?;
+    slots.get(idx)?.as_ref()
+}
+
+impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
+    /// Creates an empty queue.
+    ///
+    /// Fails with [`Error::InvalidConfig`] if the capacity is zero or `N` is zero.
+    pub fn new(backend: B, exec: X, clock: C, config: QueueConfig) -> Result<Self, Error> {
+        if config.capacity() == 0 || N == 0 {
+            return Err(Error::InvalidConfig);
+        }
+        Ok(Queue {
+            backend,
+            exec,
+            clock,
+            config,
+            slots: core::array::from_fn(|_| None),
+            head: 0,
+            len: 0,
+            started: 0,
+            credits: 0,
+            next_seqno: 1,
+            killed: false,
+        })
+    }
+
+    /// The queue's configuration (pass it to [`PreparedJob::new`]).
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    /// Credits held by jobs on the ring.
+    pub fn credits_in_use(&self) -> u32 {
+        self.credits
+    }
+
+    /// Committed jobs whose done fence has not signalled yet.
+    pub fn pending_jobs(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the queue was killed.
+    pub fn is_killed(&self) -> bool {
+        self.killed
+    }
+
+    /// The driver backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The driver backend, mutably.
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
+    /// The executor.
+    pub fn executor(&self) -> &X {
+        &self.exec
+    }
+
+    /// Reserves a slot for one job: the fallible, allocation-free step before commit.
+    ///
+    /// Fails with [`Error::Killed`] after [`kill`](Self::kill), or [`Error::QueueFull`] when
+    /// all `N` slots hold jobs whose done fences have not signalled yet.
+    pub fn reserve(&mut self) -> Result<Reservation<'_, B, X, C, N>, Error> {
+        if self.killed {
+            Err(Error::Killed)
+        } else if self.len >= N {
+            Err(Error::QueueFull)
+        } else {
+            Ok(Reservation { queue: self })
+        }
+    }
+
+    /// Reserves and commits in one go, handing the job back if no slot is available.
+    pub fn submit(&mut self, job: JobFor<B>) -> Result<Committed<B::Fence>, Rejected<JobFor<B>>> {
+        match self.reserve() {
+            Ok(r) => Ok(r.commit(job)),
+            Err(error) => Err(Rejected { error, value: job }),
+        }
+    }
+
+    /// Does all the work that is due: notices completed hardware fences, returns credits,
+    /// signals done fences in order, handles timeouts and moves ready jobs onto the ring.
+    ///
+    /// Call it from the executor's work item after each wake-up. Never allocates.
+    pub fn run(&mut self) {
+        if self.killed {
+            return;
+        }
+        let now = self.clock.now();
+        loop {
+            let mut progress = self.collect_completions();
+            progress |= self.retire();
+            if let Some(i) = self.first_expired(now) {
+                self.handle_timeout(i, now);
+                if self.killed {
+                    return;
+                }
+                continue;
+            }
+            // Start as many jobs as possible before scanning the ring again, so that one run
+            // costs O(jobs) rather than O(jobs²).
+            while self.start_next(now) {
+                progress = true;
+            }
+            if !progress {
+                break;
+            }
+        }
+        if let Some(deadline) = self.next_deadline() {
+            self.exec.wake_at(deadline);
+        }
+    }
+
+    /// The earliest deadline of a job on the ring, if any.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let mut best: Option<Instant> = None;
+        for i in 0..self.started {
+            if let Some(Entry {
+                state: State::Running { deadline, .. },
+                ..
+            }) = slot_ref(&self.slots, self.head, i)
+            {
+                best = Some(best.map_or(*deadline, |b| b.min(*deadline)));
+            }
+        }
+        best
+    }
+
+    /// Kills the queue: every job not yet signalled completes, in order, with `ECANCELED`
+    /// (jobs whose hardware fence already signalled keep their result), and no further jobs
+    /// are accepted. Hardware fences still pending are simply forgotten; the driver stops the
+    /// hardware. Idempotent.
+    pub fn kill(&mut self) {
+        if self.killed {
+            return;
+        }
+        self.killed = true;
+        for i in 0..self.len {
+            let idx = match self.head.wrapping_add(i).checked_rem(N) {
+                Some(idx) => idx,
+                None => continue,
+            };
+            if let Some(entry) = self.slots.get_mut(idx).and_then(Option::take) {
+                let result = match entry.state {
+                    State::Finished(r) => r,
+                    _ => Err(FenceError::CANCELED),
+                };
+                entry.job.done.signal(result);
+            }
+        }
+        self.head = 0;
+        self.len = 0;
+        self.started = 0;
+        self.credits = 0;
+    }
+
+    fn collect_completions(&mut self) -> bool {
+        let mut progress = false;
+        for i in 0..self.started {
+            let Some(entry) = slot(&mut self.slots, self.head, i) else {
+                continue;
+            };
+            if let State::Running { hw, .. } = &entry.state {
+                if let Some(result) = hw.status() {
+                    self.credits = self.credits.saturating_sub(entry.cost);
+                    entry.state = State::Finished(result);
+                    progress = true;
+                }
+            }
+        }
+        progress
+    }
+
+    fn retire(&mut self) -> bool {
+        let mut progress = false;
+        while self.started > 0 {
+            let Some(entry) = slot(&mut self.slots, self.head, 0) else {
+                break;
+            };
+            let State::Finished(result) = entry.state else {
+                break;
+            };
+            if let Some(entry) = self.slots.get_mut(self.head).and_then(Option::take) {
+                entry.job.done.signal(result);
+            }
+            self.head = (self.head + 1) % N;
+            self.len -= 1;
+            self.started -= 1;
+            progress = true;
+        }
+        progress
+    }
+
+    fn first_expired(&self, now: Instant) -> Option<usize> {
+        (0..self.started).find(|&i| {
+            matches!(
+                slot_ref(&self.slots, self.head, i),
+                Some(Entry { state: State::Running { deadline, .. }, .. }) if *deadline <= now
+            )
+        })
+    }
+
+    fn handle_timeout(&mut self, i: usize, now: Instant) {
+        let ctx = SignalCtx::new(now);
+        let Some(entry) = slot(&mut self.slots, self.head, i) else {
+            return;
+        };
+        let State::Running {
+            deadline,
+            extensions,
+            attempt,
+            ..
+        } = &mut entry.state
+        else {
+            return;
+        };
+        let action = self.backend.timed_out(
+            TimedOutJob {
+                seqno: entry.seqno,
+                attempt: *attempt,
+                extensions: *extensions,
+                payload: &mut entry.job.payload,
+            },
+            &ctx,
+        );
+        match action {
+            TimeoutAction::Extend(by) if *extensions < self.config.max_extensions() => {
+                *extensions += 1;
+                *deadline = now.saturating_add(by);
+                return;
+            }
+            TimeoutAction::Extend(_) | TimeoutAction::Fail => {}
+            TimeoutAction::Reset => {
+                self.fail_running(i);
+                self.resubmit_innocent(now);
+                return;
+            }
+            TimeoutAction::Kill => {
+                self.fail_running(i);
+                self.kill();
+                return;
+            }
+        }
+        self.fail_running(i);
+    }
+
+    /// Marks running job `i` as failed with `ETIMEDOUT` and returns its credits.
+    fn fail_running(&mut self, i: usize) {
+        if let Some(entry) = slot(&mut self.slots, self.head, i) {
+            if matches!(entry.state, State::Running { .. }) {
+                self.credits = self.credits.saturating_sub(entry.cost);
+                entry.state = State::Finished(Err(FenceError::TIMED_OUT));
+            }
+        }
+    }
+
+    fn resubmit_innocent(&mut self, now: Instant) {
+        let ctx = SignalCtx::new(now);
+        let waker = self.exec.waker();
+        for i in 0..self.started {
+            let Some(entry) = slot(&mut self.slots, self.head, i) else {
+                continue;
+            };
+            // Completions seen before the timeout were collected already; whatever is still
+            // running was lost in the reset, even if the driver has meanwhile signalled its
+            // old hardware fence with an error.
+            let State::Running { attempt, .. } = &entry.state else {
+                continue;
+            };
+            let attempt = attempt.saturating_add(1);
+            let run = self.backend.run_job(
+                RunJob {
+                    seqno: entry.seqno,
+                    cost: entry.cost,
+                    attempt,
+                    payload: &mut entry.job.payload,
+                },
+                &ctx,
+            );
+            entry.state = match run {
+                Ok(hw) => match hw.add_callback(&entry.job.hw_cb, waker) {
+                    AddCallback::Signalled(result) => State::Finished(result),
+                    // `Busy`: the node still sits on a lost hardware fence. The deadline below
+                    // still wakes the queue, which then polls the new fence.
+                    AddCallback::Queued | AddCallback::Busy => State::Running {
+                        hw,
+                        deadline: now.saturating_add(self.config.timeout()),
+                        extensions: 0,
+                        attempt,
+                    },
+                },
+                Err(e) => State::Finished(Err(e)),
+            };
+            if matches!(entry.state, State::Finished(_)) {
+                self.credits = self.credits.saturating_sub(entry.cost);
+            }
+        }
+    }
+
+    /// Tries to move the first waiting job onto the ring (or fail it on a dependency error).
+    fn start_next(&mut self, now: Instant) -> bool {
+        if self.started >= self.len {
+            return false;
+        }
+        let waker = self.exec.waker();
+        let Some(entry) = slot(&mut self.slots, self.head, self.started) else {
+            return false;
+        };
+        let job = &mut entry.job;
+        let mut all_signalled = true;
+        let mut first_error: Option<(usize, FenceError)> = None;
+        let n = job.n_deps;
+        for (k, dep_slot) in job.deps.iter_mut().take(n).enumerate() {
+            let Some(dep) = dep_slot.dep.as_mut() else {
+                continue;
+            };
+            let mut status = dep.fence.status();
+            if status.is_none() && !dep.armed {
+                match dep.fence.add_callback(&dep_slot.cb, waker) {
+                    AddCallback::Queued => dep.armed = true,
+                    AddCallback::Signalled(r) => status = Some(r),
+                    // A fresh node is never busy; if it were, later wake-ups still re-poll.
+                    AddCallback::Busy => {}
+                }
+            }
+            match status {
+                None => all_signalled = false,
+                Some(Err(e)) if first_error.is_none() => first_error = Some((k, e)),
+                Some(_) => {}
+            }
+        }
+        if !all_signalled {
+            return false;
+        }
+        // The earliest error in the order the dependencies were added wins.
+        let error = match (job.dep_error, first_error) {
+            (Some((at, e)), Some((k, e2))) => Some(if k < at { e2 } else { e }),
+            (Some((_, e)), None) | (None, Some((_, e))) => Some(e),
+            (None, None) => None,
+        };
+        if let Some(e) = error {
+            entry.state = State::Finished(Err(e));
+            self.started += 1;
+            return true;
+        }
+        if self.credits.saturating_add(entry.cost) > self.config.capacity() {
+            return false;
+        }
+        let ctx = SignalCtx::new(now);
+        let run = self.backend.run_job(
+            RunJob {
+                seqno: entry.seqno,
+                cost: entry.cost,
+                attempt: 0,
+                payload: &mut entry.job.payload,
+            },
+            &ctx,
+        );
+        entry.state = match run {
+            Ok(hw) => match hw.add_callback(&entry.job.hw_cb, waker) {
+                AddCallback::Signalled(result) => State::Finished(result),
+                AddCallback::Queued | AddCallback::Busy => {
+                    self.credits += entry.cost;
+                    State::Running {
+                        hw,
+                        deadline: now.saturating_add(self.config.timeout()),
+                        extensions: 0,
+                        attempt: 0,
+                    }
+                }
+            },
+            Err(e) => State::Finished(Err(e)),
+        };
+        self.started += 1;
+        true
+    }
+}
+
+impl<'q, B: Backend, X: Executor, C: Clock, const N: usize> Reservation<'q, B, X, C, N> {
+    /// Commits `job`: assigns its sequence number and publishes its done fence. Cannot fail.
+    ///
+    /// A job prepared against a larger capacity than this queue's completes with `EINVAL`
+    /// (in order, without running) instead of being refused here.
+    pub fn commit(self, job: JobFor<B>) -> Committed<B::Fence> {
+        let q = self.queue;
+        let seqno = q.next_seqno;
+        q.next_seqno = q.next_seqno.wrapping_add(1);
+        let mut job = job;
+        if q.config.check_cost(job.cost).is_err() {
+            job.dep_error = Some((0, FenceError::INVALID));
+        }
+        let done = job.done.clone();
+        let cost = job.cost;
+        let idx = (q.head + q.len) % N;
+        if let Some(s) = q.slots.get_mut(idx) {
+            *s = Some(Entry {
+                seqno,
+                cost,
+                job,
+                state: State::Waiting,
+            });
+            q.len += 1;
+        }
+        q.exec.waker().wake_by_ref();
+        Committed { seqno, done }
+    }
+}
+
+impl<B: Backend, X: Executor, C: Clock, const N: usize> Drop for Queue<B, X, C, N> {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use crate::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+    use std::vec::Vec;
+
+    struct Ring(Vec<HostFence>);
+
+    impl Backend for Ring {
+        type Fence = HostFence;
+        type Alloc = HostAlloc;
+        type Payload = usize;
+
+        fn run_job(
+            &mut self,
+            _job: RunJob<'_, usize>,
+            _ctx: &SignalCtx<'_>,
+        ) -> Result<HostFence, FenceError> {
+            let hw = HostFence::new();
+            self.0.push(hw.clone());
+            Ok(hw)
+        }
+
+        fn timed_out(
+            &mut self,
+            _job: TimedOutJob<'_, usize>,
+            _ctx: &SignalCtx<'_>,
+        ) -> TimeoutAction {
+            TimeoutAction::Fail
+        }
+    }
+
+    impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
+        /// Checks the type invariants.
+        fn check(&self) {
+            assert!(self.started <= self.len && self.len <= N && self.head < N);
+            let mut credits = 0;
+            for i in 0..N {
+                let in_use = (i + N - self.head) % N < self.len;
+                assert_eq!(self.slots[i].is_some(), in_use, "slot {i}");
+            }
+            for i in 0..self.len {
+                let e = slot_ref(&self.slots, self.head, i).unwrap();
+                match e.state {
+                    State::Waiting => assert!(i >= self.started),
+                    State::Running { .. } => {
+                        assert!(i < self.started);
+                        credits += e.cost;
+                    }
+                    State::Finished(_) => assert!(i < self.started),
+                }
+            }
+            assert_eq!(credits, self.credits);
+            assert!(self.credits <= self.config.capacity());
+        }
+    }
+
+    #[test]
+    fn ring_wraps_around_and_keeps_its_invariants() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(3);
+        let mut q: Queue<Ring, _, _, 3> =
+            Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
+        let alloc = HostAlloc::new();
+        let mut done = Vec::new();
+        for round in 0..10 {
+            while let Ok(r) = q.reserve() {
+                let job = PreparedJob::new(&alloc, &config, 1, 0, round).unwrap();
+                done.push(r.commit(job).done);
+                q.check();
+            }
+            exec.run_until_idle(|| q.run());
+            q.check();
+            // Complete one or two jobs per round so the head moves by varying amounts.
+            let ring = &mut q.backend_mut().0;
+            let n = ring.len().min(1 + round % 2);
+            for hw in ring.drain(..n) {
+                hw.signal(Ok(()));
+            }
+            exec.run_until_idle(|| q.run());
+            q.check();
+        }
+        assert!(done.len() > 10);
+        drop(q);
+        assert!(done
+            .iter()
+            .all(|d| d.status().is_some() && d.signal_calls() == 1));
+    }
+}

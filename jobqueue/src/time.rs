@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Time, as far as job timeouts need it.
+//!
+//! The queue reads a monotonic [`Clock`] when a job starts on the ring and when it checks for
+//! timeouts; it never sleeps. Deadlines are handed to the executor
+//! ([`Executor::wake_at`](crate::Executor::wake_at)), which runs the queue again when one is due
+//! (kernel: a delayed work item on `ktime_get()` time; host: a manual clock in tests).
+
+use core::time::Duration;
+
+/// A point on a monotonic clock, in nanoseconds since an arbitrary origin.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use jobqueue::Instant;
+///
+/// let t = Instant::from_nanos(1_000);
+/// assert_eq!(t.saturating_add(Duration::from_micros(1)).as_nanos(), 2_000);
+/// assert!(Instant::from_nanos(u64::MAX).saturating_add(Duration::from_secs(1)) == Instant::MAX);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The latest representable instant.
+    pub const MAX: Instant = Instant(u64::MAX);
+
+    /// Builds an instant from nanoseconds.
+    pub const fn from_nanos(ns: u64) -> Self {
+        Instant(ns)
+    }
+
+    /// Nanoseconds since the clock's origin.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Adds `d`, saturating at [`Instant::MAX`].
+    pub fn saturating_add(self, d: Duration) -> Self {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Instant(self.0.saturating_add(ns))
+    }
+}
+
+/// A monotonic clock.
+pub trait Clock {
+    /// The current time; never goes backwards.
+    fn now(&self) -> Instant;
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! loom models of the races between fence signals and the queue.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p gpukit-jobqueue --test loom --release`.
+//! Under `cfg(loom)` the host fence and the test executor use loom's locks, so loom explores
+//! the interleavings of a fence signalled on another thread with, respectively, dropping the
+//! queue, submitting a job that depends on the fence, and the job's timeout.
+
+#![cfg(loom)]
+
+mod common;
+
+use common::{Harness, TIMEOUT};
+use jobqueue::host::HostFence;
+use jobqueue::{Fence, FenceError, SignalFence};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+#[test]
+fn dependency_signal_races_queue_drop() {
+    model(|| {
+        let mut h = Harness::<4>::new(4);
+        let dep = HostFence::new();
+        let done = h.submit(0, 1, &[&dep]);
+        h.run();
+        let d = dep.clone();
+        let t = loom::thread::spawn(move || {
+            d.signal(Ok(()));
+        });
+        drop(h);
+        t.join().unwrap();
+        assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
+        assert_eq!(done.signal_calls(), 1);
+        assert_eq!(dep.status(), Some(Ok(())));
+    });
+}
+
+#[test]
+fn hardware_signal_races_queue_drop() {
+    model(|| {
+        let mut h = Harness::<4>::new(4);
+        let done = h.submit(0, 1, &[]);
+        h.run();
+        let hw = h.hw(0);
+        let t = loom::thread::spawn(move || {
+            hw.signal(Ok(()));
+        });
+        drop(h);
+        t.join().unwrap();
+        assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
+        assert_eq!(done.signal_calls(), 1);
+    });
+}
+
+#[test]
+fn dependency_signal_races_submit() {
+    model(|| {
+        let mut h = Harness::<4>::new(4);
+        let dep = HostFence::new();
+        let d = dep.clone();
+        let t = loom::thread::spawn(move || {
+            d.signal(Ok(()));
+        });
+        let done = h.submit(0, 1, &[&dep]);
+        h.run();
+        t.join().unwrap();
+        // No wake-up may be lost: whichever order, the job is now on the ring.
+        h.run();
+        assert_eq!(h.ring().first_runs(), vec![0]);
+        h.hw(0).signal(Ok(()));
+        h.run();
+        assert_eq!(done.status(), Some(Ok(())));
+    });
+}
+
+#[test]
+fn hardware_signal_races_timeout() {
+    model(|| {
+        let mut h = Harness::<4>::new(4);
+        let done = h.submit(0, 1, &[]);
+        h.run();
+        let hw = h.hw(0);
+        let t = loom::thread::spawn(move || {
+            hw.signal(Ok(()));
+        });
+        h.advance(TIMEOUT);
+        t.join().unwrap();
+        h.run();
+        // Either the completion was seen first, or the timeout handler failed the job.
+        let r = done.status().expect("done fence signalled");
+        assert!(r == Ok(()) || r == Err(FenceError::TIMED_OUT), "{r:?}");
+        assert_eq!(done.signal_calls(), 1);
+        assert_eq!(h.q.credits_in_use(), 0);
+        assert_eq!(h.q.pending_jobs(), 0);
+    });
+}

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Nothing can happen to the queue between reserving a slot and committing into it.
+
+use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+use jobqueue::{
+    Backend, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, TimedOutJob,
+    TimeoutAction,
+};
+
+struct Ring;
+
+impl Backend for Ring {
+    type Fence = HostFence;
+    type Alloc = HostAlloc;
+    type Payload = ();
+
+    fn run_job(&mut self, _job: RunJob<'_, ()>, _ctx: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
+        Ok(HostFence::new())
+    }
+
+    fn timed_out(&mut self, _job: TimedOutJob<'_, ()>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
+        TimeoutAction::Fail
+    }
+}
+
+fn main() {
+    let config = QueueConfig::new(4);
+    let mut q: Queue<Ring, _, _, 4> =
+        Queue::new(Ring, TestExecutor::new(), ManualClock::new(), config).unwrap();
+    let job = PreparedJob::new(&HostAlloc::new(), &config, 1, 0, ()).unwrap();
+    let slot = q.reserve().unwrap();
+    q.kill();
+    slot.commit(job);
+}
