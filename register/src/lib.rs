@@ -1,6 +1,57 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Typed hardware register access.
+//! Typed hardware registers and the I/O regions they live in.
+//!
+//! Device drivers describe each register once, with the [`register!`] macro, and get a type per
+//! register whose fields are [`Bounded`](::bounded::Bounded) integers: a value too wide for its
+//! field does not compile (or, for run-time values, is reported as an error), and every access
+//! costs what hand-written shifts and masks cost. Registers are read and written through the
+//! [`io`] traits, which model the kernel's `kernel::io`: real memory-mapped I/O ([`io::Mmio`]),
+//! host memory for unit tests ([`io::MemRegion`]) or a simulated device ([`io::ModelRegion`]).
+//!
+//! ```
+//! use register::{io::{Io, MemRegion}, register};
+//!
+//! register! {
+//!     /// Chip revision.
+//!     pub BOOT_0(u32) @ 0x100 {
+//!         7:4 major;
+//!         3:0 minor;
+//!     }
+//! }
+//!
+//! let io = MemRegion::<0x1000>::new();
+//! io.write_reg(BOOT_0::zeroed().with_const_major::<2>().with_const_minor::<5>());
+//! let boot0 = io.read(BOOT_0); // Linux 7.2 style
+//! assert_eq!((boot0.major().get(), boot0.minor().get()), (2, 5));
+//! assert_eq!(io.read32(0x100), 0x25);
+//! ```
+//!
+//! # Cost
+//!
+//! Field accesses compile to the instructions of hand-written code: the probe pairs in
+//! `xtask/codegen-probes/src/register.rs` (field read, constant and run-time read-modify-write,
+//! checked setter, array element with a run-time index, relative register, `Mmio` with barriers)
+//! give identical assembly on x86_64 and `aarch64-unknown-none`; a setter taking a `Bounded` is a
+//! single `bfi` on AArch64.
+//!
+//! `cargo bench -p gpukit-register --features bench --bench fields -- --warm-up-time 1
+//! --measurement-time 3` (criterion, same run, one 4-field `u32` register, loaded 2-core host;
+//! the get/set figures are within noise of a loop iteration):
+//!
+//! | operation | `register!` | `bitbybit` 2.0.1 | `tock-registers` 0.10.1 |
+//! | --- | --- | --- | --- |
+//! | get 3 fields | 2.77 ns | 2.85 ns | 2.14 ns |
+//! | set 3 fields | 3.03 ns | 4.66 ns | 4.08 ns |
+//! | `Debug` to a `String` | 413 ns | 319 ns | 406 ns |
+//!
+//! Compile time is the price of generating both the first-series and the Linux 7.2 accessors
+//! (twelve items per field): `register/tools/compile_time.sh 500` (500 registers of 8 fields,
+//! `cargo check` of the generated crate alone, rustc 1.95, host shared with other builds at a
+//! load average of about 8, so absolute figures are inflated) measured 109 s and 131 s for
+//! `register!` against 36 s and 30 s for the same layout with `bitbybit` (which generates no
+//! I/O accessors). Type checking, borrow checking of the generated functions and macro
+//! expansion dominate (`-Z time-passes`).
 
 #![no_std]
 
@@ -8,3 +59,117 @@
 compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
+mod error;
+pub mod io;
+
+pub use io::register::RegisterBase;
+
+pub use error::Error;
+
+/// Items used by the code the macros generate. Not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use ::bounded;
+    pub use ::paste::paste;
+    pub use ::pin_init;
+
+    pub use crate::io::register as reg;
+
+    /// Fallible conversion into the `Bounded` type of a field, named by that type alone (so that
+    /// a bound on it needs no constant expression).
+    pub trait TryIntoField<B> {
+        /// Converts `self`, or returns `None` if it does not fit.
+        fn try_into_field(self) -> Option<B>;
+    }
+
+    impl<V, S, const N: u32> TryIntoField<bounded::Bounded<S, N>> for V
+    where
+        S: bounded::Integer,
+        V: bounded::TryIntoBounded<S, N>,
+    {
+        #[inline(always)]
+        fn try_into_field(self) -> Option<bounded::Bounded<S, N>> {
+            self.try_into_bounded()
+        }
+    }
+
+    /// Whether `hi:lo` is a valid field of a `bits`-wide register.
+    pub const fn field_ok(bits: u32, hi: u32, lo: u32) -> bool {
+        lo <= hi && hi < bits
+    }
+
+    /// Width of field `hi:lo`; 1 for an invalid field, whose error is reported separately.
+    pub const fn field_width(hi: u32, lo: u32) -> u32 {
+        if lo <= hi && hi < 64 {
+            hi - lo + 1
+        } else {
+            1
+        }
+    }
+
+    /// Mask of field `hi:lo` in a 64-bit word; 0 for an invalid field.
+    pub const fn field_mask(hi: u32, lo: u32) -> u64 {
+        if lo <= hi && hi < 64 {
+            (u64::MAX >> (63 - hi)) & (u64::MAX << lo)
+        } else {
+            0
+        }
+    }
+
+    /// Largest value of field `hi:lo`; 0 for an invalid field.
+    pub const fn field_max(hi: u32, lo: u32) -> u64 {
+        if lo <= hi && hi < 64 {
+            u64::MAX >> (63 - (hi - lo))
+        } else {
+            0
+        }
+    }
+
+    /// Left shift putting bit `hi` of a `bits`-wide word at the top; 0 for an invalid field.
+    pub const fn align_top(bits: u32, hi: u32, lo: u32) -> u32 {
+        if field_ok(bits, hi, lo) {
+            bits - 1 - hi
+        } else {
+            0
+        }
+    }
+
+    /// Right shift moving a top-aligned field `hi:lo` down to bit 0; `bits - 1` for an invalid
+    /// field (which leaves a 1-bit value).
+    pub const fn align_bottom(bits: u32, hi: u32, lo: u32) -> u32 {
+        if field_ok(bits, hi, lo) {
+            bits - 1 - hi + lo
+        } else {
+            bits - 1
+        }
+    }
+
+    /// Largest value of a field `width` bits wide.
+    pub const fn field_max_of(width: u32) -> u64 {
+        if width == 0 || width > 64 {
+            0
+        } else {
+            u64::MAX >> (64 - width)
+        }
+    }
+
+    /// Shift of field `hi:lo`; 0 for an invalid field.
+    pub const fn field_shift(bits: u32, hi: u32, lo: u32) -> u32 {
+        if field_ok(bits, hi, lo) {
+            lo
+        } else {
+            0
+        }
+    }
+}
+
+/// The example of the README, run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,1027 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The `register!` macro.
+
+/// Declares register types: their fields, their location, and their accessors.
+///
+/// See the [module documentation](crate::io::register) for the concepts and the
+/// [crate documentation](crate) for a complete example. Each invocation declares any number of
+/// registers, each of the form
+///
+/// ```text
+/// /// Documentation and attributes (optional).
+/// VIS NAME(STORAGE) LOCATION {
+///     /// Field documentation (optional).
+///     HI:LO field;                 // a `Bounded<STORAGE, HI - LO + 1>`
+///     HI:LO field => Type;         // converted with `From` both ways
+///     HI:LO field ?=> Type;        // read with `TryFrom`, written with `From`
+/// }
+/// ```
+///
+/// with `STORAGE` one of `u8`, `u16`, `u32`, `u64`, and `LOCATION` one of
+///
+/// | form | meaning |
+/// | --- | --- |
+/// | `@ 0x100` | fixed offset |
+/// | `=> OTHER` | same offset as fixed register `OTHER`, other fields |
+/// | `@ Base + 0x10` | offset from any base implementing [`RegisterBase<Base>`] |
+/// | `=> Base + OTHER` | alias of relative register `OTHER` |
+/// | `[N] @ 0x80`, `[N ; STRIDE] @ 0x80`, `[N, stride = STRIDE] @ 0x80` | array of `N` registers |
+/// | `=> ARRAY[i]` | fixed register aliasing element `i` (a constant) of `ARRAY` |
+/// | `[N] @ Base + 0x80` (and strides) | relative array |
+/// | `=> Base + ARRAY[i]` | relative register aliasing element `i` of relative array `ARRAY` |
+///
+/// # Generated items
+///
+/// For a register `REG` of storage `S`:
+///
+/// - `struct REG` (with `#[allow(non_camel_case_types)]`, as register names are in capitals),
+///   `#[repr(transparent)]` over `S`, `Clone`, `Copy`, `PartialEq`, `Eq`,
+///   [`Zeroable`](pin_init::Zeroable), `Debug` (raw value in hex and every field), `From<S>` and
+///   `From<REG> for S`, `REG::zeroed()`, `from_raw`, `as_raw`, `into_raw`;
+/// - `REG::OFFSET` and, for arrays, `REG::SIZE` and `REG::STRIDE`, plus the traits of
+///   [`crate::io::register`] that give the Linux 7.2 style accessors: `io.read(REG)`,
+///   `io.write_reg(v)`, `io.update(REG, f)`, `REG::at(i)`, `REG::of::<B>()`, `io.try_read(..)`;
+/// - for a fixed register, a constant `REG` holding its location;
+/// - `read`, `write`, `update` in the style of the first kernel series (`REG::read(&io)`,
+///   `v.write(&io)`, `REG::update(&io, f)`; relative registers take `&base` after `io`, arrays an
+///   index), and for arrays `try_read`, `try_write`, `try_update` returning
+///   [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange) (`EINVAL`) for a bad index;
+/// - per field `x`: constants `X_RANGE`, `X_MASK`, `X_SHIFT`; the getter `x()`; the setters
+///   `with_x(v)` and `set_x(v)` taking anything that converts losslessly into the field's
+///   `Bounded` (or the converted type); for unconverted fields also `with_const_x::<V>()`
+///   (checked at build time, `const`), and `try_with_x(v)`/`try_set_x(v)` taking any integer
+///   and returning [`Error::ValueTooWide`](crate::Error::ValueTooWide) (`EOVERFLOW`) if it does
+///   not fit.
+///
+/// Field names must not start with `with_`, `set_`, `try_`, `__`, and must not be one of the
+/// names of the generated functions above.
+///
+/// # Build-time checks
+///
+/// A field with `lo > hi`, a field past the width of the storage, two overlapping fields, an
+/// alias of an out-of-range array element, an array whose stride is smaller than its storage, a
+/// constant too wide for its field in `with_const_x`, and a register that does not fit in a
+/// region of known size, all fail to build.
+///
+/// # Examples
+///
+/// ```
+/// use register::{io::{Io, MemRegion}, register};
+///
+/// register! {
+///     /// Interrupt mask.
+///     pub IRQ_MASK(u16) @ 0x20 {
+///         /// Job interrupts.
+///         15:8 jobs;
+///         /// GPU fault.
+///         0:0 fault => bool;
+///     }
+/// }
+///
+/// let io = MemRegion::<0x40>::new();
+/// IRQ_MASK::zeroed().set_fault(true).set_jobs(0xffu8).write(&&io);
+/// assert_eq!(io.read16(0x20), 0xff01);
+/// assert!(IRQ_MASK::read(&&io).fault());
+/// assert_eq!(IRQ_MASK::JOBS_MASK, 0xff00);
+/// assert!(IRQ_MASK::zeroed().try_set_jobs(0x100u32).is_err());
+/// ```
+///
+/// [`RegisterBase<Base>`]: crate::io::register::RegisterBase
+#[macro_export]
+macro_rules! register {
+    // ---------------------------------------------------------------------------------------
+    // One register per `@reg` rule. These are also the entry points for wrapper macros.
+    // ---------------------------------------------------------------------------------------
+
+    // Fixed offset.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) @ $off:literal
+            { $($fields:tt)* }
+    ) => {
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(@io_fixed $vis $name($store));
+    };
+
+    // Alias of a fixed register.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $aliased:ident
+            { $($fields:tt)* }
+    ) => {
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(
+            @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET
+        );
+        $crate::register!(@io_fixed $vis $name($store));
+    };
+
+    // Relative to a base.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) @ $family:ident + $off:literal
+            { $($fields:tt)* }
+    ) => {
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(@io_relative $vis $name($store) @ $family);
+    };
+
+    // Alias of a relative register.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $family:ident + $aliased:ident
+            { $($fields:tt)* }
+    ) => {
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(
+            @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET
+        );
+        $crate::register!(@io_relative $vis $name($store) @ $family);
+    };
+
+    // Arrays: the mainline stride syntax, and no stride (contiguous), become `[size ; stride]`.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+            [ $count:expr, stride = $step:expr ] $($rest:tt)*
+    ) => {
+        $crate::register!(
+            @reg $(#[$meta])* $vis $name($store) [ $count ; $step ] $($rest)*
+        );
+    };
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) [ $count:expr ] $($rest:tt)*
+    ) => {
+        $crate::register!(
+            @reg $(#[$meta])* $vis $name($store)
+                [ $count ; ::core::mem::size_of::<$store>() ] $($rest)*
+        );
+    };
+
+    // Array at a fixed offset.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+            [ $count:expr ; $step:expr ] @ $off:literal { $($fields:tt)* }
+    ) => {
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(@io_array $vis $name($store) [ $count ; $step ]);
+    };
+
+    // Alias of an element of an array.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $aliased:ident [ $index:expr ]
+            { $($fields:tt)* }
+    ) => {
+        $crate::register!(@alias_index $name $aliased [ $index ]);
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(
+            @io_base $vis $name($store) @
+                <$aliased as $crate::__private::reg::Register>::OFFSET
+                    + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE
+        );
+        $crate::register!(@io_fixed $vis $name($store));
+    };
+
+    // Array relative to a base.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+            [ $count:expr ; $step:expr ] @ $family:ident + $off:literal { $($fields:tt)* }
+    ) => {
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(@io_relative_array $vis $name($store) [ $count ; $step ] @ $family);
+    };
+
+    // Alias of an element of a relative array.
+    (
+        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+            => $family:ident + $aliased:ident [ $index:expr ] { $($fields:tt)* }
+    ) => {
+        $crate::register!(@alias_index $name $aliased [ $index ]);
+        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(
+            @io_base $vis $name($store) @
+                <$aliased as $crate::__private::reg::Register>::OFFSET
+                    + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE
+        );
+        $crate::register!(@io_relative $vis $name($store) @ $family);
+    };
+
+    // ---------------------------------------------------------------------------------------
+    // Building blocks.
+    // ---------------------------------------------------------------------------------------
+
+    (@alias_index $name:ident $aliased:ident [ $index:expr ]) => {
+        const _: () = ::core::assert!(
+            $index < <$aliased as $crate::__private::reg::RegisterArray>::SIZE,
+            ::core::concat!(
+                "register `", ::core::stringify!($name), "` aliases element ",
+                ::core::stringify!($index), " of array `", ::core::stringify!($aliased),
+                "`, which is out of range"
+            )
+        );
+    };
+
+    // The type, its conversions and its fields.
+    (@bitfield $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) { $($fields:tt)* }) => {
+        $(#[$meta])*
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+        #[repr(transparent)]
+        #[derive(Copy, Clone, Eq, PartialEq)]
+        $vis struct $name {
+            inner: $store,
+        }
+
+        // SAFETY: `$name` is a `repr(transparent)` wrapper of an integer, for which all zeroes is
+        // a valid value.
+        unsafe impl $crate::__private::pin_init::Zeroable for $name {}
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Returns the register value with every bit cleared.
+            #[inline(always)]
+            $vis const fn zeroed() -> Self {
+                Self { inner: 0 }
+            }
+
+            /// Returns the register value whose raw bits are `value`.
+            #[inline(always)]
+            $vis const fn from_raw(value: $store) -> Self {
+                Self { inner: value }
+            }
+
+            /// Returns the raw bits of the register value.
+            #[inline(always)]
+            $vis const fn as_raw(self) -> $store {
+                self.inner
+            }
+
+            /// Returns the raw bits of the register value.
+            #[inline(always)]
+            $vis const fn into_raw(self) -> $store {
+                self.inner
+            }
+        }
+
+        impl ::core::convert::From<$name> for $store {
+            #[inline(always)]
+            fn from(value: $name) -> $store {
+                value.inner
+            }
+        }
+
+        impl ::core::convert::From<$store> for $name {
+            #[inline(always)]
+            fn from(value: $store) -> $name {
+                $name { inner: value }
+            }
+        }
+
+        $crate::register!(@fields $vis $name $store { $($fields)* });
+    };
+
+    // Field constants, accessors, layout checks and `Debug`.
+    (
+        @fields $vis:vis $name:ident $store:ty {
+            $(
+                $(#[$fattr:meta])*
+                $hi:literal : $lo:literal $field:ident
+                    $(?=> $try_ty:ty)?
+                    $(=> $into_ty:ty)?
+                ;
+            )*
+        }
+    ) => {
+        #[allow(unused_mut, unused_variables, unused_assignments, clippy::unnecessary_cast)]
+        const _: () = {
+            let bits: u32 = <$store>::BITS;
+            let mut used: u64 = 0;
+            $(
+                if $lo > $hi {
+                    ::core::panic!(::core::concat!(
+                        "register `", ::core::stringify!($name), "`: field `",
+                        ::core::stringify!($field), "` has lo > hi (",
+                        ::core::stringify!($hi), ":", ::core::stringify!($lo), ")"
+                    ));
+                }
+                if $hi >= bits {
+                    ::core::panic!(::core::concat!(
+                        "register `", ::core::stringify!($name), "`: field `",
+                        ::core::stringify!($field), "` (", ::core::stringify!($hi), ":",
+                        ::core::stringify!($lo), ") does not fit in the storage type `",
+                        ::core::stringify!($store), "`"
+                    ));
+                }
+                let mask = $crate::__private::field_mask($hi, $lo);
+                if used & mask != 0 {
+                    ::core::panic!(::core::concat!(
+                        "register `", ::core::stringify!($name), "`: field `",
+                        ::core::stringify!($field), "` (", ::core::stringify!($hi), ":",
+                        ::core::stringify!($lo), ") overlaps a field declared before it"
+                    ));
+                }
+                used |= mask;
+            )*
+        };
+
+        $crate::__private::paste! {
+            // One type per field (and one for the whole register), so that each width is a single
+            // constant for the compiler to evaluate however many signatures use it.
+            #[doc(hidden)]
+            #[allow(non_camel_case_types, dead_code)]
+            type [<__ $name __Raw>] =
+                $crate::__private::bounded::Bounded<$store, { <$store>::BITS }>;
+            $(
+                #[doc(hidden)]
+                #[allow(non_camel_case_types, dead_code)]
+                type [<__ $name __ $field>] = $crate::__private::bounded::Bounded<
+                    $store, { $crate::__private::field_width($hi, $lo) }
+                >;
+            )*
+
+            #[allow(dead_code, clippy::unnecessary_cast)]
+            impl $name {
+                $(
+                    #[doc = ::core::concat!(
+                        "Bit range of field `", ::core::stringify!($field), "`."
+                    )]
+                    $vis const [<$field:upper _RANGE>]: ::core::ops::RangeInclusive<u8> =
+                        $lo..=$hi;
+
+                    #[doc = ::core::concat!("Mask of field `", ::core::stringify!($field), "`.")]
+                    $vis const [<$field:upper _MASK>]: $store =
+                        $crate::__private::field_mask($hi, $lo) as $store;
+
+                    #[doc = ::core::concat!(
+                        "Position of the lowest bit of field `", ::core::stringify!($field), "`."
+                    )]
+                    $vis const [<$field:upper _SHIFT>]: u32 =
+                        $crate::__private::field_shift(<$store>::BITS, $hi, $lo);
+
+                    #[inline(always)]
+                    fn [<__ $field>](self) -> [<__ $name __ $field>] {
+                        const TOP: u32 = $crate::__private::align_top(<$store>::BITS, $hi, $lo);
+                        const BOTTOM: u32 =
+                            $crate::__private::align_bottom(<$store>::BITS, $hi, $lo);
+                        [<__ $name __Raw>]::from(self.inner << TOP).shr::<BOTTOM, _>()
+                    }
+
+                    #[inline(always)]
+                    const fn [<__with_ $field>](self, value: [<__ $name __ $field>]) -> Self {
+                        Self {
+                            inner: (self.inner & !Self::[<$field:upper _MASK>])
+                                | (value.get() << Self::[<$field:upper _SHIFT>]),
+                        }
+                    }
+
+                    $crate::register!(
+                        @accessors [$vis $name $store, [<__ $name __ $field>], ($hi, $lo)]
+                        [$(#[$fattr])*] $field
+                        [
+                            [<__ $field>] [<__with_ $field>] [<set_ $field>] [<try_set_ $field>]
+                            [<with_ $field>] [<with_const_ $field>] [<try_with_ $field>]
+                            [<__debug_ $field>]
+                        ]
+                        $(?=> $try_ty)? $(=> $into_ty)?
+                    );
+                )*
+            }
+
+            impl ::core::fmt::Debug for $name {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(::core::stringify!($name))
+                        .field("<raw>", &::core::format_args!("{:#x}", self.inner))
+                        $(.field(::core::stringify!($field), &self.[<__debug_ $field>]()))*
+                        .finish()
+                }
+            }
+        }
+
+    };
+
+    // Accessors of a field converted fallibly.
+    (
+        @accessors [$vis:vis $name:ident $store:ty, $fty:ident, ($hi:tt, $lo:tt)] [$(#[$fattr:meta])*] $field:ident
+            [$get:ident $raw_with:ident $set:ident $try_set:ident $with:ident $with_const:ident
+                $try_with:ident $debug:ident]
+            ?=> $ty:ty
+    ) => {
+        $(#[$fattr])*
+        ///
+        /// Returns the field converted with `TryFrom`.
+        #[inline(always)]
+        $vis fn $field(self) -> ::core::result::Result<
+            $ty,
+            <$ty as ::core::convert::TryFrom<
+                $fty
+            >>::Error,
+        > {
+            ::core::convert::TryFrom::try_from(self.$get())
+        }
+
+        /// The value `Debug` shows for this field.
+        #[inline(always)]
+        fn $debug(self) -> impl ::core::fmt::Debug {
+            self.$field()
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`.
+        #[inline(always)]
+        $vis fn $with(self, value: $ty) -> Self {
+            self.$raw_with(::core::convert::Into::into(value))
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`.
+        #[inline(always)]
+        $vis fn $set(self, value: $ty) -> Self {
+            self.$raw_with(::core::convert::Into::into(value))
+        }
+    };
+
+    // Accessors of a field converted infallibly.
+    (
+        @accessors [$vis:vis $name:ident $store:ty, $fty:ident, ($hi:tt, $lo:tt)] [$(#[$fattr:meta])*] $field:ident
+            [$get:ident $raw_with:ident $set:ident $try_set:ident $with:ident $with_const:ident
+                $try_with:ident $debug:ident]
+            => $ty:ty
+    ) => {
+        $(#[$fattr])*
+        ///
+        /// Returns the field converted with `From`.
+        #[inline(always)]
+        $vis fn $field(self) -> $ty {
+            ::core::convert::Into::into(self.$get())
+        }
+
+        /// The value `Debug` shows for this field.
+        #[inline(always)]
+        fn $debug(self) -> impl ::core::fmt::Debug {
+            self.$field()
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`.
+        #[inline(always)]
+        $vis fn $with(self, value: $ty) -> Self {
+            self.$raw_with(::core::convert::Into::into(value))
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`.
+        #[inline(always)]
+        $vis fn $set(self, value: $ty) -> Self {
+            self.$raw_with(::core::convert::Into::into(value))
+        }
+    };
+
+    // Accessors of a plain field.
+    (
+        @accessors [$vis:vis $name:ident $store:ty, $fty:ident, ($hi:tt, $lo:tt)] [$(#[$fattr:meta])*] $field:ident
+            [$get:ident $raw_with:ident $set:ident $try_set:ident $with:ident $with_const:ident
+                $try_with:ident $debug:ident]
+    ) => {
+        $(#[$fattr])*
+        ///
+        /// Returns the field.
+        #[inline(always)]
+        $vis fn $field(self) -> $fty {
+            self.$get()
+        }
+
+        /// The value `Debug` shows for this field: the plain integer.
+        #[inline(always)]
+        fn $debug(self) -> impl ::core::fmt::Debug {
+            self.$get().get()
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`, which converts losslessly.
+        #[inline(always)]
+        $vis fn $with<T>(self, value: T) -> Self
+        where
+            T: ::core::convert::Into<$fty>,
+        {
+            self.$raw_with(value.into())
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`, which converts losslessly.
+        #[inline(always)]
+        $vis fn $set<T>(self, value: T) -> Self
+        where
+            T: ::core::convert::Into<$fty>,
+        {
+            self.$raw_with(value.into())
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to the constant `VALUE`, which is
+        /// checked to fit at build time.
+        #[inline(always)]
+        #[allow(clippy::cast_lossless)]
+        $vis const fn $with_const<const VALUE: $store>(self) -> Self {
+            const {
+                ::core::assert!(
+                    (VALUE as u64) <= $crate::__private::field_max($hi, $lo),
+                    ::core::concat!(
+                        "constant too wide for field `", ::core::stringify!($field),
+                        "` of register `", ::core::stringify!($name), "`"
+                    )
+                )
+            };
+            self.$raw_with($fty::from_expr(VALUE))
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`, or
+        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit.
+        #[inline(always)]
+        $vis fn $try_with<T>(self, value: T) -> ::core::result::Result<Self, $crate::Error>
+        where
+            T: $crate::__private::TryIntoField<$fty>,
+        {
+            match $crate::__private::TryIntoField::try_into_field(value) {
+                ::core::option::Option::Some(v) => ::core::result::Result::Ok(self.$raw_with(v)),
+                ::core::option::Option::None => {
+                    ::core::result::Result::Err($crate::Error::ValueTooWide)
+                }
+            }
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`, or
+        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit.
+        #[inline(always)]
+        $vis fn $try_set<T>(self, value: T) -> ::core::result::Result<Self, $crate::Error>
+        where
+            T: $crate::__private::TryIntoField<$fty>,
+        {
+            self.$try_with(value)
+        }
+    };
+
+    // Register trait, for every kind.
+    (@io_base $vis:vis $name:ident ($store:ty) @ $off:expr) => {
+        impl $crate::__private::reg::Register for $name {
+            type Storage = $store;
+            const OFFSET: usize = $off;
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Offset of the register (of its first element for arrays, from its base for
+            /// relative registers).
+            $vis const OFFSET: usize = $off;
+        }
+    };
+
+    // Fixed registers (and aliases resolving to a fixed offset).
+    (@io_fixed $vis:vis $name:ident ($store:ty)) => {
+        impl $crate::__private::reg::FixedRegister for $name {}
+
+        #[doc = ::core::concat!("Location of register [`", ::core::stringify!($name), "`].")]
+        #[allow(non_upper_case_globals, dead_code)]
+        $vis const $name:
+            $crate::__private::reg::FixedRegisterLoc<$name> = $crate::__private::reg::FixedRegisterLoc::new();
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Reads the register from `io`.
+            #[inline(always)]
+            $vis fn read<D, I>(io: &D) -> Self
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+            {
+                $crate::io::Io::read(&**io, $crate::__private::reg::FixedRegisterLoc::<Self>::new())
+            }
+
+            /// Writes the value to the register in `io`.
+            #[inline(always)]
+            $vis fn write<D, I>(self, io: &D)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+            {
+                $crate::io::Io::write(&**io, $crate::__private::reg::FixedRegisterLoc::<Self>::new(), self)
+            }
+
+            /// Reads the register from `io`, passes it to `f` and writes the result back (two
+            /// separate accesses).
+            #[inline(always)]
+            $vis fn update<D, I, U>(io: &D, f: U)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                U: ::core::ops::FnOnce(Self) -> Self,
+            {
+                $crate::io::Io::update(&**io, $crate::__private::reg::FixedRegisterLoc::<Self>::new(), f)
+            }
+        }
+    };
+
+    // Relative registers.
+    (@io_relative $vis:vis $name:ident ($store:ty) @ $family:ident) => {
+        impl $crate::__private::reg::WithBase for $name {
+            type BaseFamily = $family;
+        }
+
+        impl $crate::__private::reg::RelativeRegister for $name {}
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Returns the location of the register relative to base `B`.
+            #[inline(always)]
+            $vis const fn of<B: $crate::__private::reg::RegisterBase<$family>>(
+            ) -> $crate::__private::reg::RelativeRegisterLoc<Self, B> {
+                $crate::__private::reg::RelativeRegisterLoc::new()
+            }
+
+            /// Reads the register relative to `base` from `io`.
+            #[inline(always)]
+            $vis fn read<D, I, B>(io: &D, _base: &B) -> Self
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+            {
+                $crate::io::Io::read(&**io, Self::of::<B>())
+            }
+
+            /// Writes the value to the register relative to `base` in `io`.
+            #[inline(always)]
+            $vis fn write<D, I, B>(self, io: &D, _base: &B)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+            {
+                $crate::io::Io::write(&**io, Self::of::<B>(), self)
+            }
+
+            /// Reads the register relative to `base`, passes it to `f` and writes the result
+            /// back (two separate accesses).
+            #[inline(always)]
+            $vis fn update<D, I, B, U>(io: &D, _base: &B, f: U)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+                U: ::core::ops::FnOnce(Self) -> Self,
+            {
+                $crate::io::Io::update(&**io, Self::of::<B>(), f)
+            }
+        }
+    };
+
+    // Arrays at a fixed offset.
+    (@io_array $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]) => {
+        $crate::register!(@array_consts $vis $name ($store) [ $count ; $step ]);
+
+        impl $crate::__private::reg::Array for $name {}
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Returns the location of element `idx`.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range.
+            #[inline(always)]
+            #[track_caller]
+            $vis fn at(idx: usize) -> $crate::__private::reg::RegisterArrayLoc<Self> {
+                $crate::__private::reg::RegisterArrayLoc::new(idx)
+            }
+
+            /// Returns the location of element `IDX`, checked at build time.
+            #[inline(always)]
+            $vis const fn at_const<const IDX: usize>() -> $crate::__private::reg::RegisterArrayLoc<Self> {
+                $crate::__private::reg::RegisterArrayLoc::new_const::<IDX>()
+            }
+
+            /// Returns the location of element `idx`, or `None` if it is out of range.
+            #[inline(always)]
+            $vis fn try_at(idx: usize) -> ::core::option::Option<
+                $crate::__private::reg::RegisterArrayLoc<Self>
+            > {
+                $crate::__private::reg::RegisterArrayLoc::try_new(idx)
+            }
+
+            /// Reads element `idx` from `io`.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range (use [`Self::try_read`] for run-time indices).
+            #[inline(always)]
+            #[track_caller]
+            $vis fn read<D, I>(io: &D, idx: usize) -> Self
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+            {
+                $crate::io::Io::read(&**io, Self::at(idx))
+            }
+
+            /// Writes the value to element `idx` in `io`.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range (use [`Self::try_write`] for run-time indices).
+            #[inline(always)]
+            #[track_caller]
+            $vis fn write<D, I>(self, io: &D, idx: usize)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+            {
+                $crate::io::Io::write(&**io, Self::at(idx), self)
+            }
+
+            /// Reads element `idx`, passes it to `f` and writes the result back.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range (use [`Self::try_update`] for run-time indices).
+            #[inline(always)]
+            #[track_caller]
+            $vis fn update<D, I, U>(io: &D, idx: usize, f: U)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                U: ::core::ops::FnOnce(Self) -> Self,
+            {
+                $crate::io::Io::update(&**io, Self::at(idx), f)
+            }
+
+            /// Reads element `idx` from `io`, or returns
+            /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
+            #[inline(always)]
+            $vis fn try_read<D, I>(io: &D, idx: usize) -> ::core::result::Result<Self, $crate::Error>
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+            {
+                match Self::try_at(idx) {
+                    ::core::option::Option::Some(loc) => {
+                        ::core::result::Result::Ok($crate::io::Io::read(&**io, loc))
+                    }
+                    ::core::option::Option::None => {
+                        ::core::result::Result::Err($crate::Error::IndexOutOfRange)
+                    }
+                }
+            }
+
+            /// Writes the value to element `idx` in `io`, or returns
+            /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
+            #[inline(always)]
+            $vis fn try_write<D, I>(
+                self,
+                io: &D,
+                idx: usize,
+            ) -> ::core::result::Result<(), $crate::Error>
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+            {
+                match Self::try_at(idx) {
+                    ::core::option::Option::Some(loc) => {
+                        ::core::result::Result::Ok($crate::io::Io::write(&**io, loc, self))
+                    }
+                    ::core::option::Option::None => {
+                        ::core::result::Result::Err($crate::Error::IndexOutOfRange)
+                    }
+                }
+            }
+
+            /// Updates element `idx` in `io` with `f`, or returns
+            /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
+            #[inline(always)]
+            $vis fn try_update<D, I, U>(
+                io: &D,
+                idx: usize,
+                f: U,
+            ) -> ::core::result::Result<(), $crate::Error>
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                U: ::core::ops::FnOnce(Self) -> Self,
+            {
+                match Self::try_at(idx) {
+                    ::core::option::Option::Some(loc) => {
+                        ::core::result::Result::Ok($crate::io::Io::update(&**io, loc, f))
+                    }
+                    ::core::option::Option::None => {
+                        ::core::result::Result::Err($crate::Error::IndexOutOfRange)
+                    }
+                }
+            }
+        }
+    };
+
+    // Arrays relative to a base.
+    (@io_relative_array $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]
+        @ $family:ident) => {
+        $crate::register!(@array_consts $vis $name ($store) [ $count ; $step ]);
+
+        impl $crate::__private::reg::WithBase for $name {
+            type BaseFamily = $family;
+        }
+
+        impl $crate::__private::reg::RelativeRegisterArray for $name {}
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Returns the location of the array relative to base `B`; pick an element with
+            /// `at`.
+            #[inline(always)]
+            $vis const fn of<B: $crate::__private::reg::RegisterBase<$family>>(
+            ) -> $crate::__private::reg::RelativeRegisterLoc<Self, B> {
+                $crate::__private::reg::RelativeRegisterLoc::new()
+            }
+
+            /// Reads element `idx` of the array relative to `base` from `io`.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range (use [`Self::try_read`] for run-time indices).
+            #[inline(always)]
+            #[track_caller]
+            $vis fn read<D, I, B>(io: &D, _base: &B, idx: usize) -> Self
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+            {
+                $crate::io::Io::read(&**io, Self::of::<B>().at(idx))
+            }
+
+            /// Writes the value to element `idx` of the array relative to `base` in `io`.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range (use [`Self::try_write`] for run-time indices).
+            #[inline(always)]
+            #[track_caller]
+            $vis fn write<D, I, B>(self, io: &D, _base: &B, idx: usize)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+            {
+                $crate::io::Io::write(&**io, Self::of::<B>().at(idx), self)
+            }
+
+            /// Reads element `idx` relative to `base`, passes it to `f` and writes the result
+            /// back.
+            ///
+            /// # Panics
+            ///
+            /// If `idx` is out of range (use [`Self::try_update`] for run-time indices).
+            #[inline(always)]
+            #[track_caller]
+            $vis fn update<D, I, B, U>(io: &D, _base: &B, idx: usize, f: U)
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+                U: ::core::ops::FnOnce(Self) -> Self,
+            {
+                $crate::io::Io::update(&**io, Self::of::<B>().at(idx), f)
+            }
+
+            /// Reads element `idx` relative to `base`, or returns
+            /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
+            #[inline(always)]
+            $vis fn try_read<D, I, B>(
+                io: &D,
+                _base: &B,
+                idx: usize,
+            ) -> ::core::result::Result<Self, $crate::Error>
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+            {
+                match Self::of::<B>().try_at(idx) {
+                    ::core::option::Option::Some(loc) => {
+                        ::core::result::Result::Ok($crate::io::Io::read(&**io, loc))
+                    }
+                    ::core::option::Option::None => {
+                        ::core::result::Result::Err($crate::Error::IndexOutOfRange)
+                    }
+                }
+            }
+
+            /// Writes the value to element `idx` relative to `base`, or returns
+            /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
+            #[inline(always)]
+            $vis fn try_write<D, I, B>(
+                self,
+                io: &D,
+                _base: &B,
+                idx: usize,
+            ) -> ::core::result::Result<(), $crate::Error>
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+            {
+                match Self::of::<B>().try_at(idx) {
+                    ::core::option::Option::Some(loc) => {
+                        ::core::result::Result::Ok($crate::io::Io::write(&**io, loc, self))
+                    }
+                    ::core::option::Option::None => {
+                        ::core::result::Result::Err($crate::Error::IndexOutOfRange)
+                    }
+                }
+            }
+
+            /// Updates element `idx` relative to `base` with `f`, or returns
+            /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange).
+            #[inline(always)]
+            $vis fn try_update<D, I, B, U>(
+                io: &D,
+                _base: &B,
+                idx: usize,
+                f: U,
+            ) -> ::core::result::Result<(), $crate::Error>
+            where
+                D: ::core::ops::Deref<Target = I>,
+                I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
+                B: $crate::__private::reg::RegisterBase<$family>,
+                U: ::core::ops::FnOnce(Self) -> Self,
+            {
+                match Self::of::<B>().try_at(idx) {
+                    ::core::option::Option::Some(loc) => {
+                        ::core::result::Result::Ok($crate::io::Io::update(&**io, loc, f))
+                    }
+                    ::core::option::Option::None => {
+                        ::core::result::Result::Err($crate::Error::IndexOutOfRange)
+                    }
+                }
+            }
+        }
+    };
+
+    (@array_consts $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]) => {
+        const _: () = {
+            ::core::assert!(
+                ($count) > 0,
+                ::core::concat!("register array `", ::core::stringify!($name), "` is empty")
+            );
+            ::core::assert!(
+                ($step) >= ::core::mem::size_of::<$store>(),
+                ::core::concat!(
+                    "register array `", ::core::stringify!($name),
+                    "` has a stride smaller than its storage type"
+                )
+            );
+        };
+
+        impl $crate::__private::reg::RegisterArray for $name {
+            const SIZE: usize = $count;
+            const STRIDE: usize = $step;
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Number of registers in the array.
+            $vis const SIZE: usize = $count;
+            /// Distance in bytes between two consecutive registers of the array.
+            $vis const STRIDE: usize = $step;
+        }
+    };
+
+    // ---------------------------------------------------------------------------------------
+    // Entry point: any number of registers.
+    // ---------------------------------------------------------------------------------------
+    (
+        $(
+            $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+                $([ $count:expr $(; $step:expr)? $(, stride = $mstep:expr)? ])?
+                $(@ $($family:ident +)? $off:literal)?
+                $(=> $aliased:ident $(+ $alias_reg:ident)? $([$alias_index:expr])? )?
+            { $($fields:tt)* }
+        )*
+    ) => {
+        $(
+            $crate::register!(
+                @reg $(#[$meta])* $vis $name ($store)
+                    $([ $count $(; $step)? $(; $mstep)? ])?
+                    $(@ $($family +)? $off)?
+                    $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
+                { $($fields)* }
+            );
+        )*
+    };
+}

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+use register::io::{Io, MemRegion};
+use register::register;
+
+register! {
+    FAR(u32) @ 0x2000 { 31:0 value; }
+}
+
+fn main() {
+    let io = MemRegion::<0x1000>::new();
+    let _ = io.read(FAR);
+}
