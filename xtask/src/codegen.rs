@@ -146,14 +146,6 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 /// Compiles the probe crate to assembly and returns the path of the `.s` file.
 fn build_asm(target_dir: &str, target: &str) -> Result<PathBuf, String> {
     let deps = Path::new(target_dir).join(target).join("release/deps");
-    // Old assembly files would be indistinguishable from the new one.
-    if let Ok(entries) = fs::read_dir(&deps) {
-        for e in entries.flatten() {
-            if e.path().extension().is_some_and(|x| x == "s") {
-                let _ = fs::remove_file(e.path());
-            }
-        }
-    }
     Cmd::cargo(&[
         "rustc",
         "-p",
@@ -172,15 +164,20 @@ fn build_asm(target_dir: &str, target: &str) -> Result<PathBuf, String> {
     ])
     .env("CARGO_TARGET_DIR", target_dir)
     .status()?;
+    // Cargo leaves the assembly of an up-to-date build in place and rewrites it when anything the
+    // probes depend on changes; builds with other flags or compilers leave files with other
+    // hashes behind. The newest one is the current build's.
     fs::read_dir(&deps)
         .map_err(|e| format!("cannot read {}: {e}", deps.display()))?
         .flatten()
-        .map(|e| e.path())
-        .find(|p| {
+        .filter(|e| {
+            let p = e.path();
             p.extension().is_some_and(|x| x == "s")
                 && p.file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with("codegen_probes"))
         })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
         .ok_or_else(|| format!("rustc wrote no assembly under {}", deps.display()))
 }
 

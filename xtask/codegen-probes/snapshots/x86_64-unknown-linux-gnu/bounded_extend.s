@@ -1,0 +1,5 @@
+; rustc 1.95.0 (59807616e 2026-04-14)
+movl %edi %eax
+orl %esi %eax
+shrl $2 %eax
+retq

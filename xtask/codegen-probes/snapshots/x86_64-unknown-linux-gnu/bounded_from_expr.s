@@ -1,0 +1,4 @@
+; rustc 1.95.0 (59807616e 2026-04-14)
+movq %rdi %rax
+andl $63 %eax
+retq

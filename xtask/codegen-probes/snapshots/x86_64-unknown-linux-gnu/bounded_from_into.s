@@ -1,0 +1,3 @@
+; rustc 1.95.0 (59807616e 2026-04-14)
+movl %edi %eax
+retq

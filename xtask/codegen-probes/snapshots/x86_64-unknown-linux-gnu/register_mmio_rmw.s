@@ -1,0 +1,9 @@
+; rustc 1.95.0 (59807616e 2026-04-14)
+movl $-242 %eax
+andl 256(%rdi) %eax
+shll $4 %esi
+movzbl %sil %ecx
+addl %ecx %eax
+incl %eax
+movl %eax 256(%rdi)
+retq
