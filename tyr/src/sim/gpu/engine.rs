@@ -1,0 +1,820 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The simulated MCU firmware and command-stream engine (see [`crate::sim::csf`]).
+
+use std::vec::Vec;
+
+use super::{AccessError, Data, Gpu};
+use crate::sim::csf::{self, cs, csg, exception, glb, instr, ring};
+use crate::sim::regs::{gpu_irq, mcu};
+use crate::sim::walk::{AccessType, Fault, FaultKind};
+
+/// Instructions a stream executes per engine step.
+const BATCH: usize = 16;
+/// `JOB_IRQ` bit of the global interface.
+const JOB_IRQ_GLB: u32 = 1 << 31;
+
+/// The MCU could not reach the shared interface region.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct McuFault;
+
+/// Why a stream is not executing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum StreamStatus {
+    /// Runs when it has work.
+    #[default]
+    Ready,
+    /// Waiting on a sync object.
+    Blocked,
+    /// Stopped by a fault.
+    Faulted,
+    /// Stopped by a fatal error.
+    Fatal,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    pc: u64,
+    end: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Stream {
+    started: bool,
+    pub(super) status: StreamStatus,
+    regs: [u32; csf::NUM_REGS],
+    stack: Vec<Frame>,
+    pub(super) hang: bool,
+    pub(super) inject_fault: bool,
+    pub(super) executed: u64,
+}
+
+impl Default for Stream {
+    fn default() -> Self {
+        Stream {
+            started: false,
+            status: StreamStatus::Ready,
+            regs: [0; csf::NUM_REGS],
+            stack: Vec::new(),
+            hang: false,
+            inject_fault: false,
+            executed: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Group {
+    running: bool,
+    busy: bool,
+    pub(super) streams: Vec<Stream>,
+}
+
+/// Firmware and engine state.
+#[derive(Clone, Debug)]
+pub(super) struct Csf {
+    pub(super) booted: bool,
+    pub(super) deadline: Option<u64>,
+    pub(super) groups: Vec<Group>,
+}
+
+impl Csf {
+    pub(super) fn new() -> Self {
+        Csf {
+            booted: false,
+            deadline: None,
+            groups: (0..csf::NUM_CSGS)
+                .map(|_| Group {
+                    streams: (0..csf::STREAMS_PER_CSG)
+                        .map(|_| Stream::default())
+                        .collect(),
+                    ..Group::default()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What an instruction asks the engine to do next.
+#[derive(Clone, Copy)]
+enum Step {
+    Next,
+    /// The access falls in a locked region: retry after the unlock.
+    Stall,
+    Block {
+        addr: u64,
+        value: u64,
+    },
+    Call {
+        addr: u64,
+        len: u64,
+    },
+    Fault {
+        code: u8,
+        va: u64,
+    },
+    Fatal {
+        code: u8,
+    },
+}
+
+fn shared(off: u64) -> u64 {
+    csf::SHARED_REGION_VA + off
+}
+
+impl Gpu {
+    // ------------------------------------------------------------ MCU memory
+
+    fn mcu_read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), McuFault> {
+        self.gpu_read(0, va, buf).map_err(|_| McuFault)
+    }
+
+    fn mcu_write(&mut self, va: u64, data: &[u8]) -> Result<(), McuFault> {
+        self.gpu_write(0, va, data).map_err(|_| McuFault)
+    }
+
+    fn mcu_rd32(&mut self, va: u64) -> Result<u32, McuFault> {
+        let mut b = [0; 4];
+        self.mcu_read(va, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn mcu_wr32(&mut self, va: u64, v: u32) -> Result<(), McuFault> {
+        self.mcu_write(va, &v.to_le_bytes())
+    }
+
+    fn mcu_rd64(&mut self, va: u64) -> Result<u64, McuFault> {
+        let mut b = [0; 8];
+        self.mcu_read(va, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn mcu_wr64(&mut self, va: u64, v: u64) -> Result<(), McuFault> {
+        self.mcu_write(va, &v.to_le_bytes())
+    }
+
+    fn mcu_crash(&mut self) {
+        self.csf.booted = false;
+        self.csf.deadline = None;
+        self.mcu_status = mcu::FATAL;
+        self.gpu_irq.raise(gpu_irq::MCU_STATUS_CHANGED);
+    }
+
+    // ------------------------------------------------------------ boot
+
+    /// Called when the MCU finishes starting: publishes the interface blocks.
+    pub(super) fn mcu_boot(&mut self) {
+        match self.publish_interfaces() {
+            Ok(()) => {
+                self.csf.booted = true;
+                self.mcu_status = mcu::ENABLED;
+                self.gpu_irq.raise(gpu_irq::MCU_STATUS_CHANGED);
+                self.job_irq.raise(JOB_IRQ_GLB);
+            }
+            Err(McuFault) => self.mcu_crash(),
+        }
+    }
+
+    fn publish_interfaces(&mut self) -> Result<(), McuFault> {
+        let g = shared(csf::GLB_CONTROL);
+        self.mcu_wr32(g + glb::VERSION, csf::IFACE_VERSION)?;
+        self.mcu_wr32(g + glb::FEATURES, 0)?;
+        self.mcu_wr32(g + glb::INPUT_VA, shared(csf::GLB_INPUT) as u32)?;
+        self.mcu_wr32(g + glb::OUTPUT_VA, shared(csf::GLB_OUTPUT) as u32)?;
+        self.mcu_wr32(g + glb::GROUP_NUM, csf::NUM_CSGS as u32)?;
+        self.mcu_wr32(g + glb::GROUP_STRIDE, csf::GROUP_STRIDE as u32)?;
+        self.mcu_wr32(g + glb::PERFCNT_SIZE, 0)?;
+        self.mcu_wr32(g + glb::INSTR_FEATURES, 0)?;
+        for n in 0..csf::NUM_CSGS {
+            let c = shared(csf::csg_control(n));
+            self.mcu_wr32(c + csg::FEATURES, 0)?;
+            self.mcu_wr32(c + csg::INPUT_VA, shared(csf::csg_input(n)) as u32)?;
+            self.mcu_wr32(c + csg::OUTPUT_VA, shared(csf::csg_output(n)) as u32)?;
+            self.mcu_wr32(c + csg::SUSPEND_SIZE, 0x1000)?;
+            self.mcu_wr32(c + csg::PROTM_SUSPEND_SIZE, 0x1000)?;
+            self.mcu_wr32(c + csg::STREAM_NUM, csf::STREAMS_PER_CSG as u32)?;
+            self.mcu_wr32(c + csg::STREAM_STRIDE, csf::STREAM_STRIDE as u32)?;
+            for s in 0..csf::STREAMS_PER_CSG {
+                let sc = shared(csf::cs_control(n, s));
+                self.mcu_wr32(sc + cs::FEATURES, cs::FEATURES_VALUE)?;
+                self.mcu_wr32(sc + cs::INPUT_VA, shared(csf::cs_input(n, s)) as u32)?;
+                self.mcu_wr32(sc + cs::OUTPUT_VA, shared(csf::cs_output(n, s)) as u32)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ doorbells
+
+    /// Handles a ring of doorbell `n`.
+    pub(super) fn csf_doorbell(&mut self, n: usize) {
+        if !self.csf.booted || self.mcu_status != mcu::ENABLED {
+            return;
+        }
+        if n == 0 {
+            if self.glb_doorbell().is_err() {
+                self.mcu_crash();
+            }
+        } else {
+            // A user doorbell: wake every stream (the engine re-reads insert pointers).
+            self.kick_engine();
+        }
+    }
+
+    fn glb_doorbell(&mut self) -> Result<(), McuFault> {
+        let (input, output) = (shared(csf::GLB_INPUT), shared(csf::GLB_OUTPUT));
+        let req = self.mcu_rd32(input + glb::REQ)?;
+        let ack = self.mcu_rd32(output + glb::ACK)?;
+        let changed = (req ^ ack) & glb::REQ_MASK;
+        if changed != 0 {
+            self.mcu_wr32(output + glb::ACK, (ack & !changed) | (req & changed))?;
+            let irq_mask = self.mcu_rd32(input + glb::ACK_IRQ_MASK)?;
+            if changed & irq_mask != 0 {
+                self.job_irq.raise(JOB_IRQ_GLB);
+            }
+            if changed & glb::REQ_HALT != 0 && req & glb::REQ_HALT != 0 {
+                self.mcu_wr32(output + glb::HALT_STATUS, 0)?;
+                self.mcu_status = mcu::HALT;
+                self.csf.deadline = None;
+                self.gpu_irq.raise(gpu_irq::MCU_STATUS_CHANGED);
+                return Ok(());
+            }
+        }
+        let db_req = self.mcu_rd32(input + glb::DOORBELL_REQ)?;
+        let db_ack = self.mcu_rd32(output + glb::DOORBELL_ACK)?;
+        let pending = (db_req ^ db_ack) & ((1 << csf::NUM_CSGS) - 1);
+        if pending != 0 {
+            for n in 0..csf::NUM_CSGS {
+                if pending & (1 << n) != 0 {
+                    self.csg_request(n)?;
+                }
+            }
+            self.mcu_wr32(output + glb::DOORBELL_ACK, db_ack ^ pending)?;
+        }
+        Ok(())
+    }
+
+    fn csg_request(&mut self, n: usize) -> Result<(), McuFault> {
+        let (input, output) = (shared(csf::csg_input(n)), shared(csf::csg_output(n)));
+        let req = self.mcu_rd32(input + csg::REQ)?;
+        let ack = self.mcu_rd32(output + csg::ACK)?;
+        let changed = (req ^ ack) & csg::REQ_MASK;
+        if changed & csg::STATE_MASK != 0 {
+            let group = &mut self.csf.groups[n];
+            match req & csg::STATE_MASK {
+                csg::STATE_START | csg::STATE_RESUME => group.running = true,
+                csg::STATE_TERMINATE => {
+                    group.running = false;
+                    group.busy = false;
+                    for s in &mut group.streams {
+                        *s = Stream {
+                            hang: s.hang,
+                            ..Stream::default()
+                        };
+                    }
+                }
+                _ => group.running = false,
+            }
+        }
+        if changed & (csg::STATUS_UPDATE | csg::STATE_MASK) != 0 {
+            let idle = !self.csf.groups[n].busy;
+            self.mcu_wr32(output + csg::STATUS_STATE, u32::from(idle))?;
+        }
+        if changed != 0 {
+            self.mcu_wr32(output + csg::ACK, (ack & !changed) | (req & changed))?;
+            let irq_mask = self.mcu_rd32(input + csg::ACK_IRQ_MASK)?;
+            if changed & irq_mask != 0 {
+                self.job_irq.raise(1 << n);
+            }
+        }
+        let db_req = self.mcu_rd32(input + csg::DOORBELL_REQ)?;
+        let db_ack = self.mcu_rd32(output + csg::DOORBELL_ACK)?;
+        let pending = (db_req ^ db_ack) & ((1 << csf::STREAMS_PER_CSG) - 1);
+        if pending != 0 {
+            for s in 0..csf::STREAMS_PER_CSG {
+                if pending & (1 << s) != 0 {
+                    self.cs_request(n, s)?;
+                }
+            }
+            self.mcu_wr32(output + csg::DOORBELL_ACK, db_ack ^ pending)?;
+        }
+        self.kick_engine();
+        Ok(())
+    }
+
+    fn cs_request(&mut self, n: usize, s: usize) -> Result<(), McuFault> {
+        let (input, output) = (shared(csf::cs_input(n, s)), shared(csf::cs_output(n, s)));
+        let req = self.mcu_rd32(input + cs::REQ)?;
+        let ack = self.mcu_rd32(output + cs::ACK)?;
+        let changed = (req ^ ack) & cs::REQ_MASK;
+        if changed & cs::STATE_MASK != 0 {
+            let stream = &mut self.csf.groups[n].streams[s];
+            let hang = stream.hang;
+            *stream = Stream {
+                started: req & cs::STATE_MASK == cs::STATE_START,
+                hang,
+                ..Stream::default()
+            };
+            self.mcu_wr32(output + cs::FAULT, 0)?;
+            self.mcu_wr32(output + cs::FATAL, 0)?;
+        }
+        if changed != 0 {
+            self.mcu_wr32(output + cs::ACK, (ack & !changed) | (req & changed))?;
+            let irq_mask = self.mcu_rd32(input + cs::ACK_IRQ_MASK)?;
+            if changed & irq_mask != 0 {
+                self.cs_irq(n, s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Toggles CSG `n`'s `CS_IRQ_REQ` bit for stream `s` and raises the group's interrupt.
+    fn cs_irq(&mut self, n: usize, s: usize) -> Result<(), McuFault> {
+        let output = shared(csf::csg_output(n));
+        let irq_req = self.mcu_rd32(output + csg::CS_IRQ_REQ)?;
+        let irq_ack = self.mcu_rd32(shared(csf::csg_input(n)) + csg::CS_IRQ_ACK)?;
+        if (irq_req ^ irq_ack) & (1 << s) == 0 {
+            self.mcu_wr32(output + csg::CS_IRQ_REQ, irq_req ^ (1 << s))?;
+        }
+        self.job_irq.raise(1 << n);
+        Ok(())
+    }
+
+    /// Raises firmware event `bit` in CSG `n`'s `ACK` (unless already pending).
+    fn csg_event(&mut self, n: usize, bit: u32) -> Result<(), McuFault> {
+        let (input, output) = (shared(csf::csg_input(n)), shared(csf::csg_output(n)));
+        let req = self.mcu_rd32(input + csg::REQ)?;
+        let ack = self.mcu_rd32(output + csg::ACK)?;
+        if (req ^ ack) & bit == 0 {
+            self.mcu_wr32(output + csg::ACK, ack ^ bit)?;
+        }
+        if self.mcu_rd32(input + csg::ACK_IRQ_MASK)? & bit != 0 {
+            self.job_irq.raise(1 << n);
+        }
+        Ok(())
+    }
+
+    /// Raises CS event `bit` (fault or fatal) for stream `s` of CSG `n`.
+    fn cs_event(&mut self, n: usize, s: usize, bit: u32) -> Result<(), McuFault> {
+        let (input, output) = (shared(csf::cs_input(n, s)), shared(csf::cs_output(n, s)));
+        let req = self.mcu_rd32(input + cs::REQ)?;
+        let ack = self.mcu_rd32(output + cs::ACK)?;
+        if (req ^ ack) & bit == 0 {
+            self.mcu_wr32(output + cs::ACK, ack ^ bit)?;
+        }
+        self.cs_irq(n, s)
+    }
+
+    // ------------------------------------------------------------ inspection, injection
+
+    /// Whether the simulated firmware has booted (and not crashed or been reset since).
+    pub fn csf_booted(&self) -> bool {
+        self.csf.booted
+    }
+
+    /// Makes stream `s` of CSG slot `n` hang: once started it stays busy and executes
+    /// nothing until the GPU is reset (or `hang` is cleared). Out-of-range indices are
+    /// ignored.
+    pub fn set_stream_hang(&mut self, n: usize, s: usize, hang: bool) {
+        if let Some(st) = self
+            .csf
+            .groups
+            .get_mut(n)
+            .and_then(|g| g.streams.get_mut(s))
+        {
+            st.hang = hang;
+        }
+        if !hang {
+            self.kick_engine();
+        }
+    }
+
+    /// Makes the next memory access of stream `s` of CSG slot `n` fault as if its address
+    /// were unmapped (a level-3 translation fault, recorded in the group's address space).
+    pub fn inject_stream_access_fault(&mut self, n: usize, s: usize) {
+        if let Some(st) = self
+            .csf
+            .groups
+            .get_mut(n)
+            .and_then(|g| g.streams.get_mut(s))
+        {
+            st.inject_fault = true;
+        }
+    }
+
+    /// Instructions executed by stream `s` of CSG slot `n` since it was last started.
+    pub fn stream_instructions(&self, n: usize, s: usize) -> u64 {
+        self.csf
+            .groups
+            .get(n)
+            .and_then(|g| g.streams.get(s))
+            .map_or(0, |st| st.executed)
+    }
+
+    /// Whether stream `s` of CSG slot `n` is stopped by a fault or a fatal error.
+    pub fn stream_faulted(&self, n: usize, s: usize) -> bool {
+        self.csf
+            .groups
+            .get(n)
+            .and_then(|g| g.streams.get(s))
+            .is_some_and(|st| matches!(st.status, StreamStatus::Faulted | StreamStatus::Fatal))
+    }
+
+    // ------------------------------------------------------------ engine
+
+    pub(super) fn kick_engine(&mut self) {
+        if self.csf.booted && self.csf.deadline.is_none() {
+            self.csf.deadline = self.after(self.cfg.timings.cs_step_ns.max(1));
+        }
+    }
+
+    /// One engine step: every runnable stream executes up to [`BATCH`] instructions.
+    pub(super) fn run_streams(&mut self) {
+        if !self.csf.booted || self.mcu_status != mcu::ENABLED {
+            return;
+        }
+        let mut progressed = false;
+        let mut synced = false;
+        let mut blocked = false;
+        for n in 0..csf::NUM_CSGS {
+            if !self.csf.groups[n].running {
+                continue;
+            }
+            let mut group_busy = false;
+            for s in 0..csf::STREAMS_PER_CSG {
+                match self.run_stream(n, s) {
+                    Ok(r) => {
+                        progressed |= r.progressed;
+                        synced |= r.synced;
+                        blocked |= r.blocked;
+                        group_busy |= r.busy;
+                    }
+                    Err(McuFault) => {
+                        self.mcu_crash();
+                        return;
+                    }
+                }
+            }
+            let was_busy = core::mem::replace(&mut self.csf.groups[n].busy, group_busy);
+            if was_busy && !group_busy && self.csg_event(n, csg::IDLE).is_err() {
+                self.mcu_crash();
+                return;
+            }
+        }
+        if progressed || (synced && blocked) {
+            self.kick_engine();
+        }
+    }
+
+    fn run_stream(&mut self, n: usize, s: usize) -> Result<RunResult, McuFault> {
+        let mut r = RunResult::default();
+        {
+            let st = &self.csf.groups[n].streams[s];
+            if !st.started || st.hang {
+                r.busy = st.started && st.hang;
+                return Ok(r);
+            }
+            if matches!(st.status, StreamStatus::Faulted | StreamStatus::Fatal) {
+                return Ok(r);
+            }
+        }
+        let input = shared(csf::cs_input(n, s));
+        let output = shared(csf::cs_output(n, s));
+        let as_nr = (self.mcu_rd32(shared(csf::csg_input(n)) + csg::CONFIG)? & 0xf) as usize;
+        let ring_base = self.mcu_rd64(input + cs::RINGBUF_BASE)?;
+        let ring_size = u64::from(self.mcu_rd32(input + cs::RINGBUF_SIZE)?);
+        let ring_in = self.mcu_rd64(input + cs::RINGBUF_INPUT)?;
+        let ring_out = self.mcu_rd64(input + cs::RINGBUF_OUTPUT)?;
+        for _ in 0..BATCH {
+            // Where the next instruction comes from: the innermost call, or the ring.
+            let from_ring = self.csf.groups[n].streams[s].stack.is_empty();
+            let pc = if let Some(f) = self.csf.groups[n].streams[s].stack.last().copied() {
+                if f.pc >= f.end {
+                    self.csf.groups[n].streams[s].stack.pop();
+                    continue;
+                }
+                f.pc
+            } else {
+                let insert = self.mcu_rd64(ring_in + ring::INSERT)?;
+                let extract = self.mcu_rd64(ring_out + ring::EXTRACT)?;
+                if extract >= insert {
+                    self.mcu_wr32(ring_out + ring::ACTIVE, 0)?;
+                    self.csf.groups[n].streams[s].status = StreamStatus::Ready;
+                    return Ok(r);
+                }
+                if !ring_size.is_power_of_two() || ring_size < 8 {
+                    self.stream_fatal(n, s, exception::CS_INSTR_INVALID, ring_base)?;
+                    return Ok(r);
+                }
+                if !r.busy {
+                    self.mcu_wr32(ring_out + ring::ACTIVE, 1)?;
+                }
+                ring_base.wrapping_add(extract & (ring_size - 1))
+            };
+            r.busy = true;
+            let mut word = [0u8; 8];
+            let fetched = self.stream_access(n, s, as_nr, pc, Data::Read(&mut word), true);
+            let step = match fetched {
+                Ok(()) => self.execute(n, s, as_nr, u64::from_le_bytes(word), &mut r),
+                Err(step) => step,
+            };
+            if r.mcu_fault {
+                return Err(McuFault);
+            }
+            if !matches!(step, Step::Next | Step::Call { .. }) {
+                self.mcu_wr64(output + cs::STATUS_CMD_PTR, pc)?;
+            }
+            match step {
+                Step::Next | Step::Call { .. } => {
+                    let st = &mut self.csf.groups[n].streams[s];
+                    st.executed += 1;
+                    let was_blocked = st.status == StreamStatus::Blocked;
+                    st.status = StreamStatus::Ready;
+                    r.progressed = true;
+                    if from_ring {
+                        let extract = self.mcu_rd64(ring_out + ring::EXTRACT)?;
+                        self.mcu_wr64(ring_out + ring::EXTRACT, extract.wrapping_add(8))?;
+                    } else if let Some(f) = self.csf.groups[n].streams[s].stack.last_mut() {
+                        f.pc = f.pc.wrapping_add(8);
+                    }
+                    if was_blocked {
+                        self.mcu_wr32(output + cs::STATUS_WAIT, 0)?;
+                        self.mcu_wr32(output + cs::STATUS_BLOCKED_REASON, cs::BLOCKED_UNBLOCKED)?;
+                    }
+                    if let Step::Call { addr, len } = step {
+                        let st = &mut self.csf.groups[n].streams[s];
+                        if st.stack.len() >= csf::MAX_CALL_DEPTH - 1 {
+                            self.stream_fatal(n, s, exception::CS_CALL_STACK_OVERFLOW, pc)?;
+                            return Ok(r);
+                        }
+                        st.stack.push(Frame {
+                            pc: addr,
+                            end: addr.wrapping_add(len),
+                        });
+                    }
+                }
+                Step::Stall => {
+                    // Woken again when an MMU command completes.
+                    r.busy = true;
+                    return Ok(r);
+                }
+                Step::Block { addr, value } => {
+                    self.csf.groups[n].streams[s].status = StreamStatus::Blocked;
+                    r.blocked = true;
+                    self.mcu_wr32(output + cs::STATUS_WAIT, cs::STATUS_WAIT_SYNC)?;
+                    self.mcu_wr64(output + cs::STATUS_WAIT_SYNC_PTR, addr)?;
+                    self.mcu_wr32(output + cs::STATUS_WAIT_SYNC_VALUE, value as u32)?;
+                    self.mcu_wr32(output + cs::STATUS_BLOCKED_REASON, cs::BLOCKED_SYNC_WAIT)?;
+                    return Ok(r);
+                }
+                Step::Fault { code, va } => {
+                    self.csf.groups[n].streams[s].status = StreamStatus::Faulted;
+                    self.mcu_wr32(output + cs::FAULT, u32::from(code))?;
+                    self.mcu_wr64(output + cs::FAULT_INFO, va)?;
+                    self.cs_event(n, s, cs::FAULT_EVENT)?;
+                    return Ok(r);
+                }
+                Step::Fatal { code } => {
+                    self.stream_fatal(n, s, code, pc)?;
+                    return Ok(r);
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    fn stream_fatal(&mut self, n: usize, s: usize, code: u8, info: u64) -> Result<(), McuFault> {
+        let output = shared(csf::cs_output(n, s));
+        self.csf.groups[n].streams[s].status = StreamStatus::Fatal;
+        self.mcu_wr32(output + cs::FATAL, u32::from(code))?;
+        self.mcu_wr64(output + cs::FATAL_INFO, info)?;
+        self.cs_event(n, s, cs::FATAL_EVENT)
+    }
+
+    /// A memory access of stream `s` of group `n`, through address space `as_nr`.
+    fn stream_access(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        va: u64,
+        data: Data<'_>,
+        fetch: bool,
+    ) -> Result<(), Step> {
+        if self.is_locked(as_nr, va) {
+            return Err(Step::Stall);
+        }
+        if !fetch && core::mem::take(&mut self.csf.groups[n].streams[s].inject_fault) {
+            let access = match data {
+                Data::Read(_) => AccessType::Read,
+                Data::Write(_) => AccessType::Write,
+            };
+            let fault = Fault {
+                kind: FaultKind::Translation { level: 3 },
+                va,
+                access,
+            };
+            self.record_mmu_fault(as_nr, fault, stream_source(n, s));
+            return Err(Step::Fault {
+                code: fault.exception_code(),
+                va,
+            });
+        }
+        let res = self.gpu_access(as_nr, va, data, stream_source(n, s));
+        res.map_err(|e| match e {
+            AccessError::Mmu(f) => Step::Fault {
+                code: f.exception_code(),
+                va,
+            },
+            AccessError::Bus(_) => Step::Fault {
+                code: exception::CS_BUS_FAULT,
+                va,
+            },
+        })
+    }
+
+    fn stream_read(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        va: u64,
+        len: usize,
+    ) -> Result<u64, Step> {
+        let mut b = [0u8; 8];
+        self.stream_access(n, s, as_nr, va, Data::Read(&mut b[..len]), false)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn stream_write(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        va: u64,
+        v: u64,
+        len: usize,
+    ) -> Result<(), Step> {
+        let b = v.to_le_bytes();
+        self.stream_access(n, s, as_nr, va, Data::Write(&b[..len]), false)
+    }
+
+    fn execute(&mut self, n: usize, s: usize, as_nr: usize, word: u64, r: &mut RunResult) -> Step {
+        match self.execute_inner(n, s, as_nr, word, r) {
+            Ok(step) | Err(step) => step,
+        }
+    }
+
+    fn execute_inner(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        word: u64,
+        r: &mut RunResult,
+    ) -> Result<Step, Step> {
+        let opcode = (word >> 56) as u8;
+        let b48 = ((word >> 48) & 0xff) as usize;
+        let b40 = ((word >> 40) & 0xff) as usize;
+        let b32 = ((word >> 32) & 0xff) as usize;
+        let invalid = Step::Fatal {
+            code: exception::CS_INSTR_INVALID,
+        };
+        let reg = |i: usize| if i < csf::NUM_REGS { Some(i) } else { None };
+        let pair = |i: usize| {
+            if i.is_multiple_of(2) && i + 1 < csf::NUM_REGS {
+                Some(i)
+            } else {
+                None
+            }
+        };
+        let regs = |gpu: &Self| gpu.csf.groups[n].streams[s].regs;
+        let get64 = |gpu: &Self, i: usize| {
+            let r = regs(gpu);
+            u64::from(r[i]) | u64::from(r[i + 1]) << 32
+        };
+        match opcode {
+            instr::NOP | instr::WAIT => {}
+            instr::MOVE48 => {
+                let d = pair(b48).ok_or(invalid)?;
+                self.set64(n, s, d, word & 0xffff_ffff_ffff);
+            }
+            instr::MOVE32 => {
+                let d = reg(b48).ok_or(invalid)?;
+                self.csf.groups[n].streams[s].regs[d] = word as u32;
+            }
+            instr::ADD_IMMEDIATE32 => {
+                let (d, src) = (reg(b48).ok_or(invalid)?, reg(b40).ok_or(invalid)?);
+                let v = regs(self)[src].wrapping_add(word as u32);
+                self.csf.groups[n].streams[s].regs[d] = v;
+            }
+            instr::ADD_IMMEDIATE64 => {
+                let (d, src) = (pair(b48).ok_or(invalid)?, pair(b40).ok_or(invalid)?);
+                let imm = i64::from(word as u32 as i32) as u64;
+                let v = get64(self, src).wrapping_add(imm);
+                self.set64(n, s, d, v);
+            }
+            instr::LOAD_MULTIPLE | instr::STORE_MULTIPLE => {
+                let base = reg(b48).ok_or(invalid)?;
+                let addr = pair(b40).ok_or(invalid)?;
+                let mask = ((word >> 16) & 0xffff) as u16;
+                let offset = i64::from(word as u16 as i16) as u64;
+                let va = get64(self, addr).wrapping_add(offset);
+                if !va.is_multiple_of(4)
+                    || base + (16 - mask.leading_zeros() as usize) > csf::NUM_REGS
+                {
+                    return Err(invalid);
+                }
+                for i in 0..16 {
+                    if mask & (1 << i) == 0 {
+                        continue;
+                    }
+                    let at = va.wrapping_add(4 * i as u64);
+                    if opcode == instr::LOAD_MULTIPLE {
+                        let v = self.stream_read(n, s, as_nr, at, 4)? as u32;
+                        self.csf.groups[n].streams[s].regs[base + i] = v;
+                    } else {
+                        let v = u64::from(regs(self)[base + i]);
+                        self.stream_write(n, s, as_nr, at, v, 4)?;
+                    }
+                }
+            }
+            instr::CALL => {
+                let addr = pair(b40).ok_or(invalid)?;
+                let len_reg = reg(b32).ok_or(invalid)?;
+                let addr = get64(self, addr);
+                let len = u64::from(regs(self)[len_reg]);
+                if !addr.is_multiple_of(8) || !len.is_multiple_of(8) {
+                    return Err(invalid);
+                }
+                return Ok(Step::Call { addr, len });
+            }
+            instr::SYNC_ADD32 | instr::SYNC_SET32 | instr::SYNC_ADD64 | instr::SYNC_SET64 => {
+                let wide = matches!(opcode, instr::SYNC_ADD64 | instr::SYNC_SET64);
+                let addr = get64(self, pair(b40).ok_or(invalid)?);
+                let (len, data) = if wide {
+                    (8, get64(self, pair(b32).ok_or(invalid)?))
+                } else {
+                    (4, u64::from(regs(self)[reg(b32).ok_or(invalid)?]))
+                };
+                if !addr.is_multiple_of(len as u64) {
+                    return Err(invalid);
+                }
+                let v = if matches!(opcode, instr::SYNC_ADD32 | instr::SYNC_ADD64) {
+                    let old = self.stream_read(n, s, as_nr, addr, len)?;
+                    old.wrapping_add(data)
+                } else {
+                    data
+                };
+                self.stream_write(n, s, as_nr, addr, v, len)?;
+                r.synced = true;
+                if self.csg_event(n, csg::SYNC_UPDATE).is_err() {
+                    r.mcu_fault = true;
+                }
+            }
+            instr::SYNC_WAIT32 | instr::SYNC_WAIT64 => {
+                let wide = opcode == instr::SYNC_WAIT64;
+                let cond = instr::Condition::from_bits((word >> 28) & 0xf).ok_or(invalid)?;
+                let addr = get64(self, pair(b40).ok_or(invalid)?);
+                let (len, value) = if wide {
+                    (8, get64(self, pair(b32).ok_or(invalid)?))
+                } else {
+                    (4, u64::from(regs(self)[reg(b32).ok_or(invalid)?]))
+                };
+                if !addr.is_multiple_of(len as u64) {
+                    return Err(invalid);
+                }
+                let mem = self.stream_read(n, s, as_nr, addr, len)?;
+                if !cond.holds(mem, value) {
+                    return Ok(Step::Block { addr, value });
+                }
+            }
+            _ => return Err(invalid),
+        }
+        Ok(Step::Next)
+    }
+
+    fn set64(&mut self, n: usize, s: usize, d: usize, v: u64) {
+        let regs = &mut self.csf.groups[n].streams[s].regs;
+        regs[d] = v as u32;
+        regs[d + 1] = (v >> 32) as u32;
+    }
+}
+
+/// The source ID a stream's accesses carry in `AS_FAULTSTATUS`.
+fn stream_source(n: usize, s: usize) -> u16 {
+    (n * csf::STREAMS_PER_CSG + s) as u16
+}
+
+#[derive(Default)]
+struct RunResult {
+    mcu_fault: bool,
+    progressed: bool,
+    synced: bool,
+    blocked: bool,
+    busy: bool,
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

@@ -1,0 +1,600 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+use std::sync::Arc;
+
+use crate::sim::csf::instr::{self, Condition};
+use crate::sim::csf::{self, cs, csg, glb, ring};
+use crate::sim::regs::{self, as_cmd, as_reg, doorbell, mcu};
+use crate::sim::testutil::{HandTables, RW_PAGE};
+use crate::sim::{Config, Gpu, IrqLine, PhysAddr, SimMemory, WalkConfig};
+
+/// MCU address of the queue's ring input/output words.
+const QUEUE_IFACE: u64 = 0x0500_0000;
+const RING_IN: u64 = QUEUE_IFACE;
+const RING_OUT: u64 = QUEUE_IFACE + 0x100;
+/// GPU addresses in the group's address space (AS 1).
+const RING: u64 = 0x10_0000;
+const DATA: u64 = 0x20_0000;
+const CALLEE: u64 = 0x30_0000;
+/// Bytes of ring per stream (stream `s` uses `RING + s * RING_SIZE`).
+const RING_SIZE: u64 = 0x400;
+
+struct Fw {
+    gpu: Gpu,
+    mem: Arc<SimMemory>,
+    inserted: u64,
+}
+
+fn map_range(t: &HandTables, mem: &SimMemory, va: u64, pages: u64) {
+    for i in 0..pages {
+        let pa = mem.alloc(1).unwrap();
+        t.map(mem, va + i * 4096, pa, RW_PAGE);
+    }
+}
+
+fn enable_as(gpu: &mut Gpu, n: usize, root: PhysAddr) {
+    gpu.write64(as_reg(n, regs::AS_TRANSTAB_LO), root.0);
+    gpu.write64(as_reg(n, regs::AS_MEMATTR_LO), 0x8888_8888_8888_8888);
+    gpu.write64(
+        as_reg(n, regs::AS_TRANSCFG_LO),
+        WalkConfig::aarch64_4k(0, 48).transcfg,
+    );
+    gpu.write32(as_reg(n, regs::AS_COMMAND), as_cmd::UPDATE);
+}
+
+impl Fw {
+    /// A booted GPU with the shared region mapped in AS 0 and a group VM in AS 1.
+    fn boot() -> Fw {
+        let mut cfg = Config::g610();
+        cfg.timings.mmu_command_ns = 0;
+        let mut gpu = Gpu::new(cfg);
+        let mem = gpu.memory().clone();
+        let mcu_tables = HandTables::new(&mem);
+        map_range(
+            &mcu_tables,
+            &mem,
+            csf::SHARED_REGION_VA,
+            csf::SHARED_REGION_SIZE / 4096,
+        );
+        map_range(&mcu_tables, &mem, QUEUE_IFACE, 1);
+        let user = HandTables::new(&mem);
+        map_range(&user, &mem, RING, 1);
+        map_range(&user, &mem, DATA, 1);
+        map_range(&user, &mem, CALLEE, 1);
+        enable_as(&mut gpu, 0, mcu_tables.root);
+        enable_as(&mut gpu, 1, user.root);
+        gpu.write32(regs::JOB_IRQ_MASK, u32::MAX);
+        gpu.write32(regs::MCU_CONTROL, mcu::ENABLED);
+        gpu.advance(gpu.config().timings.mcu_ns);
+        assert_eq!(gpu.read32(regs::MCU_STATUS), mcu::ENABLED);
+        assert!(gpu.csf_booted());
+        assert_eq!(gpu.read32(regs::JOB_IRQ_RAWSTAT), 1 << 31, "boot interrupt");
+        gpu.write32(regs::JOB_IRQ_CLEAR, u32::MAX);
+        Fw {
+            gpu,
+            mem,
+            inserted: 0,
+        }
+    }
+
+    fn pa(&self, as_nr: usize, va: u64) -> PhysAddr {
+        self.gpu
+            .walk(as_nr, va, crate::sim::AccessType::Read)
+            .unwrap()
+            .pa
+    }
+
+    fn rd32(&self, va: u64) -> u32 {
+        self.mem.read_u32(self.pa(0, va)).unwrap()
+    }
+
+    fn wr32(&self, va: u64, v: u32) {
+        self.mem.write_u32(self.pa(0, va), v).unwrap()
+    }
+
+    fn rd64(&self, va: u64) -> u64 {
+        self.mem.read_u64(self.pa(0, va)).unwrap()
+    }
+
+    fn wr64(&self, va: u64, v: u64) {
+        self.mem.write_u64(self.pa(0, va), v).unwrap()
+    }
+
+    fn user_rd64(&self, va: u64) -> u64 {
+        self.mem.read_u64(self.pa(1, va)).unwrap()
+    }
+
+    fn user_wr64(&self, va: u64, v: u64) {
+        self.mem.write_u64(self.pa(1, va), v).unwrap()
+    }
+
+    fn shared(off: u64) -> u64 {
+        csf::SHARED_REGION_VA + off
+    }
+
+    /// Toggles `bits` of the input word at `req` relative to the output word at `ack`.
+    fn toggle(&self, req: u64, ack: u64, bits: u32) {
+        let cur = self.rd32(req);
+        let out = self.rd32(ack);
+        self.wr32(req, (cur & !bits) | ((out ^ bits) & bits));
+    }
+
+    fn glb_doorbell_csg(&mut self, n: usize) {
+        self.toggle(
+            Fw::shared(csf::GLB_INPUT + glb::DOORBELL_REQ),
+            Fw::shared(csf::GLB_OUTPUT + glb::DOORBELL_ACK),
+            1 << n,
+        );
+        self.gpu.write32(doorbell(0), 1);
+    }
+
+    /// Starts CSG `n` on AS 1 with stream `s` on the ring.
+    fn start_stream(&mut self, n: usize, s: usize) {
+        let ci = Fw::shared(csf::csg_input(n));
+        let co = Fw::shared(csf::csg_output(n));
+        let si = Fw::shared(csf::cs_input(n, s));
+        let so = Fw::shared(csf::cs_output(n, s));
+        let (ring_in, ring_out) = (RING_IN + 0x20 * s as u64, RING_OUT + 0x20 * s as u64);
+        self.wr64(si + cs::RINGBUF_BASE, RING + RING_SIZE * s as u64);
+        self.wr32(si + cs::RINGBUF_SIZE, RING_SIZE as u32);
+        self.wr64(si + cs::RINGBUF_INPUT, ring_in);
+        self.wr64(si + cs::RINGBUF_OUTPUT, ring_out);
+        self.wr32(si + cs::CONFIG, 1 << 8);
+        self.wr32(si + cs::ACK_IRQ_MASK, u32::MAX);
+        let req = self.rd32(si + cs::REQ);
+        self.wr32(si + cs::REQ, (req & !cs::STATE_MASK) | cs::STATE_START);
+        self.wr32(ci + csg::CONFIG, 1);
+        self.wr32(ci + csg::ACK_IRQ_MASK, u32::MAX);
+        let req = self.rd32(ci + csg::REQ);
+        self.wr32(ci + csg::REQ, (req & !csg::STATE_MASK) | csg::STATE_START);
+        self.toggle(ci + csg::DOORBELL_REQ, co + csg::DOORBELL_ACK, 1 << s);
+        self.glb_doorbell_csg(n);
+        assert_eq!(self.rd32(co + csg::ACK) & csg::STATE_MASK, csg::STATE_START);
+        assert_eq!(self.rd32(so + cs::ACK) & cs::STATE_MASK, cs::STATE_START);
+        assert_eq!(
+            self.rd32(co + csg::DOORBELL_ACK),
+            self.rd32(ci + csg::DOORBELL_REQ)
+        );
+    }
+
+    /// Appends instructions to stream `s`'s ring and rings its doorbell.
+    fn submit(&mut self, s: usize, code: &[u64]) {
+        let base = RING + RING_SIZE * s as u64;
+        let ring_in = RING_IN + 0x20 * s as u64;
+        let mut insert = self.rd64(ring_in + ring::INSERT);
+        for w in code {
+            self.user_wr64(base + (insert % RING_SIZE), *w);
+            insert += 8;
+        }
+        self.wr64(ring_in + ring::INSERT, insert);
+        self.inserted = insert;
+        self.gpu.write32(doorbell(1), 1);
+    }
+
+    fn run(&mut self) {
+        self.gpu.advance(100_000);
+    }
+
+    fn extract(&self, s: usize) -> u64 {
+        self.rd64(RING_OUT + 0x20 * s as u64 + ring::EXTRACT)
+    }
+}
+
+#[test]
+fn boot_publishes_the_interface() {
+    let fw = Fw::boot();
+    let g = Fw::shared(csf::GLB_CONTROL);
+    assert_eq!(fw.rd32(g + glb::VERSION), csf::IFACE_VERSION);
+    assert_eq!(fw.rd32(g + glb::GROUP_NUM), 8);
+    assert_eq!(fw.rd32(g + glb::GROUP_STRIDE), 0x1000);
+    assert_eq!(
+        u64::from(fw.rd32(g + glb::INPUT_VA)),
+        Fw::shared(csf::GLB_INPUT)
+    );
+    let c = Fw::shared(csf::csg_control(3));
+    assert_eq!(fw.rd32(c + csg::STREAM_NUM), 8);
+    assert_eq!(
+        u64::from(fw.rd32(c + csg::OUTPUT_VA)),
+        Fw::shared(csf::csg_output(3))
+    );
+    let sc = Fw::shared(csf::cs_control(3, 7));
+    assert_eq!((fw.rd32(sc + cs::FEATURES) & 0xff) + 1, 96);
+    assert_eq!(
+        u64::from(fw.rd32(sc + cs::INPUT_VA)),
+        Fw::shared(csf::cs_input(3, 7))
+    );
+    // Every published block lies inside the shared region.
+    assert!(csf::cs_output(7, 7) + 0xd8 <= csf::SHARED_REGION_SIZE);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn global_requests_are_acknowledged() {
+    let mut fw = Fw::boot();
+    let (i, o) = (Fw::shared(csf::GLB_INPUT), Fw::shared(csf::GLB_OUTPUT));
+    fw.wr32(i + glb::ACK_IRQ_MASK, glb::REQ_PING);
+    fw.toggle(i + glb::REQ, o + glb::ACK, glb::REQ_PING);
+    assert!(!fw.gpu.irq_pending(IrqLine::Job));
+    fw.gpu.write32(doorbell(0), 1);
+    assert_eq!(fw.rd32(o + glb::ACK), fw.rd32(i + glb::REQ));
+    assert!(fw.gpu.irq_pending(IrqLine::Job));
+    assert_eq!(fw.gpu.read32(regs::JOB_IRQ_STATUS), 1 << 31);
+    // Halting.
+    fw.toggle(i + glb::REQ, o + glb::ACK, glb::REQ_HALT);
+    fw.gpu.write32(doorbell(0), 1);
+    assert_eq!(fw.gpu.read32(regs::MCU_STATUS), mcu::HALT);
+}
+
+#[test]
+fn stream_moves_stores_loads_and_signals() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            instr::move32(4, 0x1111),
+            instr::move32(5, 0x2222),
+            instr::store_multiple(4, 2, 0x10, 0b11),
+            instr::load_multiple(6, 2, 0x10, 0b11),
+            instr::add_imm32(6, 6, -1),
+            instr::add_imm64(8, 2, 0x100),
+            instr::store_multiple(6, 8, 0, 0b1),
+            instr::wait(0xff),
+            instr::nop(),
+            instr::move48(10, DATA + 0x80),
+            instr::move48(12, 5),
+            instr::sync_add64(10, 12),
+            instr::sync_add64(10, 12),
+            instr::move32(14, 7),
+            instr::sync_set32(10, 14),
+        ],
+    );
+    assert_eq!(fw.extract(0), 0, "nothing runs before time passes");
+    fw.run();
+    assert_eq!(fw.extract(0), fw.inserted);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 16);
+    assert_eq!(fw.user_rd64(DATA + 0x10), 0x2222_0000_1111);
+    assert_eq!(fw.user_rd64(DATA + 0x100) as u32, 0x1110);
+    assert_eq!(
+        fw.user_rd64(DATA + 0x80),
+        7,
+        "set32 replaced the low half of 10"
+    );
+    // SYNC_UPDATE is pending in CSG 0's ACK, and the group's interrupt is up.
+    let ack = fw.rd32(Fw::shared(csf::csg_output(0) + csg::ACK));
+    let req = fw.rd32(Fw::shared(csf::csg_input(0) + csg::REQ));
+    assert_ne!((ack ^ req) & csg::SYNC_UPDATE, 0);
+    assert_ne!((ack ^ req) & csg::IDLE, 0, "the group went idle");
+    assert_ne!(fw.gpu.read32(regs::JOB_IRQ_RAWSTAT) & 1, 0);
+    assert!(fw.gpu.bus_errors().is_empty());
+    // A status update reports the group idle.
+    let (ci, co) = (
+        Fw::shared(csf::csg_input(0)),
+        Fw::shared(csf::csg_output(0)),
+    );
+    fw.toggle(ci + csg::REQ, co + csg::ACK, csg::STATUS_UPDATE);
+    fw.glb_doorbell_csg(0);
+    assert_eq!(fw.rd32(co + csg::STATUS_STATE), 1);
+    // More work later continues from the extract pointer.
+    fw.submit(
+        0,
+        &[instr::move32(20, 9), instr::store_multiple(20, 2, 0x20, 1)],
+    );
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x20) as u32, 9);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn call_runs_a_user_stream_and_overflow_is_fatal() {
+    let mut fw = Fw::boot();
+    let callee = [
+        instr::move32(30, 0xcafe),
+        instr::store_multiple(30, 2, 0x40, 1),
+    ];
+    for (i, w) in callee.iter().enumerate() {
+        fw.user_wr64(CALLEE + 8 * i as u64, *w);
+    }
+    fw.start_stream(0, 0);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            instr::move48(40, CALLEE),
+            instr::move32(42, 16),
+            instr::call(40, 42),
+            instr::move32(31, 0xbeef),
+            instr::store_multiple(31, 2, 0x44, 1),
+        ],
+    );
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x40), 0xbeef_0000_cafe);
+    // A stream that calls itself overflows the call stack.
+    let selfcall = [instr::call(40, 42)];
+    fw.user_wr64(CALLEE + 0x100, selfcall[0]);
+    fw.submit(
+        0,
+        &[
+            instr::move48(40, CALLEE + 0x100),
+            instr::move32(42, 8),
+            instr::call(40, 42),
+        ],
+    );
+    fw.run();
+    assert!(fw.gpu.stream_faulted(0, 0));
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_eq!(fw.rd32(so + cs::FATAL), 0x4a);
+    let (ack, req) = (
+        fw.rd32(so + cs::ACK),
+        fw.rd32(Fw::shared(csf::cs_input(0, 0))),
+    );
+    assert_ne!((ack ^ req) & cs::FATAL_EVENT, 0);
+    let irq_req = fw.rd32(Fw::shared(csf::csg_output(0) + csg::CS_IRQ_REQ));
+    assert_eq!(irq_req & 1, 1);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn sync_wait_blocks_until_the_value_is_reached() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.start_stream(0, 1);
+    // Stream 1 waits until the counter exceeds 1, then stores a marker.
+    fw.submit(
+        1,
+        &[
+            instr::move48(2, DATA),
+            instr::move48(4, DATA + 0x200),
+            instr::move48(6, 1),
+            instr::sync_wait64(Condition::Greater, 4, 6),
+            instr::move32(8, 0x77),
+            instr::store_multiple(8, 2, 0x300, 1),
+        ],
+    );
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x300), 0);
+    let so = Fw::shared(csf::cs_output(0, 1));
+    assert_eq!(
+        fw.rd32(so + cs::STATUS_BLOCKED_REASON),
+        cs::BLOCKED_SYNC_WAIT
+    );
+    assert_eq!(fw.rd64(so + cs::STATUS_WAIT_SYNC_PTR), DATA + 0x200);
+    // Stream 0 adds 1 twice; the second add releases stream 1.
+    let add = [
+        instr::move48(4, DATA + 0x200),
+        instr::move48(6, 1),
+        instr::sync_add64(4, 6),
+    ];
+    fw.submit(0, &add);
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x300), 0);
+    fw.submit(0, &add[2..]);
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x300), 0x77);
+    assert_eq!(
+        fw.rd32(so + cs::STATUS_BLOCKED_REASON),
+        cs::BLOCKED_UNBLOCKED
+    );
+    // The host can release a waiter too (write, then ring a doorbell).
+    fw.submit(
+        1,
+        &[
+            instr::move48(6, 10),
+            instr::sync_wait64(Condition::Gequal, 4, 6),
+            instr::store_multiple(6, 2, 0x308, 1),
+        ],
+    );
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x308), 0);
+    fw.user_wr64(DATA + 0x200, 10);
+    fw.gpu.write32(doorbell(1), 1);
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x308), 10);
+}
+
+#[test]
+fn unmapped_access_faults_the_stream() {
+    let mut fw = Fw::boot();
+    fw.start_stream(2, 0);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, 0x7000_0000),
+            instr::store_multiple(4, 2, 8, 1),
+            instr::move32(4, 1),
+        ],
+    );
+    fw.run();
+    assert!(fw.gpu.stream_faulted(2, 0));
+    let so = Fw::shared(csf::cs_output(2, 0));
+    assert_eq!(
+        fw.rd32(so + cs::FAULT) & 0xff,
+        0xC1,
+        "level-1 translation fault"
+    );
+    assert_eq!(fw.rd64(so + cs::FAULT_INFO), 0x7000_0008);
+    assert_eq!(fw.extract(0), 8, "the faulting instruction did not retire");
+    assert_eq!(fw.rd64(so + cs::STATUS_CMD_PTR), RING + 8);
+    // The MMU saw it in AS 1, from the stream's source ID.
+    assert_ne!(fw.gpu.read32(regs::MMU_IRQ_RAWSTAT) & 0x2, 0);
+    let status = fw.gpu.read32(as_reg(1, regs::AS_FAULTSTATUS));
+    assert_eq!(
+        (status & 0xff, (status >> 8) & 3, status >> 16),
+        (0xC1, 3, 16)
+    );
+    assert_ne!(fw.gpu.read32(regs::JOB_IRQ_RAWSTAT) & (1 << 2), 0);
+    // Restarting the stream clears the fault.
+    let si = Fw::shared(csf::cs_input(2, 0));
+    let ci = Fw::shared(csf::csg_input(2));
+    let co = Fw::shared(csf::csg_output(2));
+    let req = fw.rd32(si + cs::REQ);
+    fw.wr32(si + cs::REQ, req & !cs::STATE_MASK);
+    fw.toggle(ci + csg::DOORBELL_REQ, co + csg::DOORBELL_ACK, 1);
+    fw.glb_doorbell_csg(2);
+    assert!(!fw.gpu.stream_faulted(2, 0));
+    assert_eq!(fw.rd32(so + cs::FAULT), 0);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn injected_access_fault_and_invalid_instruction() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.gpu.inject_stream_access_fault(0, 0);
+    fw.submit(
+        0,
+        &[instr::move48(2, DATA), instr::store_multiple(4, 2, 0, 1)],
+    );
+    fw.run();
+    assert!(fw.gpu.stream_faulted(0, 0));
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_eq!(fw.rd32(so + cs::FAULT), 0xC3);
+    assert_eq!(fw.rd64(so + cs::FAULT_INFO), DATA);
+
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.submit(0, &[0xee00_0000_0000_0000, instr::move48(3, 1)]);
+    fw.run();
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_eq!(fw.rd32(so + cs::FATAL), 0x49);
+    assert_eq!(fw.rd64(so + cs::FATAL_INFO), RING);
+    // An odd register pair is invalid too.
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.submit(0, &[instr::move48(3, 1)]);
+    fw.run();
+    assert_eq!(fw.rd32(Fw::shared(csf::cs_output(0, 0)) + cs::FATAL), 0x49);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn hanging_stream_never_finishes_until_reset() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.gpu.set_stream_hang(0, 0, true);
+    fw.submit(0, &[instr::move48(2, DATA), instr::sync_add64(2, 2)]);
+    for _ in 0..100 {
+        fw.run();
+    }
+    assert_eq!(fw.extract(0), 0);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    // A reset takes the firmware down with everything else.
+    fw.gpu.write32(regs::GPU_COMMAND, regs::gpu_cmd::SOFT_RESET);
+    fw.gpu.advance(1_000_000);
+    assert!(!fw.gpu.csf_booted());
+    assert_eq!(fw.gpu.read32(regs::MCU_STATUS), mcu::DISABLED);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn terminated_group_stops_running() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    let ci = Fw::shared(csf::csg_input(0));
+    let co = Fw::shared(csf::csg_output(0));
+    let req = fw.rd32(ci + csg::REQ);
+    fw.wr32(ci + csg::REQ, req & !csg::STATE_MASK);
+    fw.glb_doorbell_csg(0);
+    assert_eq!(
+        fw.rd32(co + csg::ACK) & csg::STATE_MASK,
+        csg::STATE_TERMINATE
+    );
+    fw.submit(0, &[instr::nop()]);
+    fw.run();
+    assert_eq!(fw.extract(0), 0);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the memory paths are covered by the others.
+fn locked_region_stalls_streams_until_unlock() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    let lock = crate::sim::LockRegion::encode(DATA, 0x1000).unwrap();
+    fw.gpu.write64(as_reg(1, regs::AS_LOCKADDR_LO), lock);
+    fw.gpu.write32(as_reg(1, regs::AS_COMMAND), as_cmd::LOCK);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            instr::move32(4, 5),
+            instr::store_multiple(4, 2, 0, 1),
+        ],
+    );
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA), 0, "the store waits for the unlock");
+    assert_eq!(fw.extract(0), 16);
+    fw.gpu.write32(as_reg(1, regs::AS_COMMAND), as_cmd::UNLOCK);
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA), 5);
+    assert_eq!(fw.extract(0), 24);
+}
+
+#[derive(Clone, Debug)]
+enum Alu {
+    Move32(u8, u32),
+    Move48(u8, u64),
+    Add32(u8, u8, i32),
+    Add64(u8, u8, i32),
+}
+
+fn alu() -> impl proptest::strategy::Strategy<Value = Alu> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u8..16, any::<u32>()).prop_map(|(r, v)| Alu::Move32(r, v)),
+        (0u8..8, any::<u64>()).prop_map(|(r, v)| Alu::Move48(r * 2, v)),
+        (0u8..16, 0u8..16, any::<i32>()).prop_map(|(d, s, v)| Alu::Add32(d, s, v)),
+        (0u8..8, 0u8..8, any::<i32>()).prop_map(|(d, s, v)| Alu::Add64(d * 2, s * 2, v)),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// Register arithmetic agrees with a reference interpreter; the result is stored to
+    /// memory with STORE_MULTIPLE and read back.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn register_arithmetic_matches_model(prog in proptest::collection::vec(alu(), 1..40)) {
+        let mut fw = Fw::boot();
+        fw.start_stream(0, 0);
+        let mut model = [0u32; 16];
+        let mut code = std::vec::Vec::new();
+        for op in &prog {
+            match *op {
+                Alu::Move32(r, v) => {
+                    model[usize::from(r)] = v;
+                    code.push(instr::move32(r, v));
+                }
+                Alu::Move48(r, v) => {
+                    let v = v & 0xffff_ffff_ffff;
+                    model[usize::from(r)] = v as u32;
+                    model[usize::from(r) + 1] = (v >> 32) as u32;
+                    code.push(instr::move48(r, v));
+                }
+                Alu::Add32(d, s, v) => {
+                    model[usize::from(d)] = model[usize::from(s)].wrapping_add(v as u32);
+                    code.push(instr::add_imm32(d, s, v));
+                }
+                Alu::Add64(d, s, v) => {
+                    let (d, s) = (usize::from(d), usize::from(s));
+                    let src = u64::from(model[s]) | u64::from(model[s + 1]) << 32;
+                    let r = src.wrapping_add(i64::from(v) as u64);
+                    model[d] = r as u32;
+                    model[d + 1] = (r >> 32) as u32;
+                    code.push(instr::add_imm64(d as u8, s as u8, v));
+                }
+            }
+        }
+        code.push(instr::move48(40, DATA));
+        code.push(instr::store_multiple(0, 40, 0, 0xffff));
+        fw.submit(0, &code);
+        fw.run();
+        proptest::prop_assert_eq!(fw.extract(0), fw.inserted);
+        for (i, want) in model.iter().enumerate() {
+            let word = fw.user_rd64(DATA + 8 * (i as u64 / 2));
+            let got = if i % 2 == 0 { word as u32 } else { (word >> 32) as u32 };
+            proptest::prop_assert_eq!(got, *want, "register {}", i);
+        }
+    }
+}

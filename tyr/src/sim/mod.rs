@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A register-level simulated Arm Mali-G610, the hardware of the host backend.
+//!
+//! # The hardware
+//!
+//! A Mali CSF GPU is driven through one MMIO window and through memory the GPU reads itself.
+//! The window holds the GPU_CONTROL block (identity, features, interrupts, the command
+//! register for resets and cache maintenance, power control of the L2 cache, shader cores
+//! and tiler, counters), JOB_CONTROL (the job interrupt), MMU_CONTROL (the MMU interrupt and
+//! one register set per address space), and doorbell pages; [`regs`] lists them. A driver
+//! brings the GPU up by resetting it and waiting for the `RESET_COMPLETED` interrupt bit,
+//! powering the L2 on and waiting for `L2_READY`, reading the identity registers to find out
+//! which GPU it drives, and then programming address spaces for GPU virtual memory.
+//!
+//! Every GPU memory access goes through the GPU's MMU, which translates virtual addresses
+//! with page tables in system memory ([`walk`] describes the format and the fault codes;
+//! [`mmu`] how an address space is programmed and maintained).
+//!
+//! # The simulation
+//!
+//! [`Gpu`] models those registers and their behaviour, deterministically and without
+//! threads. Time is simulated: it starts at zero and only moves when the user calls
+//! [`Gpu::advance`] (the host backend's delay/sleep does). Resets, power transitions, MMU
+//! commands and cache flushes complete after [`Timings`] delays. Physical memory is a
+//! [`SimMemory`] shared with the host backend, which allocates its DMA memory (page tables,
+//! buffers) from it; the MMU reads the page tables from there by physical address, with a
+//! walker written independently of the page-table crate so that each checks the other.
+//!
+//! Accesses a real bus would reject (unknown or misaligned offsets, writes to read-only
+//! registers, invalid commands, commands while one is running) never panic: they are
+//! recorded as [`BusError`]s that tests can inspect.
+//!
+//! Work reaches a CSF GPU through firmware interfaces in shared memory and command streams
+//! in GPU memory; [`csf`] describes the simulated firmware (a documented subset) and the
+//! instructions its command-stream engine executes through the MMU.
+//!
+//! [`Config`] selects what the GPU reports and which failures to inject; more failures
+//! (hanging streams, faulting accesses, memory exhaustion) can be injected at run time.
+//!
+//! # Examples
+//!
+//! Probing the way Tyr does:
+//!
+//! ```
+//! use tyr::sim::{regs, Gpu, IrqLine};
+//!
+//! let mut gpu = Gpu::g610();
+//! gpu.write32(regs::GPU_IRQ_MASK, regs::gpu_irq::RESET_COMPLETED);
+//! gpu.write32(regs::GPU_COMMAND, regs::gpu_cmd::SOFT_RESET);
+//! while gpu.read32(regs::GPU_IRQ_RAWSTAT) & regs::gpu_irq::RESET_COMPLETED == 0 {
+//!     gpu.advance(1_000); // the driver's poll interval
+//! }
+//! assert!(gpu.irq_pending(IrqLine::Gpu));
+//! gpu.write32(regs::GPU_IRQ_CLEAR, regs::gpu_irq::RESET_COMPLETED);
+//!
+//! gpu.write32(regs::L2_PWRON_LO, 1);
+//! while gpu.read32(regs::L2_READY_LO) != 1 {
+//!     gpu.advance(1_000);
+//! }
+//! let id = gpu.read32(regs::GPU_ID);
+//! assert_eq!((id >> 28, (id >> 16) & 0xf), (10, 7)); // arch 10, product 7: a G610
+//! assert!(gpu.bus_errors().is_empty());
+//! ```
+
+mod config;
+pub mod csf;
+mod error;
+mod gpu;
+pub mod mem;
+pub mod mmu;
+mod power;
+pub mod regs;
+mod shared;
+pub mod walk;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod testutil;
+
+pub use config::{Config, FaultInjection, Identity, Timings};
+pub use error::SimError;
+pub use gpu::{AccessError, BusError, BusErrorKind, Gpu, IrqLine, GPU_BUS_FAULT};
+pub use mem::{MemConfig, PhysAddr, SimMemory, PAGE_SIZE};
+pub use mmu::{LockRegion, TlbStats};
+pub use power::Domain;
+pub use shared::SharedGpu;
+pub use walk::{AccessType, Fault, FaultKind, Perms, Translation, WalkConfig};
