@@ -108,6 +108,7 @@ impl Tally {
 fn ci(ws: &Workspace) -> Result<(), String> {
     let started = Instant::now();
     let libs = ws.library_crates();
+    let features = ws.host_features();
     let mut steps: Vec<Step<'_>> = Vec::new();
 
     steps.push(Step {
@@ -119,7 +120,7 @@ fn ci(ws: &Workspace) -> Result<(), String> {
         run: Box::new(|_| Cmd::cargo(&["fmt", "--all", "--", "--check"]).status()),
     });
     steps.push(Step {
-        name: "cargo clippy --workspace --all-targets -D warnings".into(),
+        name: "cargo clippy --workspace --all-targets -D warnings (default features)".into(),
         run: Box::new(|_| {
             Cmd::cargo(&[
                 "clippy",
@@ -133,8 +134,26 @@ fn ci(ws: &Workspace) -> Result<(), String> {
         }),
     });
     steps.push(Step {
+        name: "cargo clippy --workspace --all-targets -D warnings (host features)".into(),
+        run: Box::new(|_| {
+            Cmd::cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--features",
+                &features,
+                "--",
+                "-D",
+                "warnings",
+            ])
+            .status()
+        }),
+    });
+    steps.push(Step {
         name: "cargo test --workspace (unit, integration, doc, compile-fail)".into(),
-        run: Box::new(|tally| Cmd::cargo(&["test", "--workspace"]).tally(tally)),
+        run: Box::new(|tally| {
+            Cmd::cargo(&["test", "--workspace", "--features", &features]).tally(tally)
+        }),
     });
     steps.push(Step {
         name: "examples (cargo xtask demo)".into(),
@@ -148,11 +167,20 @@ fn ci(ws: &Workspace) -> Result<(), String> {
     // insurance that their tests hold under a stricter model of the standard library's code.
     for krate in &libs {
         let pkg = krate.package.clone();
+        let features = krate.backend_features();
         steps.push(Step {
-            name: format!("miri test -p {pkg}"),
+            name: format!("miri test -p {pkg} --features '{features}'"),
             run: Box::new(move |tally| {
                 Cmd::new("cargo")
-                    .args([&format!("+{MIRI_TOOLCHAIN}"), "miri", "test", "-p", &pkg])
+                    .args([
+                        &format!("+{MIRI_TOOLCHAIN}"),
+                        "miri",
+                        "test",
+                        "-p",
+                        &pkg,
+                        "--features",
+                        &features,
+                    ])
                     .env("MIRIFLAGS", "-Zmiri-strict-provenance")
                     .tally(tally)
             }),
@@ -185,7 +213,7 @@ fn ci(ws: &Workspace) -> Result<(), String> {
     steps.push(Step {
         name: "cargo doc --workspace --no-deps (warnings denied)".into(),
         run: Box::new(|_| {
-            Cmd::cargo(&["doc", "--workspace", "--no-deps"])
+            Cmd::cargo(&["doc", "--workspace", "--no-deps", "--features", &features])
                 .env("RUSTDOCFLAGS", "-D warnings")
                 .status()
         }),

@@ -22,6 +22,19 @@ pub(crate) struct Member {
     pub(crate) examples: Vec<Example>,
 }
 
+impl Member {
+    /// `--features` value for this crate's host backends (`std`, `alloc`, `host`), the features
+    /// its own tests run with under Miri.
+    pub(crate) fn backend_features(&self) -> String {
+        self.features
+            .iter()
+            .filter(|f| matches!(f.as_str(), "std" | "alloc" | "host"))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 /// A runnable example of a member crate.
 #[derive(Debug, Clone)]
 pub(crate) struct Example {
@@ -49,6 +62,21 @@ impl Workspace {
             members.push(read_member(&root.join(&dir))?);
         }
         Ok(Self { root, members })
+    }
+
+    /// `--features` value enabling, across the workspace, every feature of every member that
+    /// builds on the host (all but `kernel`): CI lints and tests the host backends too.
+    pub(crate) fn host_features(&self) -> String {
+        self.members
+            .iter()
+            .flat_map(|m| {
+                m.features
+                    .iter()
+                    .filter(|f| !matches!(f.as_str(), "kernel" | "default"))
+                    .map(move |f| format!("{}/{f}", m.package))
+            })
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// The crates that are published: the library crates of the family.
