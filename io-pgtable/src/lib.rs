@@ -1,6 +1,63 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! ARM LPAE I/O page tables.
+//!
+//! A device behind an IOMMU — or a GPU with its own MMU, such as an Arm Mali — sees memory
+//! through page tables in the ARM *Large Physical Address Extension* format: a tree of
+//! tables, each the size of the translation granule, whose 64-bit descriptors either point
+//! to the next table or map a page or block of physical memory. This crate builds and edits
+//! such tables with the behaviour of Linux's `io-pgtable-arm.c`, for the formats a GPU
+//! driver needs:
+//!
+//! - [`Arm64LpaeS1`] (`ARM_64_LPAE_S1`), used by Mali CSF GPUs (panthor, Tyr) and SMMUs;
+//! - [`ArmMaliLpae`] (`ARM_MALI_LPAE`), the legacy mode of older Mali GPUs.
+//!
+//! The crate is `no_std` and allocates nothing itself: table memory comes from a
+//! [`TableAlloc`], TLB maintenance goes to [`FlushOps`]. With the `alloc` feature,
+//! [`host::HostAllocator`] provides table memory on the host with synthetic device
+//! addresses, and [`walker`] walks tables by device address as the hardware would.
+//!
+//! ```
+//! use io_pgtable::host::{Granule, HostAllocator};
+//! use io_pgtable::{Arm64LpaeS1, Config, NoFlush, PageTable, Prot, SZ_2M, SZ_4K};
+//!
+//! let mem = HostAllocator::new(Granule::Size4K, 64);
+//! let cfg = Config::new(SZ_4K | SZ_2M, 48, 40).coherent(true);
+//! let mut pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush)?;
+//! pt.map(0x40_0000, 0x1_0000_0000, 4 * SZ_2M, Prot::READ | Prot::WRITE | Prot::CACHE)?;
+//! assert_eq!(pt.iova_to_phys(0x40_1234), Some(0x1_0000_1234));
+//! let regs = pt.mali_as_regs()?; // AS_TRANSTAB / AS_MEMATTR / AS_TRANSCFG, as panthor
+//! assert_eq!(regs.transtab, pt.root_dev_addr());
+//! # Ok::<(), io_pgtable::Error>(())
+//! ```
+
+//!
+//! # Concurrency
+//!
+//! The safe [`PageTable::map_pages`] and [`PageTable::unmap_pages`] take `&mut self`. As in
+//! the C code, updates of disjoint ranges may also run concurrently:
+//! [`PageTable::map_pages_shared`] and [`PageTable::unmap_pages_shared`] take `&self` and are
+//! `unsafe`, the caller promising that concurrent operations do not overlap (the same contract
+//! as the kernel's Rust `IoPageTable` binding). All descriptors are atomics and new tables
+//! are published with compare-and-swap, so two threads racing to create the same table agree
+//! on one and the loser frees its own (tested under Miri with threads).
+//!
+//! # Performance
+//!
+//! `cargo bench -p gpukit-io-pgtable --bench vs_aarch64_paging` runs both crates side by side
+//! in one process (4K granule, level-1 root, fresh table per iteration, table creation and
+//! teardown not timed, a 1 GiB range starting at 1 GiB + 2 MiB so neither side can use a 1G
+//! block). Medians of one run on the shared 2-core development machine (x86_64, load average
+//! about 3 from other jobs, so expect noise of 10-30%):
+//!
+//! | operation                                   | io-pgtable              | aarch64-paging 0.12.3 |
+//! |---------------------------------------------|------------------------:|----------------------:|
+//! | map 1 GiB as 4K pages                       | 0.70 ms (2.7 ns/page)   | 4.6 ms (17.6 ns/page) |
+//! | unmap 1 GiB of 4K pages, leaf by leaf       | 0.44 ms (1.7 ns/page)   | -                     |
+//! | unmap 1 GiB of 4K pages, range (drops level-3 tables) | 11 us         | 39 us                 |
+//! | map 1 GiB as 2M blocks                      | 1.8 us                  | 3.8 us                |
+//! | unmap 1 GiB of 2M blocks                    | 0.55 us                 | 3.9 us                |
+//! | map + unmap one 4K page (tables present)    | 57 ns                   | 79 ns                 |
 
 #![no_std]
 
@@ -8,3 +65,32 @@
 compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
+
+#[cfg(test)]
+extern crate std;
+
+pub mod config;
+mod error;
+pub mod flush;
+pub mod format;
+#[cfg(feature = "alloc")]
+pub mod host;
+pub mod memory;
+pub mod prot;
+pub mod pte;
+pub mod regs;
+mod table;
+pub mod walker;
+
+pub use config::{Config, Geometry, SZ_16K, SZ_1G, SZ_2M, SZ_32M, SZ_4K, SZ_4T, SZ_512M, SZ_64K};
+pub use error::Error;
+pub use flush::{FlushOps, Gather, NoFlush};
+pub use format::{Arm64LpaeS1, ArmMaliLpae, Format};
+pub use memory::{TableAlloc, TableMem};
+pub use prot::{Prot, Quirks};
+pub use table::{PageTable, PteWalk};
+
+/// The README's example, run as a doctest.
+#[cfg(all(doctest, feature = "alloc"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Page-table configuration and the geometry derived from it.
+//!
+//! An LPAE table translates an `ias`-bit input address (IOVA) into an `oas`-bit output
+//! address in up to four levels, numbered 0 to 3. The translation *granule* (4K, 16K or 64K)
+//! is the size of a table and of the smallest page; each level resolves `granule_shift - 3`
+//! bits of the address. The first level in use is the *start level*: its table (the PGD) may
+//! be smaller than a granule when `ias` leaves fewer bits for it. A leaf can sit at level 3
+//! (a page) or higher (a block, e.g. 2M and 1G with a 4K granule).
+//!
+//! The caller proposes a [`Config`]; the format restricts it (as `io-pgtable-arm.c` does:
+//! page sizes limited to those of one granule, address sizes capped) and the effective
+//! configuration is what [`PageTable::cfg`](crate::PageTable::cfg) returns.
+
+use crate::prot::Quirks;
+use crate::Error;
+
+/// 4 KiB.
+pub const SZ_4K: u64 = 1 << 12;
+/// 16 KiB.
+pub const SZ_16K: u64 = 1 << 14;
+/// 64 KiB.
+pub const SZ_64K: u64 = 1 << 16;
+/// 2 MiB.
+pub const SZ_2M: u64 = 1 << 21;
+/// 32 MiB.
+pub const SZ_32M: u64 = 1 << 25;
+/// 512 MiB.
+pub const SZ_512M: u64 = 1 << 29;
+/// 1 GiB.
+pub const SZ_1G: u64 = 1 << 30;
+/// 4 TiB (level-1 block of the 64K granule with a 52-bit output).
+pub const SZ_4T: u64 = 1 << 42;
+
+/// The CPU page size the granule choice prefers, as the C code prefers `PAGE_SIZE`.
+pub const CPU_PAGE_SIZE: u64 = SZ_4K;
+
+/// Deepest level number.
+pub(crate) const MAX_LEVELS: u32 = 4;
+
+/// The configuration a page table is created with.
+///
+/// # Examples
+///
+/// ```
+/// use io_pgtable::{Config, SZ_2M, SZ_4K};
+///
+/// // What panthor asks for: 4K pages and 2M blocks, 48-bit VA, 40-bit PA.
+/// let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
+/// assert!(!cfg.coherent_walk);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Hardware quirks.
+    pub quirks: Quirks,
+    /// Supported page sizes, one bit per power of two.
+    pub pgsize_bitmap: u64,
+    /// Input (IOVA) address size in bits.
+    pub ias: u32,
+    /// Output (physical) address size in bits.
+    pub oas: u32,
+    /// Whether the walker snoops the CPU caches. When it does not, every PTE write is made
+    /// visible through [`TableAlloc::sync_for_device`](crate::TableAlloc::sync_for_device).
+    pub coherent_walk: bool,
+}
+
+impl Config {
+    /// A configuration without quirks and with a non-coherent walker.
+    pub const fn new(pgsize_bitmap: u64, ias: u32, oas: u32) -> Self {
+        Config {
+            quirks: Quirks::empty(),
+            pgsize_bitmap,
+            ias,
+            oas,
+            coherent_walk: false,
+        }
+    }
+
+    /// The same configuration with `coherent_walk` set to `coherent`.
+    pub const fn coherent(mut self, coherent: bool) -> Self {
+        self.coherent_walk = coherent;
+        self
+    }
+
+    /// The same configuration with `quirks`.
+    pub const fn with_quirks(mut self, quirks: Quirks) -> Self {
+        self.quirks = quirks;
+        self
+    }
+
+    /// Restricts the page sizes to one granule's, and caps the address sizes, exactly as the
+    /// LPAE code does before it sizes a table.
+    pub(crate) fn restrict_pgsizes(&mut self) {
+        let below_page = self.pgsize_bitmap & (CPU_PAGE_SIZE - 1);
+        let above_page = self.pgsize_bitmap & !(CPU_PAGE_SIZE - 1);
+        let granule = if self.pgsize_bitmap & CPU_PAGE_SIZE != 0 {
+            CPU_PAGE_SIZE
+        } else if below_page != 0 {
+            1 << (63 - below_page.leading_zeros())
+        } else if above_page != 0 {
+            1 << above_page.trailing_zeros()
+        } else {
+            0
+        };
+        let mut max_bits = 48;
+        let sizes = match granule {
+            SZ_4K => SZ_4K | SZ_2M | SZ_1G,
+            SZ_16K => SZ_16K | SZ_32M,
+            SZ_64K => {
+                max_bits = 52;
+                let mut s = SZ_64K | SZ_512M;
+                if self.oas > 48 {
+                    s |= SZ_4T;
+                }
+                s
+            }
+            _ => 0,
+        };
+        self.pgsize_bitmap &= sizes;
+        self.ias = self.ias.min(max_bits);
+        self.oas = self.oas.min(max_bits);
+    }
+}
+
+/// The shape of a table: granule, levels and the size of the start-level table.
+///
+/// # Invariants
+///
+/// `granule_shift` is 12, 14 or 16; `start_level < 4`; `1 <= pgd_bits <= bits_per_level`
+/// except for the Mali format with a forced level-0 start, where `pgd_bits` may be 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    granule_shift: u32,
+    bits_per_level: u32,
+    start_level: u32,
+    pgd_bits: u32,
+}
+
+impl Geometry {
+    /// Computes the geometry of an effective configuration.
+    pub(crate) fn new(cfg: &Config) -> Result<Self, Error> {
+        let granules = cfg.pgsize_bitmap & (SZ_4K | SZ_16K | SZ_64K);
+        if granules == 0 {
+            return Err(Error::InvalidConfig);
+        }
+        let granule_shift = cfg.pgsize_bitmap.trailing_zeros();
+        if !matches!(granule_shift, 12 | 14 | 16) || cfg.ias > 52 || cfg.oas > 52 {
+            return Err(Error::InvalidConfig);
+        }
+        // At least one level must be indexed.
+        if cfg.ias <= granule_shift {
+            return Err(Error::InvalidConfig);
+        }
+        let bits_per_level = granule_shift - 3;
+        let va_bits = cfg.ias - granule_shift;
+        let levels = va_bits.div_ceil(bits_per_level);
+        if levels > MAX_LEVELS {
+            return Err(Error::InvalidConfig);
+        }
+        Ok(Geometry {
+            granule_shift,
+            bits_per_level,
+            start_level: MAX_LEVELS - levels,
+            pgd_bits: va_bits - bits_per_level * (levels - 1),
+        })
+    }
+
+    /// Forces a full four-level walk (the Mali format's requirement).
+    pub(crate) fn force_level0(&mut self) {
+        if self.start_level > 0 {
+            self.start_level = 0;
+            self.pgd_bits = 0;
+        }
+    }
+
+    /// log2 of the granule.
+    pub const fn granule_shift(&self) -> u32 {
+        self.granule_shift
+    }
+
+    /// Granule size in bytes (the size of every table but the PGD).
+    pub const fn granule(&self) -> u64 {
+        1 << self.granule_shift
+    }
+
+    /// Address bits resolved per full level.
+    pub const fn bits_per_level(&self) -> u32 {
+        self.bits_per_level
+    }
+
+    /// The first level walked.
+    pub const fn start_level(&self) -> u32 {
+        self.start_level
+    }
+
+    /// Address bits resolved by the start-level table.
+    pub const fn pgd_bits(&self) -> u32 {
+        self.pgd_bits
+    }
+
+    /// Number of entries of a full table.
+    pub const fn ptes_per_table(&self) -> usize {
+        1 << self.bits_per_level
+    }
+
+    /// Number of entries of the start-level table.
+    pub const fn pgd_entries(&self) -> usize {
+        1 << self.pgd_bits
+    }
+
+    /// Entries of the table at `lvl`.
+    pub(crate) const fn table_entries(&self, lvl: u32) -> usize {
+        if lvl == self.start_level {
+            self.pgd_entries()
+        } else {
+            self.ptes_per_table()
+        }
+    }
+
+    /// Bytes allocated for the table at `lvl` (never less than 64, as the hardware needs).
+    pub(crate) const fn table_bytes(&self, lvl: u32) -> usize {
+        let b = self.table_entries(lvl) * 8;
+        if b < 64 {
+            64
+        } else {
+            b
+        }
+    }
+
+    /// Shift of the address bits that index level `lvl`.
+    pub const fn level_shift(&self, lvl: u32) -> u32 {
+        (MAX_LEVELS - lvl) * self.bits_per_level + 3
+    }
+
+    /// Size mapped by one leaf at level `lvl`.
+    pub const fn block_size(&self, lvl: u32) -> u64 {
+        1 << self.level_shift(lvl)
+    }
+
+    /// Index of `iova` in the table at `lvl`.
+    pub(crate) const fn index(&self, iova: u64, lvl: u32) -> usize {
+        let bits = if lvl == self.start_level {
+            self.pgd_bits
+        } else {
+            self.bits_per_level
+        };
+        ((iova >> self.level_shift(lvl)) & ((1u64 << bits) - 1)) as usize
+    }
+
+    /// The level whose leaves are `size` bytes, if any level at or below the start has it.
+    pub(crate) fn level_of_size(&self, size: u64) -> Option<u32> {
+        (self.start_level..MAX_LEVELS).find(|&l| self.block_size(l) == size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo(bitmap: u64, ias: u32) -> Geometry {
+        let mut c = Config::new(bitmap, ias, 48);
+        c.restrict_pgsizes();
+        Geometry::new(&c).unwrap()
+    }
+
+    #[test]
+    fn levels_from_ias_4k() {
+        let g = geo(SZ_4K | SZ_2M | SZ_1G, 48);
+        assert_eq!((g.start_level(), g.pgd_bits()), (0, 9));
+        let g = geo(SZ_4K, 39);
+        assert_eq!((g.start_level(), g.pgd_bits()), (1, 9));
+        let g = geo(SZ_4K, 32);
+        assert_eq!((g.start_level(), g.pgd_bits()), (1, 2));
+        assert_eq!(g.pgd_entries(), 4);
+        assert_eq!(g.table_bytes(1), 64);
+        let g = geo(SZ_4K, 30);
+        assert_eq!((g.start_level(), g.pgd_bits()), (2, 9));
+        let g = geo(SZ_4K, 21);
+        assert_eq!((g.start_level(), g.pgd_bits()), (3, 9));
+    }
+
+    #[test]
+    fn block_sizes() {
+        let g = geo(SZ_4K, 48);
+        assert_eq!(g.block_size(3), SZ_4K);
+        assert_eq!(g.block_size(2), SZ_2M);
+        assert_eq!(g.block_size(1), SZ_1G);
+        let g = geo(SZ_16K, 48);
+        assert_eq!(g.block_size(2), SZ_32M);
+        assert_eq!(g.start_level(), 0);
+        assert_eq!(g.pgd_bits(), 1);
+        let g = geo(SZ_64K, 48);
+        assert_eq!(g.block_size(2), SZ_512M);
+        assert_eq!(g.block_size(1), SZ_4T);
+        assert_eq!((g.start_level(), g.pgd_bits()), (1, 6));
+    }
+
+    #[test]
+    fn restrict_prefers_cpu_page() {
+        let mut c = Config::new(SZ_4K | SZ_16K | SZ_64K | SZ_2M | SZ_32M, 52, 52);
+        c.restrict_pgsizes();
+        assert_eq!(c.pgsize_bitmap, SZ_4K | SZ_2M);
+        assert_eq!((c.ias, c.oas), (48, 48));
+        let mut c = Config::new(SZ_64K | SZ_512M | SZ_4T, 52, 52);
+        c.restrict_pgsizes();
+        assert_eq!(c.pgsize_bitmap, SZ_64K | SZ_512M | SZ_4T);
+        assert_eq!((c.ias, c.oas), (52, 52));
+        let mut c = Config::new(SZ_64K | SZ_4T, 52, 48);
+        c.restrict_pgsizes();
+        assert_eq!(c.pgsize_bitmap, SZ_64K);
+    }
+
+    #[test]
+    fn rejects_bad_geometry() {
+        assert_eq!(
+            Geometry::new(&Config::new(SZ_2M, 48, 48)),
+            Err(Error::InvalidConfig)
+        );
+        assert_eq!(
+            Geometry::new(&Config::new(SZ_4K, 12, 48)),
+            Err(Error::InvalidConfig)
+        );
+    }
+
+    #[test]
+    fn index_at_levels() {
+        let g = geo(SZ_4K, 48);
+        let va = (3 << 39) | (5 << 30) | (7 << 21) | (9 << 12) | 0x123;
+        assert_eq!(g.index(va, 0), 3);
+        assert_eq!(g.index(va, 1), 5);
+        assert_eq!(g.index(va, 2), 7);
+        assert_eq!(g.index(va, 3), 9);
+    }
+}
