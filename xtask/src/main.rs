@@ -186,6 +186,20 @@ fn ci(ws: &Workspace) -> Result<(), String> {
             }),
         });
     }
+    // loom models: `tests/loom.rs` of a crate, built with `--cfg loom` in a target dir of its
+    // own so that the changed flags do not invalidate the main build's cache.
+    for krate in libs.iter().filter(|k| k.has_loom_tests) {
+        let pkg = krate.package.clone();
+        steps.push(Step {
+            name: format!("loom models of {pkg}"),
+            run: Box::new(move |tally| {
+                Cmd::cargo(&["test", "-p", &pkg, "--test", "loom", "--release"])
+                    .env("RUSTFLAGS", "--cfg loom")
+                    .env("CARGO_TARGET_DIR", &ws.target_dir("loom"))
+                    .tally(tally)
+            }),
+        });
+    }
     for krate in &libs {
         let pkg = krate.package.clone();
         let has_alloc = krate.features.iter().any(|f| f == "alloc");

@@ -18,6 +18,8 @@ pub(crate) struct Member {
     pub(crate) publishable: bool,
     /// The features its manifest declares.
     pub(crate) features: Vec<String>,
+    /// Whether it has loom models (`tests/loom.rs`, built with `--cfg loom`).
+    pub(crate) has_loom_tests: bool,
     /// Its examples (`examples/*.rs`) with the features each one requires.
     pub(crate) examples: Vec<Example>,
 }
@@ -194,6 +196,7 @@ fn read_member(dir: &Path) -> Result<Member, String> {
         package,
         publishable,
         features,
+        has_loom_tests: dir.join("tests/loom.rs").is_file(),
         examples,
     })
 }
