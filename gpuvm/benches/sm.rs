@@ -8,7 +8,8 @@
 //! The VM holds `n` one-page mappings, one every two pages. Each `map` iteration maps one page
 //! over a randomly chosen existing mapping (one unmap op plus one map op); each `unmap_map`
 //! iteration unmaps a randomly chosen mapping and maps it back (two requests). `RangeMap` gets
-//! the same `insert` / `remove` calls on the same ranges.
+//! the same `insert` / `remove` calls on the same ranges. The `*_map_seq` cases do what `map`
+//! does, but walk the existing mappings in address order instead of picking them at random.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -118,6 +119,22 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let a = 2 * rng.below(n) * P;
                 rm.remove(a..a + P);
+                rm.insert(a..a + P, a);
+            })
+        });
+        let mut i = 0;
+        group.bench_function(BenchmarkId::new("gpuvm_map_seq", n), |b| {
+            b.iter(|| {
+                let a = 2 * (i % n) * P;
+                i += 1;
+                vm.sm_map(&mut Apply, Mapping::new(a, P, &bo, a)).unwrap();
+            })
+        });
+        let mut i = 0;
+        group.bench_function(BenchmarkId::new("rangemap_map_seq", n), |b| {
+            b.iter(|| {
+                let a = 2 * (i % n) * P;
+                i += 1;
                 rm.insert(a..a + P, a);
             })
         });

@@ -170,7 +170,7 @@ where
 {
     /// Makes room for `more` op entries and counts the VAs overlapping `[addr, end)`.
     fn prepare(&mut self, addr: u64, end: u64, extra: usize) -> Result<(), Error> {
-        let core = self.vm.core();
+        let mut core = self.vm.core();
         let mut k = 0usize;
         let mut cur = core.first_overlap(addr, end);
         while cur != NIL {
@@ -215,8 +215,7 @@ where
                         if placed == NIL {
                             core.tree_replace(i, n);
                         } else {
-                            let succ = core.st.tree.next(core.vas, placed);
-                            core.tree_insert_before(n, succ);
+                            core.tree_insert(n);
                         }
                         placed = n;
                         n
@@ -255,12 +254,10 @@ where
         };
         let mut cur = core.first_ending_after(req.addr);
         let mut entries = 0;
-        let mut succ_piece = NIL;
         while cur != NIL && core.vas[cur as usize].addr < end {
-            let next = core.st.tree.next(core.vas, cur);
+            let next = core.tree_next(cur);
             let step = map_step(req.addr, req.range, bo, req.offset, &core.vas[cur as usize]);
             let e = Self::plan_step(&mut core, cur, step);
-            succ_piece = e.next;
             self.ops.as_mut_slice()[self.len + entries] = e;
             entries += 1;
             cur = next;
@@ -271,7 +268,7 @@ where
             offset: req.offset,
         };
         let i = core.alloc_va(piece, req.flags, bo);
-        core.tree_insert_before(i, if succ_piece != NIL { succ_piece } else { cur });
+        core.tree_insert(i);
         self.len += entries;
         self.push(OpEntry {
             kind: MAP,
@@ -293,7 +290,7 @@ where
         let mut cur = core.first_ending_after(addr);
         let mut entries = 0;
         while cur != NIL && core.vas[cur as usize].addr < end {
-            let next = core.st.tree.next(core.vas, cur);
+            let next = core.tree_next(cur);
             let step = unmap_step(addr, end, &core.vas[cur as usize]);
             let e = Self::plan_step(&mut core, cur, step);
             self.ops.as_mut_slice()[self.len + entries] = e;
@@ -354,7 +351,7 @@ where
                         flags: s.flags,
                     };
                     let bo = s.bo;
-                    let _ = driver.map(core.op_map(&m, bo, e.va, NIL));
+                    let _ = driver.map(core.op_map(&m, bo, e.va));
                 }
                 UNMAP => {
                     let _ = driver.unmap(core.op_unmap(e.va, e.keep, false));

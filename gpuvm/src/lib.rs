@@ -7,9 +7,10 @@
 //! live in the GPU's address space. The driver then has to turn "map this object here" and
 //! "unmap that range" into page-table updates while keeping track of which mappings exist and
 //! which objects back them. This crate is that bookkeeping: a [`Gpuvm`] holds the mappings
-//! ([`Va`]s) in an ordered tree, and [`Gpuvm::sm_map`] / [`Gpuvm::sm_unmap`] compute the *split
-//! and merge* steps — map, remap (keep the parts of a mapping outside the request) and unmap —
-//! in exactly the order and with exactly the `keep` hints of the C implementation.
+//! ([`Va`]s) in an ordered index (a B+tree), and [`Gpuvm::sm_map`] / [`Gpuvm::sm_unmap`]
+//! compute the *split and merge* steps — map, remap (keep the parts of a mapping outside the
+//! request) and unmap — in exactly the order and with exactly the `keep` hints of the C
+//! implementation.
 //!
 //! Ops are applied in one of two ways:
 //!
@@ -27,15 +28,19 @@
 //!
 //! # Cost
 //!
-//! The VAs sit in an AVL tree whose links are `u32` slot indices. A request finds its first
-//! overlapped VA in O(log n) for n mappings and walks the k overlapped ones in O(1) amortised
-//! each. A request changes at most three VAs besides the ones it removes; every insertion or
-//! removal rebalances bottom-up and stops at the first subtree that keeps its height, which is
-//! O(log n) in the worst case and a few levels in practice. So a map or unmap that replaces a
-//! bounded number of VAs is O(log n), and one that removes k VAs is at most O(log n + k log n)
-//! (O(log n + k) walking, O(k log n) worst-case rebalancing). A VA costs 64 bytes for `D = ()`
-//! ([`VaSlot`]), a VM-BO 72 bytes for a pointer-sized object handle ([`BoSlot`]), a planned op
-//! 16 bytes ([`OpEntry`]).
+//! The VAs are indexed by a B+tree over the caller's storage: nodes of up to 8 start addresses
+//! with `u32` slot indices, kept at least half full (and full when VAs are created in address
+//! order), leaves linked in address order. A request finds its first overlapped VA with one
+//! root-to-leaf descent — O(log n) for n mappings, but only about log_8 n nodes, 7 levels for a
+//! million VAs — and walks the k overlapped VAs leaf by leaf, O(1) each. The tree remembers the
+//! leaf it last worked in, so the removal, replacement and insertion a split/merge step makes
+//! next to the VA it found cost O(1), except when a leaf overflows or underflows and the tree
+//! splits, borrows or merges upwards in O(log n) (amortised O(1)). So a map or unmap that
+//! touches a bounded number of VAs is O(log n), and one that removes k VAs O(log n + k)
+//! amortised, O(log n + k log n) in the worst case. A VA costs 152 bytes for `D = ()`
+//! ([`VaSlot`]: 40 bytes of VA, the `Option<D>`, and the 104-byte tree node every slot lends to
+//! the index, so that the index needs no storage of its own), a VM-BO 72 bytes for a
+//! pointer-sized object handle ([`BoSlot`]), a planned op 16 bytes ([`OpEntry`]).
 //!
 //! # Benchmark
 //!
@@ -43,21 +48,35 @@
 //! over a random existing one-page mapping (one unmap op plus one map op), and one `sm_unmap`
 //! followed by `sm_map` of the same page, with n existing mappings, next to `rangemap` 1.8's
 //! `RangeMap::insert` / `remove` on the same ranges in the same run. Driver data is a `u64`
-//! (72-byte VA slots). Median times per iteration, measured on the shared 2-core development
-//! machine while other builds ran (load average about 11, so absolute times are several times
-//! too high; the ratios are what the run shows):
+//! (160-byte VA slots). Median times per iteration, each the median of three runs on the shared
+//! 2-core development machine while other builds ran (load average 6 to 7.5, so absolute times
+//! are about twice what an idle machine gives; single runs vary by up to ±30%, so only the
+//! ratios within a run mean much):
 //!
-//! | n         | gpuvm map | rangemap insert | gpuvm unmap + map | rangemap remove + insert |
-//! |-----------|-----------|-----------------|-------------------|--------------------------|
-//! | 10^3      | 0.61 µs   | 0.74 µs         | 0.68 µs           | 1.23 µs                  |
-//! | 10^5      | 4.7 µs    | 2.2 µs          | 4.1 µs            | 2.4 µs                   |
-//! | 10^6      | 11.8 µs   | 5.9 µs          | 12.8 µs           | 6.7 µs                   |
+//! | n    | map: gpuvm | `rangemap` | ratio | unmap + map: gpuvm | `rangemap` | ratio |
+//! |------|------------|------------|-------|--------------------|------------|-------|
+//! | 10^3 | 0.24 µs    | 0.48 µs    | 1.98x | 0.23 µs            | 0.64 µs    | 2.62x |
+//! | 10^5 | 1.51 µs    | 1.27 µs    | 0.86x | 1.52 µs            | 1.75 µs    | 1.18x |
+//! | 10^6 | 2.91 µs    | 2.99 µs    | 0.97x | 3.79 µs            | 3.33 µs    | 0.89x |
 //!
-//! Growth is logarithmic, but with many mappings the binary tree loses to `rangemap`'s B-tree:
-//! a profile shows about two thirds of the time in the one root-to-leaf descent that finds the
-//! first overlapped VA, i.e. one cache miss per tree level, where a B-tree node holds many keys
-//! per cache line. Beating `rangemap` at 10^5 and more needs a B-tree-like node layout over the
-//! caller's storage.
+//! (Ratio: `rangemap`'s time over gpuvm's in the same run, median of the three runs; above 1
+//! gpuvm is faster.) Walking the mappings in address order instead (`map_seq`, same requests
+//! otherwise) the tree's memory of its last leaf turns the search into a few compares: 0.14,
+//! 0.15 and 0.16 µs against `rangemap`'s 0.25, 0.50 and 0.58 µs (1.9x, 3.4x, 3.5x). In quieter
+//! runs (load average 1.5 to 3) the random `map` ratios were 0.8x to 1.0x at 10^5 and 0.87x to
+//! 0.9x at 10^6.
+//!
+//! With the binary (AVL) tree this replaced, the same benchmark gave 0.5x at 10^5 and 10^6 and
+//! 1.2x at 10^3. The target of twice `rangemap`'s throughput is met at 10^3 (everything in
+//! cache: 2x to 2.5x) but not at 10^5 and 10^6, where both sides are bound by cache and TLB
+//! misses. A profile at 10^6 puts about two thirds of the time in the search (in about equal
+//! parts the lowest inner level, the leaf, and the found VA's slot, each a miss), a tenth in
+//! unlinking the VA from its VM-BO's list (two VAs at random places) and most of the rest in
+//! inserting the new VA. `rangemap` keeps its values inside its B-tree leaves, so its chain of
+//! dependent misses is a descent; here it is a descent, then the VA slot, then its list
+//! neighbours — and every VA slot also carries its lent tree node, 160 bytes per VA against
+//! `rangemap`'s 30-odd, which costs cache and TLB reach. A separate, dense node pool would cut
+//! the slot to 56 bytes but needs its own storage argument in [`Gpuvm::new`].
 //!
 //! # Examples
 //!
@@ -97,6 +116,7 @@ extern crate alloc;
 extern crate std;
 
 mod bind;
+mod btree;
 mod error;
 mod gem;
 mod list;

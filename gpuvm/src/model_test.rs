@@ -535,7 +535,15 @@ fn run(steps: Vec<Step>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 3 } else { 400 }))]
+    #![proptest_config(ProptestConfig {
+        // Miri isolates the test from the file system: no failure persistence there.
+        failure_persistence: if cfg!(miri) {
+            None
+        } else {
+            ProptestConfig::default().failure_persistence
+        },
+        ..ProptestConfig::with_cases(if cfg!(miri) { 3 } else { 400 })
+    })]
 
     #[test]
     fn vm_matches_model(steps in prop::collection::vec(step(), 1..if cfg!(miri) { 12 } else { 60 })) {

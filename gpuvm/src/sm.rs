@@ -209,8 +209,6 @@ pub struct OpMap<'op, O, D> {
     bo: u32,
     /// The planned slot (batch commit), or `NIL` (immediate: take one from the pool).
     slot: u32,
-    /// Immediate mode: the VA the new one goes right before (`NIL`: at the end).
-    succ: u32,
     _p: Invariant<'op>,
 }
 
@@ -255,7 +253,7 @@ impl<'op, O: GemObject, D> OpMap<'op, O, D> {
                 offset: self.offset,
             };
             let i = self.core.alloc_va(p, self.flags, self.bo);
-            self.core.tree_insert_before(i, self.succ);
+            self.core.tree_insert(i);
             i
         } else {
             self.slot
@@ -367,11 +365,7 @@ impl<'op, O: GemObject, D> OpRemap<'op, O, D> {
         // In immediate mode the first piece takes the old VA's place in the tree, the second
         // goes right after it; in batch mode the pieces are in the tree already.
         let mut placed = NIL;
-        let mut slots = [NIL; 2];
-        for (k, (piece, planned)) in [(self.prev, self.prev_slot), (self.next, self.next_slot)]
-            .into_iter()
-            .enumerate()
-        {
+        for (piece, planned) in [(self.prev, self.prev_slot), (self.next, self.next_slot)] {
             let Some(p) = piece else { continue };
             let m = Mapping {
                 addr: p.addr,
@@ -390,20 +384,16 @@ impl<'op, O: GemObject, D> OpRemap<'op, O, D> {
                 i
             } else {
                 let i = self.core.alloc_va(p, flags, bo);
-                let succ = self.core.st.tree.next(self.core.vas, placed);
-                self.core.tree_insert_before(i, succ);
+                self.core.tree_insert(i);
                 i
             };
             placed = i;
-            slots[k] = i;
             self.core.vas[i as usize].data = Some(d);
             self.core.link_va(i);
         }
         if !self.in_tree {
             self.core.free_va(self.va);
         }
-        self.core.st.last_prev = slots[0];
-        self.core.st.last_next = slots[1];
         (OpRemapped { _p: PhantomData }, old)
     }
 }
@@ -452,13 +442,7 @@ impl<O: GemObject, D> Core<'_, O, D> {
         Va::from_parts(slot, self.obj_of(slot.bo))
     }
 
-    pub(crate) fn op_map(
-        &mut self,
-        m: &Mapping<'_, O>,
-        bo: u32,
-        slot: u32,
-        succ: u32,
-    ) -> OpMap<'_, O, D> {
+    pub(crate) fn op_map(&mut self, m: &Mapping<'_, O>, bo: u32, slot: u32) -> OpMap<'_, O, D> {
         OpMap {
             addr: m.addr,
             range: m.range,
@@ -466,7 +450,6 @@ impl<O: GemObject, D> Core<'_, O, D> {
             flags: m.flags,
             bo,
             slot,
-            succ,
             core: self.reborrow(),
             _p: PhantomData,
         }
@@ -590,23 +573,14 @@ where
             None => NIL,
         };
         let mut cur = core.first_ending_after(req.addr);
-        core.st.last_prev = NIL;
-        core.st.last_next = NIL;
         let result = (|| {
             while cur != NIL && core.vas[cur as usize].addr < end {
-                let next = core.st.tree.next(core.vas, cur);
+                let next = core.tree_next(cur);
                 let step = map_step(req.addr, req.range, bo, req.offset, &core.vas[cur as usize]);
                 core.run_step(ops, cur, step)?;
                 cur = next;
             }
-            // The new VA goes before the `next` piece of the last VA, or else before the first
-            // VA past the request.
-            let succ = if core.st.last_next != NIL {
-                core.st.last_next
-            } else {
-                cur
-            };
-            let op = core.op_map(&req, bo, NIL, succ);
+            let op = core.op_map(&req, bo, NIL);
             ops.sm_step_map(op).map(|_| ())
         })();
         core.cleanup_deferred();
@@ -628,7 +602,7 @@ where
         let mut cur = core.first_ending_after(addr);
         let result = (|| {
             while cur != NIL && core.vas[cur as usize].addr < end {
-                let next = core.st.tree.next(core.vas, cur);
+                let next = core.tree_next(cur);
                 let step = unmap_step(addr, end, &core.vas[cur as usize]);
                 core.run_step(ops, cur, step)?;
                 cur = next;
@@ -726,16 +700,14 @@ where
                 } else {
                     Mapping::sparse(addr, end - addr)
                 };
-                let succ = core.succ_after_pieces(NIL);
-                let _ = ops.sm_step_map(core.op_map(&inner, NIL, NIL, succ))?;
+                let _ = ops.sm_step_map(core.op_map(&inner, NIL, NIL))?;
                 if addr > req.addr {
                     return Ok(());
                 }
                 cur = next;
             }
             if map_req {
-                let succ = core.succ_after_pieces(NIL);
-                let _ = ops.sm_step_map(core.op_map(&req, bo, NIL, succ))?;
+                let _ = ops.sm_step_map(core.op_map(&req, bo, NIL))?;
             }
             Ok(())
         })();

@@ -16,18 +16,22 @@
 //! # Memory
 //!
 //! VAs live in [`VaSlot`]s and VM-BOs in [`BoSlot`]s, both in storage the caller provides (see
-//! [`Storage`]). Each slot carries its own tree and list links as `u32` indices, so the VM needs
-//! no other memory. One VA costs `size_of::<VaSlot<D>>()` bytes: 56 bytes of address, range,
-//! offset, flags, tree and list links, plus `Option<D>`, rounded up to 8 — 64 bytes for
-//! `D = ()`, `u32` or a pointer, 72 for `D = u64` (64-bit targets). A VM-BO costs
-//! `size_of::<BoSlot<O>>()`: 57 bytes plus `Option<O>`, 72 bytes for a pointer-sized handle
-//! such as `ARef`/`Arc`. An op entry of a VM_BIND batch costs 16 bytes. Free slots form a
-//! pool; [`Gpuvm::reserve`] fills the pool ahead of time, and applying ops only takes slots from
-//! it and gives them back.
+//! [`Storage`]). The VAs are indexed by a B+tree whose nodes live in the VA slots too: every
+//! slot lends one 104-byte node to the tree's node pool, and since a tree of `m` VAs never needs
+//! more than `m` nodes (see the `btree` module), the pool can never run dry and the VM needs no
+//! other memory. One VA costs `size_of::<VaSlot<D>>()` bytes: 40 bytes of address, range,
+//! offset, object, flags and list links, `Option<D>`, and the node — 152 bytes for `D = ()`,
+//! `u32` or a pointer, 160 for `D = u64` (64-bit targets). (Only a fifth to a third of the
+//! lent nodes are in use at a time; the rest is the price of needing no separate node storage.)
+//! A VM-BO costs `size_of::<BoSlot<O>>()`: 57 bytes plus `Option<O>`, 72 bytes for a
+//! pointer-sized handle such as `ARef`/`Arc`. An op entry of a VM_BIND batch costs 16 bytes.
+//! Free slots form a pool; [`Gpuvm::reserve`] fills the pool ahead of time, and applying ops
+//! only takes slots from it and gives them back.
 
 use core::marker::PhantomData;
 use core::ops::Range;
 
+use crate::btree::{Cursor, Index, Node as IndexNode, NodeSlot};
 use crate::list::{List, ListLink};
 use crate::sm::Piece;
 use crate::storage::Storage;
@@ -37,17 +41,19 @@ use crate::{Error, GemObject};
 /// Storage slot for one VA.
 ///
 /// Create empty slots with [`VaSlot::new`]; the VM fills and recycles them.
-// The fields a tree walk reads (address, range, links) come first, in one 32-byte block.
+// The VA's fields come first (what a split/merge step reads: address and range, then offset,
+// object, list links, flags); the index node the slot lends to the address index comes last.
 #[repr(C)]
 pub struct VaSlot<D> {
     pub(crate) addr: u64,
     pub(crate) range: u64,
-    pub(crate) link: Link,
     pub(crate) offset: u64,
     pub(crate) bo: u32,
+    /// Links of the VM-BO's VA list; `next` links the free pool.
     pub(crate) bo_link: ListLink,
     pub(crate) flags: u32,
     pub(crate) data: Option<D>,
+    node: IndexNode,
 }
 
 impl<D> VaSlot<D> {
@@ -57,11 +63,11 @@ impl<D> VaSlot<D> {
             addr: 0,
             range: 0,
             offset: 0,
-            link: Link::EMPTY,
             bo: NIL,
             bo_link: ListLink::EMPTY,
             flags: 0,
             data: None,
+            node: IndexNode::EMPTY,
         }
     }
 }
@@ -72,15 +78,12 @@ impl<D> Default for VaSlot<D> {
     }
 }
 
-impl<D> Node for VaSlot<D> {
-    fn key(&self) -> u64 {
-        self.addr
+impl<D> NodeSlot for VaSlot<D> {
+    fn node(&self) -> &IndexNode {
+        &self.node
     }
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
+    fn node_mut(&mut self) -> &mut IndexNode {
+        &mut self.node
     }
 }
 
@@ -340,7 +343,7 @@ pub(crate) struct State {
     pub(crate) reserve_end: u64,
     pub(crate) align: u64,
     pub(crate) resv_id: u64,
-    pub(crate) tree: Tree,
+    pub(crate) tree: Index,
     pub(crate) free_va: u32,
     pub(crate) free_va_count: u32,
     pub(crate) bo_tree: Tree,
@@ -351,9 +354,6 @@ pub(crate) struct State {
     pub(crate) deferred: u32,
     /// A VM_BIND batch is open (or was leaked): every request is refused.
     pub(crate) batch_open: bool,
-    /// The pieces made by the latest remap (`NIL` if none): where the next map goes.
-    pub(crate) last_prev: u32,
-    pub(crate) last_next: u32,
 }
 
 /// Borrowed view of everything the VM owns, with the storage already turned into slices.
@@ -373,14 +373,20 @@ impl<O: GemObject, D> Core<'_, O, D> {
     }
 
     /// The first VA that ends after `addr`.
-    pub(crate) fn first_ending_after(&self, addr: u64) -> u32 {
+    pub(crate) fn first_ending_after(&mut self, addr: u64) -> u32 {
         self.st
             .tree
-            .first_where(self.vas, |s| s.addr + s.range > addr)
+            .seek_mut(self.vas, addr, |s| s.addr.wrapping_add(s.range))
+    }
+
+    /// The VA after VA `i` (which is in the tree) in address order, or `NIL`.
+    pub(crate) fn tree_next(&mut self, i: u32) -> u32 {
+        let key = self.vas[i as usize].addr;
+        self.st.tree.next(self.vas, key)
     }
 
     /// The first VA overlapping `[addr, end)`, or `NIL`.
-    pub(crate) fn first_overlap(&self, addr: u64, end: u64) -> u32 {
+    pub(crate) fn first_overlap(&mut self, addr: u64, end: u64) -> u32 {
         let i = self.first_ending_after(addr);
         if i != NIL && self.vas[i as usize].addr < end {
             i
@@ -389,8 +395,8 @@ impl<O: GemObject, D> Core<'_, O, D> {
         }
     }
 
-    pub(crate) fn next_overlap(&self, i: u32, end: u64) -> u32 {
-        let n = self.st.tree.next(self.vas, i);
+    pub(crate) fn next_overlap(&mut self, i: u32, end: u64) -> u32 {
+        let n = self.tree_next(i);
         if n != NIL && self.vas[n as usize].addr < end {
             n
         } else {
@@ -406,16 +412,14 @@ impl<O: GemObject, D> Core<'_, O, D> {
     pub(crate) fn alloc_va(&mut self, p: Piece, flags: u32, bo: u32) -> u32 {
         let i = self.st.free_va;
         let slot = &mut self.vas[i as usize];
-        self.st.free_va = slot.link.left;
+        self.st.free_va = slot.bo_link.next;
         self.st.free_va_count -= 1;
-        *slot = VaSlot {
-            addr: p.addr,
-            range: p.range,
-            offset: p.offset,
-            bo,
-            flags,
-            ..VaSlot::new()
-        };
+        slot.addr = p.addr;
+        slot.range = p.range;
+        slot.offset = p.offset;
+        slot.bo = bo;
+        slot.bo_link = ListLink::EMPTY;
+        slot.flags = flags;
         i
     }
 
@@ -424,39 +428,32 @@ impl<O: GemObject, D> Core<'_, O, D> {
         let slot = &mut self.vas[i as usize];
         let data = slot.data.take();
         slot.bo = NIL;
-        slot.link = Link::EMPTY;
-        slot.link.left = self.st.free_va;
+        slot.bo_link = ListLink {
+            prev: NIL,
+            next: self.st.free_va,
+        };
         self.st.free_va = i;
         self.st.free_va_count += 1;
         data
     }
 
+    /// Adds VA `i` (not in the tree) to the tree.
     pub(crate) fn tree_insert(&mut self, i: u32) {
-        self.st.tree.insert(self.vas, i);
+        let key = self.vas[i as usize].addr;
+        self.st.tree.insert(self.vas, key, i);
     }
 
-    pub(crate) fn tree_insert_before(&mut self, i: u32, succ: u32) {
-        self.st.tree.insert_before(self.vas, i, succ);
-    }
-
+    /// Puts VA `new` (not in the tree) in the place of VA `old`. The caller guarantees that
+    /// `new` starts between the starts of `old`'s neighbours.
     pub(crate) fn tree_replace(&mut self, old: u32, new: u32) {
-        self.st.tree.replace(self.vas, old, new);
+        let (ko, kn) = (self.vas[old as usize].addr, self.vas[new as usize].addr);
+        self.st.tree.replace(self.vas, ko, kn, new);
     }
 
-    /// Where a map placed right after the latest remap's pieces goes: before the node that
-    /// follows the `prev` piece, or before the `next` piece.
-    pub(crate) fn succ_after_pieces(&self, fallback: u32) -> u32 {
-        if self.st.last_prev != NIL {
-            self.st.tree.next(self.vas, self.st.last_prev)
-        } else if self.st.last_next != NIL {
-            self.st.last_next
-        } else {
-            fallback
-        }
-    }
-
+    /// Removes VA `i` (in the tree) from the tree.
     pub(crate) fn tree_remove(&mut self, i: u32) {
-        self.st.tree.remove(self.vas, i);
+        let key = self.vas[i as usize].addr;
+        self.st.tree.remove(self.vas, key);
     }
 
     /// The VM-BO of `obj`, created from the pool if it does not exist. Returns the slot and
@@ -555,6 +552,7 @@ impl<O: GemObject, D> Core<'_, O, D> {
     }
 }
 
+#[inline]
 pub(crate) fn check_range(st: &State, addr: u64, range: u64) -> Result<u64, Error> {
     if range == 0 {
         return Err(Error::ZeroRange);
@@ -653,7 +651,7 @@ where
                 },
                 align: config.align,
                 resv_id: config.resv_id,
-                tree: Tree::EMPTY,
+                tree: Index::EMPTY,
                 free_va: NIL,
                 free_va_count: 0,
                 bo_tree: Tree::EMPTY,
@@ -663,15 +661,17 @@ where
                 evicted: List::EMPTY,
                 deferred: NIL,
                 batch_open: false,
-                last_prev: NIL,
-                last_next: NIL,
             },
             _p: PhantomData,
         };
         let nv = vm.vas.as_slice().len() as u32;
+        // The top 1/32 of the slots lend their nodes to the index's inner nodes first (a
+        // tree of full leaves of 8 has about one inner node per 56 VAs).
+        vm.st.tree.set_inner_range(nv - nv / 32, nv);
         for i in (0..nv).rev() {
             vm.vas.as_mut_slice()[i as usize] = VaSlot::new();
             vm.core().free_va(i);
+            vm.st.tree.add_node(vm.vas.as_mut_slice(), i);
         }
         let nb = vm.bos.as_slice().len() as u32;
         for i in (0..nb).rev() {
@@ -744,6 +744,7 @@ where
         let n = self.vas.as_slice().len();
         for i in (old..n).rev() {
             self.core().free_va(i as u32);
+            self.st.tree.add_node(self.vas.as_mut_slice(), i as u32);
         }
     }
 
@@ -836,25 +837,25 @@ where
     pub fn iter_range(&self, addr: u64, range: u64) -> impl Iterator<Item = Va<'_, O, D>> + '_ {
         let end = addr.saturating_add(range);
         let first = if range == 0 {
-            NIL
+            Cursor::END
         } else {
             self.st
                 .tree
-                .first_where(self.vas.as_slice(), |s| s.addr + s.range > addr)
+                .seek(self.vas.as_slice(), addr, |s| s.addr.wrapping_add(s.range))
         };
         self.walk(first, end)
     }
 
-    fn walk(&self, first: u32, end: u64) -> impl Iterator<Item = Va<'_, O, D>> + '_ {
+    fn walk(&self, first: Cursor, end: u64) -> impl Iterator<Item = Va<'_, O, D>> + '_ {
         let slots = self.vas.as_slice();
         let mut cur = first;
         core::iter::from_fn(move || {
-            if cur == NIL || slots[cur as usize].addr >= end {
+            let i = self.st.tree.get(slots, cur);
+            if i == NIL || slots[i as usize].addr >= end {
                 return None;
             }
-            let va = self.va(cur);
-            cur = self.st.tree.next(slots, cur);
-            Some(va)
+            cur = self.st.tree.advance(slots, cur);
+            Some(self.va(i))
         })
     }
 
@@ -1002,7 +1003,7 @@ where
     pub(crate) fn check_invariants(&self) {
         let vas = self.vas.as_slice();
         let bos = self.bos.as_slice();
-        self.st.tree.check(vas);
+        self.st.tree.check(vas, |s| s.addr);
         self.st.bo_tree.check(bos);
         let mut prev_end = self.st.start;
         let mut per_bo = std::collections::BTreeMap::<u32, u32>::new();
@@ -1101,9 +1102,13 @@ mod tests {
 
     #[test]
     fn slot_sizes_match_the_documented_memory_cost() {
-        assert_eq!(size_of::<VaSlot<()>>(), 64);
-        assert_eq!(size_of::<VaSlot<u32>>(), 64);
-        assert_eq!(size_of::<VaSlot<u64>>(), 72);
+        // 40 bytes of VA, `Option<D>`, and the 104-byte index node every slot lends.
+        assert_eq!(size_of::<crate::btree::Node>(), 104);
+        assert_eq!(size_of::<VaSlot<()>>(), 152);
+        assert_eq!(size_of::<VaSlot<u32>>(), 152);
+        assert_eq!(size_of::<VaSlot<u64>>(), 160);
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(size_of::<VaSlot<&u8>>(), 152);
         #[cfg(target_pointer_width = "64")]
         assert_eq!(size_of::<BoSlot<&u8>>(), 72);
         assert_eq!(size_of::<crate::OpEntry>(), 16);
