@@ -72,6 +72,26 @@ pub use io::register::RegisterBase;
 
 pub use error::Error;
 
+/// The type of every field's `X_RANGE` constant: the field's bit positions, `lo..=hi`.
+///
+/// # Examples
+///
+/// ```
+/// use register::register;
+///
+/// register! {
+///     /// A status register.
+///     pub STATUS(u32) @ 0x0 {
+///         /// Error code.
+///         11:4 code;
+///     }
+/// }
+///
+/// let bits: register::FieldBits = STATUS::CODE_RANGE;
+/// assert_eq!((*bits.start(), *bits.end()), (4, 11));
+/// ```
+pub type FieldBits = ::core::ops::RangeInclusive<u8>;
+
 /// Items used by the code the macros generate. Not part of the API.
 #[doc(hidden)]
 pub mod __private {

@@ -17,20 +17,25 @@ use register::{Error, RegisterBase};
 macro_rules! nv_reg {
     (
         $(
-            $(#[$attr:meta])* $name:ident $([ $size:expr $(; $stride:expr)? ])?
-                $(@ $offset:literal)?
-                $(@ $base:ident + $base_offset:literal)?
-                $(=> $alias:ident $(+ $alias_offset:ident)? $([$alias_idx:expr])? )?
-            { $($fields:tt)* }
+            $(#[$meta:meta])*
+            $reg:ident
+            $([ $count:expr $(; $step:expr)? ])?
+            $(@ $at:literal)?
+            $(@ $family:ident + $rel:literal)?
+            $(=> $target:ident $(+ $target_rel:ident)? $([$target_idx:expr])? )?
+            { $($body:tt)* }
         )*
     ) => {
         $(
             ::register::register!(
-                @reg $(#[$attr])* pub(crate) $name(u32) $([$size $(; $stride)?])?
-                    $(@ $offset)?
-                    $(@ $base + $base_offset)?
-                    $(=> $alias $(+ $alias_offset)? $([$alias_idx])? )?
-                { $($fields)* }
+                @reg
+                $(#[$meta])*
+                pub(crate) $reg(u32)
+                $([$count $(; $step)?])?
+                $(@ $at)?
+                $(@ $family + $rel)?
+                $(=> $target $(+ $target_rel)? $([$target_idx])?)?
+                { $($body)* }
             );
         )*
     };

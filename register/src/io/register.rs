@@ -418,7 +418,7 @@ pub trait RegisterArray: Register {
 }
 
 /// Implemented by arrays of registers relative to a base.
-pub trait RelativeRegisterArray: RegisterArray + WithBase {}
+pub trait RelativeRegisterArray: WithBase + RegisterArray {}
 
 /// Returns the span of `count` accesses of `width` bytes, `stride` bytes apart, from `offset`.
 const fn span(offset: usize, count: usize, stride: usize, width: usize) -> StaticSpan {

@@ -344,7 +344,7 @@ macro_rules! register {
                     #[doc = ::core::concat!(
                         "Bit range of field `", ::core::stringify!($field), "`."
                     )]
-                    $vis const [<$field:upper _RANGE>]: ::core::ops::RangeInclusive<u8> =
+                    $vis const [<$field:upper _RANGE>]: $crate::FieldBits =
                         $lo..=$hi;
 
                     #[doc = ::core::concat!("Mask of field `", ::core::stringify!($field), "`.")]
