@@ -163,7 +163,11 @@ fn config() -> ProptestConfig {
 proptest! {
     #![proptest_config(config())]
 
+    // The peer's identity translation turns physical addresses into pointers with an
+    // integer-to-pointer cast, which Miri's strict-provenance mode (what CI runs) rejects. This
+    // test checks agreement with the peer; every other test runs this crate's own code under Miri.
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn same_mappings_same_translations(
         raw in proptest::collection::vec(region(), 1..if cfg!(miri) { 3 } else { 12 }),
         unmap_mask in any::<u16>(),
