@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! What the driver needs from its environment.
+//!
+//! The driver logic is the same wherever it runs; only the services below it differ. A
+//! [`Backend`] bundles them:
+//!
+//! - **MMIO**: the GPU's register window as an [`Io`] region, through which the
+//!   [`regs`](crate::regs) declarations are read and written. A kernel backend passes its
+//!   `Mmio` mapping, the host backend a region that forwards every access to the simulated GPU.
+//! - **DMA memory** ([`DmaMemory`]): zeroed, page-granular memory with a device address the GPU
+//!   uses and a CPU view the driver writes page tables through (`dma_alloc_coherent` in Linux).
+//! - **Interrupts**: whether an interrupt line is asserted ([`IrqLine`]).
+//! - **Time**: a [`Clock`] for the poll loops that wait for the hardware.
+//! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
+//!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
+//! - **Logging**: the `dev_info!`/`dev_err!` of the environment.
+//!
+//! `host::HostBackend` (feature `host`) implements the bundle over the simulated Mali-G610.
+
+use core::fmt;
+use core::ptr::NonNull;
+use core::sync::atomic::AtomicU64;
+
+use register::io::poll::Clock;
+use register::io::{Io, IoCapable, IoKnownSize};
+
+use crate::Result;
+
+/// One of the GPU's interrupt lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IrqLine {
+    /// GPU_CONTROL interrupts.
+    Gpu,
+    /// JOB_CONTROL interrupts.
+    Job,
+    /// MMU_CONTROL interrupts.
+    Mmu,
+}
+
+/// Severity of a log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LogLevel {
+    /// Normal information (`dev_info!`).
+    Info,
+    /// An error (`dev_err!`).
+    Err,
+}
+
+/// Size of a DMA page.
+pub const PAGE_SIZE: u64 = 4096;
+
+/// A block of DMA memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRegion {
+    /// Device address of the first byte, aligned as requested.
+    pub addr: u64,
+    /// Number of pages usable from `addr`.
+    pub pages: usize,
+    /// What [`DmaMemory::free`] needs to release the block.
+    pub cookie: u64,
+}
+
+impl DmaRegion {
+    /// Size in bytes.
+    pub const fn size(&self) -> u64 {
+        (self.pages as u64).wrapping_mul(PAGE_SIZE)
+    }
+}
+
+/// DMA memory: blocks the GPU reaches by device address and the CPU through its own view.
+///
+/// # Safety
+///
+/// Implementations must guarantee that every block returned by [`alloc`](Self::alloc) or
+/// [`alloc_page`](Self::alloc_page) is zeroed, page aligned (at least), disjoint from every other
+/// live block, and stays allocated until it is freed; and that
+/// [`cpu_u64`](Self::cpu_u64)`(a)`, for an 8-byte aligned address `a` inside a live block,
+/// returns a pointer valid for atomic accesses from any thread until that block is freed.
+pub unsafe trait DmaMemory: Send + Sync {
+    /// Allocates `pages` zeroed pages whose device address is a multiple of `align` (a power
+    /// of two, at least [`PAGE_SIZE`]).
+    fn alloc(&self, pages: usize, align: u64) -> Result<DmaRegion>;
+
+    /// Frees a block.
+    ///
+    /// # Safety
+    ///
+    /// `region` came from [`alloc`](Self::alloc) of this memory and is not used afterwards
+    /// (no CPU pointer into it is dereferenced again).
+    unsafe fn free(&self, region: DmaRegion);
+
+    /// Allocates one zeroed page and returns its device address.
+    fn alloc_page(&self) -> Result<u64>;
+
+    /// Frees a page from [`alloc_page`](Self::alloc_page).
+    ///
+    /// # Safety
+    ///
+    /// `addr` came from [`alloc_page`](Self::alloc_page) and is not used afterwards.
+    unsafe fn free_page(&self, addr: u64);
+
+    /// The CPU view of the 64-bit word at device address `addr`, or `None` if the address is
+    /// not inside a live block.
+    fn cpu_u64(&self, addr: u64) -> Option<NonNull<AtomicU64>>;
+
+    /// Makes CPU writes to `len` bytes at `addr` visible to the GPU (a no-op on coherent
+    /// systems).
+    fn sync_for_device(&self, addr: u64, len: usize);
+}
+
+/// The environment of the driver.
+pub trait Backend: Send + Sync + 'static {
+    /// The MMIO region of the GPU.
+    type Io: Io + IoKnownSize + IoCapable<u32> + IoCapable<u64>;
+    /// The clock poll loops use.
+    type Clock: Clock;
+    /// DMA memory (cloned into every object that owns some).
+    type Dma: DmaMemory + Clone + 'static;
+    /// Memory of the DRM core.
+    type DrmAlloc: drm_ctx::mem::Allocator;
+
+    /// The register window.
+    fn io(&self) -> &Self::Io;
+
+    /// The clock.
+    fn clock(&self) -> &Self::Clock;
+
+    /// DMA memory.
+    fn dma(&self) -> &Self::Dma;
+
+    /// Whether `line` is asserted.
+    fn irq_pending(&self, line: IrqLine) -> bool;
+
+    /// Writes a log line.
+    fn log(&self, level: LogLevel, args: fmt::Arguments<'_>);
+}
+
+/// `dev_info!`: logs an information line through a [`Backend`].
+#[macro_export]
+macro_rules! dev_info {
+    ($backend:expr, $($arg:tt)*) => {
+        $crate::backend::Backend::log($backend, $crate::backend::LogLevel::Info, format_args!($($arg)*))
+    };
+}
+
+/// `dev_err!`: logs an error line through a [`Backend`].
+#[macro_export]
+macro_rules! dev_err {
+    ($backend:expr, $($arg:tt)*) => {
+        $crate::backend::Backend::log($backend, $crate::backend::LogLevel::Err, format_args!($($arg)*))
+    };
+}

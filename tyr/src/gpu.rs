@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Bringing the GPU up: reset, power, identification.
+//!
+//! Before a Mali GPU can be used the driver puts it in a known state and finds out what it is:
+//!
+//! 1. a **soft reset** (`GPU_COMMAND`), after which the GPU raises `RESET_COMPLETED` in
+//!    `GPU_IRQ_RAWSTAT`;
+//! 2. powering on the **L2 cache** (`L2_PWRON`), which is ready once `L2_READY` shows it — the
+//!    MMU and the firmware need the L2;
+//! 3. reading the **identity and feature registers** into the [`GpuInfo`] that userspace later
+//!    queries, and looking the model up by architecture and product ID.
+//!
+//! Every wait polls with a timeout ([`read_poll_timeout`]) on the backend's clock, so a GPU
+//! that never answers is reported as [`Error::TimedOut`] instead of hanging the probe.
+//!
+//! # Examples
+//!
+//! ```
+//! # #[cfg(feature = "host")] {
+//! use tyr::gpu;
+//! use tyr::host::HostBackend;
+//!
+//! let backend = HostBackend::g610();
+//! let info = gpu::probe(&backend).unwrap();
+//! assert_eq!(info.model.name, "g610");
+//! assert!(backend.log_lines()[0].starts_with("mali-g610 GPU_ID 0xa8670005"));
+//! # }
+//! ```
+
+use core::time::Duration;
+
+use register::io::poll::read_poll_timeout;
+use register::io::Io;
+
+use crate::backend::Backend;
+use crate::regs::*;
+use crate::{dev_err, dev_info, uapi, Error, Result};
+
+/// How often the probe polls.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// How long the probe waits for a reset or a power transition.
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A GPU model the driver knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Model {
+    /// Marketing name, without the `mali-` prefix.
+    pub name: &'static str,
+    /// `GPU_ID.arch_major`.
+    pub arch_major: u32,
+    /// `GPU_ID.prod_major`.
+    pub prod_major: u32,
+}
+
+/// The models the driver supports.
+pub const GPU_MODELS: &[Model] = &[
+    // Valhall, product 7: the RK3588's GPU.
+    Model::new("g610", 10, 7),
+];
+
+impl Model {
+    const fn new(name: &'static str, arch_major: u32, prod_major: u32) -> Self {
+        Model {
+            name,
+            arch_major,
+            prod_major,
+        }
+    }
+}
+
+/// Looks a `GPU_ID` value up in [`GPU_MODELS`].
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(tyr::gpu::lookup_model(0xa867_0005).map(|m| m.name), Some("g610"));
+/// assert_eq!(tyr::gpu::lookup_model(0x9091_0000), None);
+/// ```
+pub fn lookup_model(gpu_id: u32) -> Option<&'static Model> {
+    let id = GPU_ID::from(gpu_id);
+    GPU_MODELS
+        .iter()
+        .find(|m| m.arch_major == id.arch_major().get() && m.prod_major == id.prod_major().get())
+}
+
+/// What the probe found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    /// The registers as userspace sees them (`DEV_QUERY` `GPU_INFO`).
+    pub raw: uapi::GpuInfo,
+    /// The model.
+    pub model: &'static Model,
+}
+
+impl GpuInfo {
+    /// Virtual address bits of the MMU.
+    pub fn va_bits(&self) -> u32 {
+        MMU_FEATURES::from(self.raw.mmu_features).va_bits().get()
+    }
+
+    /// Physical address bits of the MMU.
+    pub fn pa_bits(&self) -> u32 {
+        MMU_FEATURES::from(self.raw.mmu_features).pa_bits().get()
+    }
+
+    /// Number of address spaces (contiguous bits of `AS_PRESENT`, at most [`MAX_AS`]).
+    pub fn num_as(&self) -> usize {
+        (self.raw.as_present.trailing_ones() as usize).min(MAX_AS)
+    }
+}
+
+/// Reads the identity and feature registers.
+pub fn read_info<B: Backend>(b: &B) -> uapi::GpuInfo {
+    let io = b.io();
+    let mut texture_features = [0u32; 4];
+    for (i, t) in texture_features.iter_mut().enumerate() {
+        *t = TEXTURE_FEATURES::try_at(i)
+            .and_then(|loc| io.try_read(loc).ok())
+            .map_or(0, |r: TEXTURE_FEATURES| r.value().get());
+    }
+    // The raw value of a fixed register.
+    macro_rules! raw {
+        ($reg:ident) => {
+            io.read($reg).into_raw()
+        };
+    }
+    uapi::GpuInfo {
+        gpu_id: raw!(GPU_ID),
+        gpu_rev: raw!(REVIDR),
+        csf_id: raw!(CSF_ID),
+        l2_features: raw!(L2_FEATURES),
+        tiler_features: raw!(TILER_FEATURES),
+        mem_features: raw!(MEM_FEATURES),
+        mmu_features: raw!(MMU_FEATURES),
+        thread_features: raw!(THREAD_FEATURES),
+        max_threads: raw!(THREAD_MAX_THREADS),
+        thread_max_workgroup_size: raw!(THREAD_MAX_WORKGROUP_SIZE),
+        thread_max_barrier_size: raw!(THREAD_MAX_BARRIER_SIZE),
+        coherency_features: raw!(COHERENCY_FEATURES),
+        texture_features,
+        as_present: raw!(AS_PRESENT),
+        selected_coherency: uapi::DRM_PANTHOR_GPU_COHERENCY_NONE,
+        shader_present: raw!(SHADER_PRESENT),
+        l2_present: raw!(L2_PRESENT),
+        tiler_present: raw!(TILER_PRESENT),
+        core_features: raw!(CORE_FEATURES),
+        pad: 0,
+        gpu_features: 0, // no GPU_FEATURES register before arch 11
+    }
+}
+
+/// Soft-resets the GPU and waits for `RESET_COMPLETED`.
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if the reset does not complete within [`POLL_TIMEOUT`].
+pub fn soft_reset<B: Backend>(b: &B) -> Result {
+    let io = b.io();
+    let done = GPU_IRQ_RAWSTAT::zeroed()
+        .with_reset_completed(true)
+        .into_raw();
+    io.write_reg(GPU_IRQ_CLEAR::from(done));
+    io.write_reg(
+        GPU_COMMAND::zeroed()
+            .with_const_code::<{ gpu_command::RESET }>()
+            .with_const_payload::<{ gpu_command::RESET_SOFT }>(),
+    );
+    read_poll_timeout(
+        b.clock(),
+        || Ok::<_, Error>(io.read(GPU_IRQ_RAWSTAT)),
+        |s| s.reset_completed(),
+        POLL_INTERVAL,
+        POLL_TIMEOUT,
+    )
+    .inspect_err(|_| dev_err!(b, "GPU reset failed."))?;
+    io.write_reg(GPU_IRQ_CLEAR::from(done));
+    Ok(())
+}
+
+/// Powers the L2 cache on and waits until it is ready.
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if the L2 is not ready within [`POLL_TIMEOUT`].
+pub fn l2_power_on<B: Backend>(b: &B) -> Result {
+    let io = b.io();
+    let request = L2_PWRON_LO::zeroed().with_const_request::<1>();
+    io.write_reg(request);
+    read_poll_timeout(
+        b.clock(),
+        || Ok::<_, Error>(io.read(L2_READY_LO)),
+        |s| s.ready().get() == 1,
+        POLL_INTERVAL,
+        POLL_TIMEOUT,
+    )
+    .inspect_err(|_| dev_err!(b, "Failed to power on the GPU."))?;
+    Ok(())
+}
+
+/// Logs what was found, in the words of Tyr.
+fn log_info<B: Backend>(b: &B, info: &uapi::GpuInfo, name: &str) {
+    let id = GPU_ID::from(info.gpu_id);
+    dev_info!(
+        b,
+        "mali-{name} GPU_ID {:#x} major {:#x} minor {:#x} status {:#x}",
+        info.gpu_id,
+        id.ver_major().get(),
+        id.ver_minor().get(),
+        id.ver_status().get()
+    );
+    dev_info!(
+        b,
+        "Features: L2:0x{:x} Tiler:0x{:x} Mem:0x{:x} MMU:0x{:x} AS:0x{:x}",
+        info.l2_features,
+        info.tiler_features,
+        info.mem_features,
+        info.mmu_features,
+        info.as_present
+    );
+    dev_info!(
+        b,
+        "shader_present={:#018x} l2_present={:#018x} tiler_present={:#018x}",
+        info.shader_present,
+        info.l2_present,
+        info.tiler_present
+    );
+}
+
+/// Runs the hardware part of the probe: reset, L2 power-on, identification, model lookup.
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if the reset or the power-on never completes,
+/// [`Error::UnknownGpu`] for a GPU that is not in [`GPU_MODELS`].
+pub fn probe<B: Backend>(b: &B) -> Result<GpuInfo> {
+    soft_reset(b)?;
+    l2_power_on(b)?;
+    let raw = read_info(b);
+    let model = lookup_model(raw.gpu_id);
+    log_info(b, &raw, model.map_or("unknown", |m| m.name));
+    let Some(model) = model else {
+        dev_err!(b, "Unsupported GPU (GPU_ID {:#x}).", raw.gpu_id);
+        return Err(Error::UnknownGpu { gpu_id: raw.gpu_id });
+    };
+    Ok(GpuInfo { raw, model })
+}

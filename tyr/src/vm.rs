@@ -1,0 +1,606 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! GPU virtual address spaces and VM_BIND.
+//!
+//! Each VM is a GPU virtual address space: a `gpuvm` [`Gpuvm`] that records which ranges map
+//! which buffer objects, and an `io-pgtable` ARM_64_LPAE_S1 page table ([`PageTable`]) that the
+//! GPU's MMU walks. The top of the address space is reserved for the kernel (at least 256 MiB,
+//! a power of two, as panthor lays it out: [`VmLayout`]); userspace binds below it.
+//!
+//! A `VM_BIND` is all or nothing ([`Vm::bind`]):
+//!
+//! 1. every request is checked (alignment, kernel region, BO bounds, private BOs) and planned
+//!    with [`Gpuvm::bind`], which computes the map, remap and unmap steps against the VM as
+//!    the earlier requests leave it;
+//! 2. the page-table pages the plan can need are counted and allocated into a pool
+//!    ([`PtMem`]) — this is the only step that allocates;
+//! 3. if the VM has an address space, the covered region is locked ([`MmuUpdate`]);
+//! 4. the plan is committed: the page tables are written from the pool only (4K pages and 2M
+//!    blocks chosen by alignment, by `io-pgtable`), then the region is unlocked.
+//!
+//! A failure in steps 1 to 3 drops the plan, which leaves the VM exactly as it was.
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use gpuvm::{
+    BoSlot, CommitOps, GemObject, Gpuvm, Mapping, Op, OpEntry, OpMap, OpMapped, OpRemap,
+    OpRemapped, OpUnmap, OpUnmapped, Storage, VaSlot, VmConfig,
+};
+use io_pgtable::regs::MaliAsRegs;
+use io_pgtable::{
+    Arm64LpaeS1, Config as PtConfig, NoFlush, PageTable, Prot, TableAlloc, TableMem, SZ_2M, SZ_4K,
+};
+
+use crate::backend::{DmaMemory, PAGE_SIZE};
+use crate::uapi;
+use crate::{Error, Result};
+
+/// The kernel keeps at least this much of every VM.
+pub const MIN_KERNEL_VA_SIZE: u64 = 1 << 28;
+
+/// How a VM's address space is split between userspace and the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmLayout {
+    /// Size of the whole address space (`1 << va_bits`).
+    pub full_range: u64,
+    /// First address of the kernel region; userspace owns `[0, kernel_start)`.
+    pub kernel_start: u64,
+    /// Size of the kernel region (a power of two).
+    pub kernel_range: u64,
+}
+
+impl VmLayout {
+    /// The layout for an MMU with `va_bits` virtual-address bits and a requested user range
+    /// (0 for the default: everything but the minimum kernel region).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tyr::vm::VmLayout;
+    ///
+    /// let l = VmLayout::new(48, 0).unwrap();
+    /// assert_eq!((l.kernel_start, l.kernel_range), ((1 << 48) - (1 << 28), 1 << 28));
+    /// let l = VmLayout::new(48, 1 << 32).unwrap();
+    /// assert_eq!(l.kernel_start, 1 << 47); // the kernel range is rounded down to a power of two
+    /// assert!(VmLayout::new(48, 1 << 48).is_err());
+    /// ```
+    pub fn new(va_bits: u32, requested_user_range: u64) -> Result<Self> {
+        if !(32..=52).contains(&va_bits) {
+            return Err(Error::Invalid);
+        }
+        let full_range = 1u64 << va_bits;
+        let max_user = full_range - MIN_KERNEL_VA_SIZE;
+        let user = if requested_user_range != 0 {
+            requested_user_range
+        } else {
+            max_user
+        };
+        if user > max_user {
+            return Err(Error::Invalid);
+        }
+        let rest = full_range - user;
+        let kernel_range = 1u64 << (63 - rest.leading_zeros());
+        Ok(VmLayout {
+            full_range,
+            kernel_start: full_range - kernel_range,
+            kernel_range,
+        })
+    }
+}
+
+/// A buffer object as a VM sees it: a `gpuvm` object with contiguous memory.
+pub trait BoBacking: GemObject {
+    /// Device address of the first byte of the object's memory.
+    fn dma_addr(&self) -> u64;
+
+    /// Key of the VM the object is private to, or 0.
+    fn exclusive_vm(&self) -> u64 {
+        0
+    }
+}
+
+/// Where a VM keeps its `gpuvm` slots.
+pub trait VmSlots<O> {
+    /// VA slots.
+    type Vas: Storage<VaSlot<()>>;
+    /// VM-BO slots.
+    type Bos: Storage<BoSlot<O>>;
+    /// Op entries of one bind.
+    type Ops: Storage<OpEntry>;
+
+    /// Empty VA storage.
+    fn vas() -> Self::Vas;
+    /// Empty VM-BO storage.
+    fn bos() -> Self::Bos;
+    /// Empty op storage.
+    fn ops() -> Self::Ops;
+}
+
+/// Slot storage in vectors that grow fallibly.
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug)]
+pub struct VecSlots;
+
+#[cfg(feature = "std")]
+impl<O> VmSlots<O> for VecSlots {
+    type Vas = std::vec::Vec<VaSlot<()>>;
+    type Bos = std::vec::Vec<BoSlot<O>>;
+    type Ops = std::vec::Vec<OpEntry>;
+
+    fn vas() -> Self::Vas {
+        std::vec::Vec::new()
+    }
+    fn bos() -> Self::Bos {
+        std::vec::Vec::new()
+    }
+    fn ops() -> Self::Ops {
+        std::vec::Vec::new()
+    }
+}
+
+/// Page-table memory: pages from DMA memory, handed out from a pool filled beforehand.
+///
+/// Free pages of the pool are linked through their first word; a page leaves the pool zeroed.
+///
+/// # Invariants
+///
+/// Every page in the pool is a live `alloc_page` page of `dma`, zero except for its first word.
+pub struct PtMem<D: DmaMemory> {
+    dma: D,
+    head: AtomicU64,
+    len: AtomicUsize,
+}
+
+impl<D: DmaMemory> PtMem<D> {
+    /// An empty pool over `dma`.
+    pub fn new(dma: D) -> Self {
+        PtMem {
+            dma,
+            head: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Number of pages in the pool.
+    pub fn pooled(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Fills the pool up to `pages` pages.
+    ///
+    /// # Errors
+    ///
+    /// The allocation error; the pages allocated so far stay in the pool.
+    pub fn reserve(&self, pages: usize) -> Result {
+        while self.pooled() < pages {
+            let page = self.dma.alloc_page()?;
+            let Some(word) = self.dma.cpu_u64(page) else {
+                // SAFETY: The page was just allocated and is not used anywhere.
+                unsafe { self.dma.free_page(page) };
+                return Err(Error::NoMemory);
+            };
+            // SAFETY: `word` points into the live page just allocated (`DmaMemory` contract).
+            unsafe { word.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.head.store(page, Ordering::Relaxed);
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn pop(&self) -> Option<u64> {
+        let page = self.head.load(Ordering::Relaxed);
+        if page == 0 {
+            return None;
+        }
+        let word = self.dma.cpu_u64(page)?;
+        // SAFETY: Pool pages are live (type invariant); the first word holds the link.
+        let word = unsafe { word.as_ref() };
+        self.head
+            .store(word.load(Ordering::Relaxed), Ordering::Relaxed);
+        word.store(0, Ordering::Relaxed);
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        Some(page)
+    }
+
+    /// Frees every page of the pool.
+    pub fn drain(&self) {
+        while let Some(page) = self.pop() {
+            // SAFETY: The page left the pool and nothing else refers to it.
+            unsafe { self.dma.free_page(page) };
+        }
+    }
+}
+
+impl<D: DmaMemory> Drop for PtMem<D> {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+// SAFETY: Tables are whole pages (`size <= 4096`) taken from the pool, which holds only live,
+// disjoint DMA pages that are zero once popped; their CPU view comes from `cpu_u64`, which is
+// valid for atomic accesses until the page is freed in `free_table`, and `table_cpu` returns the
+// same pointer for the same address.
+unsafe impl<D: DmaMemory> TableAlloc for PtMem<D> {
+    fn alloc_table(&self, size: usize) -> Option<TableMem> {
+        if size as u64 > PAGE_SIZE {
+            return None;
+        }
+        let dev = self.pop()?;
+        let cpu = self.dma.cpu_u64(dev)?;
+        Some(TableMem { cpu, dev })
+    }
+
+    unsafe fn free_table(&self, table: TableMem, _size: usize) {
+        // SAFETY: The page table no longer uses the table (caller's guarantee).
+        unsafe { self.dma.free_page(table.dev) };
+    }
+
+    fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
+        self.dma.cpu_u64(dev).unwrap_or(NonNull::dangling())
+    }
+
+    fn sync_for_device(&self, dev: u64, len: usize) {
+        self.dma.sync_for_device(dev, len);
+    }
+}
+
+/// Protection bits for the panthor map flags.
+///
+/// # Examples
+///
+/// ```
+/// use io_pgtable::Prot;
+/// use tyr::{uapi, vm::map_prot};
+///
+/// assert_eq!(map_prot(0), Prot::READ | Prot::WRITE | Prot::CACHE);
+/// assert_eq!(map_prot(uapi::DRM_PANTHOR_VM_BIND_OP_MAP_READONLY
+///     | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC), Prot::READ | Prot::NOEXEC | Prot::CACHE);
+/// ```
+pub fn map_prot(flags: u32) -> Prot {
+    let mut prot = Prot::READ;
+    if flags & uapi::DRM_PANTHOR_VM_BIND_OP_MAP_READONLY == 0 {
+        prot |= Prot::WRITE;
+    }
+    if flags & uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC != 0 {
+        prot |= Prot::NOEXEC;
+    }
+    if flags & uapi::DRM_PANTHOR_VM_BIND_OP_MAP_UNCACHED == 0 {
+        prot |= Prot::CACHE;
+    }
+    prot
+}
+
+/// The map flags a bind request may carry.
+pub const MAP_FLAGS: u32 = uapi::DRM_PANTHOR_VM_BIND_OP_MAP_READONLY
+    | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC
+    | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_UNCACHED;
+
+/// One request of a VM_BIND.
+#[derive(Debug)]
+pub enum BindReq<'a, O> {
+    /// Map `size` bytes of `obj` from `offset` at `va`.
+    Map {
+        /// GPU virtual address.
+        va: u64,
+        /// Size in bytes.
+        size: u64,
+        /// The object.
+        obj: &'a O,
+        /// Offset in the object.
+        offset: u64,
+        /// Map flags ([`MAP_FLAGS`]).
+        flags: u32,
+    },
+    /// Unmap `[va, va + size)`.
+    Unmap {
+        /// GPU virtual address.
+        va: u64,
+        /// Size in bytes.
+        size: u64,
+    },
+}
+
+/// The MMU side of a page-table update: lock a region before, unlock after. A VM without an
+/// address space needs neither ([`NoMmu`]).
+pub trait MmuUpdate {
+    /// Locks the region covering `[start, start + size)`.
+    fn lock(&mut self, start: u64, size: u64) -> Result;
+    /// Flushes and unlocks.
+    fn unlock(&mut self) -> Result;
+}
+
+/// [`MmuUpdate`] for a VM that no address space holds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoMmu;
+
+impl MmuUpdate for NoMmu {
+    fn lock(&mut self, _start: u64, _size: u64) -> Result {
+        Ok(())
+    }
+    fn unlock(&mut self) -> Result {
+        Ok(())
+    }
+}
+
+/// Upper bound of the page-table pages mapping `range` bytes at `addr` to `pa` needs (4K
+/// granule, root at level 0, 4K pages and 2M blocks).
+fn tables_for(addr: u64, range: u64, pa: u64) -> usize {
+    if range == 0 {
+        return 0;
+    }
+    let last = addr.saturating_add(range - 1);
+    let span = |shift: u32| ((last >> shift) - (addr >> shift) + 1) as usize;
+    let end = addr.saturating_add(range);
+    let l3 = if (addr ^ pa) & (SZ_2M - 1) == 0 {
+        let full_start = addr.next_multiple_of(SZ_2M);
+        let full_end = end & !(SZ_2M - 1);
+        if full_start >= full_end {
+            span(21)
+        } else {
+            usize::from(addr < full_start) + usize::from(end > full_end)
+        }
+    } else {
+        span(21)
+    };
+    span(39) + span(30) + l3
+}
+
+/// A GPU virtual address space.
+pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
+    key: u64,
+    layout: VmLayout,
+    gpuvm: Gpuvm<O, (), S::Vas, S::Bos>,
+    pt: PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
+    unusable: bool,
+}
+
+impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
+    /// Creates an empty VM identified by `key` (unique per device, not 0), with page tables in
+    /// `dma` for an MMU with `pa_bits` physical-address bits.
+    pub fn new(key: u64, dma: D, layout: VmLayout, pa_bits: u32) -> Result<Self> {
+        let va_bits = layout.full_range.trailing_zeros();
+        let mem = PtMem::new(dma);
+        mem.reserve(1)?;
+        let pt = PageTable::new(PtConfig::new(SZ_4K | SZ_2M, va_bits, pa_bits), mem, NoFlush)?;
+        let cfg = VmConfig::new(0, layout.full_range)
+            .reserve(layout.kernel_start, layout.kernel_range)
+            .align(SZ_4K)
+            .resv_id(key);
+        let gpuvm = Gpuvm::new(cfg, S::vas(), S::bos())?;
+        Ok(Vm {
+            key,
+            layout,
+            gpuvm,
+            pt,
+            unusable: false,
+        })
+    }
+
+    /// The VM's key.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> VmLayout {
+        self.layout
+    }
+
+    /// Whether an unrecoverable error made the VM unusable.
+    pub fn is_unusable(&self) -> bool {
+        self.unusable
+    }
+
+    /// Marks the VM unusable.
+    pub fn set_unusable(&mut self) {
+        self.unusable = true;
+    }
+
+    /// Number of mappings.
+    pub fn mapping_count(&self) -> usize {
+        self.gpuvm.len()
+    }
+
+    /// The address-space registers for the VM's page table.
+    pub fn as_regs(&self) -> Result<MaliAsRegs> {
+        Ok(self.pt.mali_as_regs()?)
+    }
+
+    /// The physical address `va` maps to, as the page table says.
+    pub fn iova_to_phys(&self, va: u64) -> Option<u64> {
+        self.pt.iova_to_phys(va)
+    }
+
+    /// Checks one request on its own.
+    fn check(&self, req: &BindReq<'_, O>) -> Result {
+        let (va, size) = match *req {
+            BindReq::Map { va, size, .. } | BindReq::Unmap { va, size } => (va, size),
+        };
+        if (va | size) & (SZ_4K - 1) != 0 {
+            return Err(Error::Invalid);
+        }
+        match va.checked_add(size) {
+            Some(end) if end <= self.layout.kernel_start => {}
+            _ => return Err(Error::Invalid),
+        }
+        if let BindReq::Map {
+            size,
+            obj,
+            offset,
+            flags,
+            ..
+        } = *req
+        {
+            if offset & (SZ_4K - 1) != 0 || flags & !MAP_FLAGS != 0 {
+                return Err(Error::Invalid);
+            }
+            match offset.checked_add(size) {
+                Some(end) if end <= obj.size() => {}
+                _ => return Err(Error::Invalid),
+            }
+            let exclusive = obj.exclusive_vm();
+            if exclusive != 0 && exclusive != self.key {
+                return Err(Error::Invalid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the requests of one VM_BIND, all or nothing; requests of size 0 do nothing.
+    ///
+    /// # Errors
+    ///
+    /// The index of the failing request (the last one for failures of the whole batch: memory,
+    /// MMU) and the error; the VM is unchanged then, except when
+    /// the MMU fails to unlock after the page tables were written, which makes the VM
+    /// unusable and reports `(reqs.len(), error)`.
+    pub fn bind(
+        &mut self,
+        reqs: &[BindReq<'_, O>],
+        mmu: &mut impl MmuUpdate,
+    ) -> Result<(), (usize, Error)> {
+        for (i, r) in reqs.iter().enumerate() {
+            self.check(r).map_err(|e| (i, e))?;
+        }
+        let mut ops = S::ops();
+        let mut plan = self.gpuvm.bind(&mut ops).map_err(|e| (0, e.into()))?;
+        for (i, r) in reqs.iter().enumerate() {
+            let res = match *r {
+                BindReq::Map { size: 0, .. } | BindReq::Unmap { size: 0, .. } => Ok(()),
+                BindReq::Map {
+                    va,
+                    size,
+                    obj,
+                    offset,
+                    flags,
+                } => plan.map(Mapping::new(va, size, obj, offset).with_flags(flags)),
+                BindReq::Unmap { va, size } => plan.unmap(va, size),
+            };
+            res.map_err(|e| (i, Error::from(e)))?;
+        }
+        // Page-table pages for everything the plan maps, and the region it touches.
+        let mut tables = 0usize;
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let mut touch = |m: &Mapping<'_, O>| {
+            lo = lo.min(m.addr);
+            hi = hi.max(m.end());
+        };
+        let pa = |m: &Mapping<'_, O>| m.obj.map_or(0, |o| o.dma_addr()).wrapping_add(m.offset);
+        for op in plan.ops() {
+            match op {
+                Op::Map(m) => {
+                    touch(&m);
+                    tables = tables.saturating_add(tables_for(m.addr, m.range, pa(&m)));
+                }
+                Op::Unmap { va, .. } => touch(&va),
+                Op::Remap { va, prev, next, .. } => {
+                    touch(&va);
+                    for m in [prev, next].into_iter().flatten() {
+                        tables = tables.saturating_add(tables_for(m.addr, m.range, pa(&m)));
+                    }
+                }
+            }
+        }
+        let fail = reqs.len().saturating_sub(1);
+        let pool = self.pt.allocator();
+        let ready = pool.reserve(tables).and_then(|()| {
+            if lo < hi {
+                mmu.lock(lo, hi - lo)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = ready {
+            // Dropping the plan restores the VM; the reserved pages go back.
+            pool.drain();
+            return Err((fail, e));
+        }
+        let mut apply = Apply {
+            pt: &mut self.pt,
+            failed: false,
+        };
+        plan.commit(&mut apply);
+        let failed = apply.failed;
+        self.pt.allocator().drain();
+        let unlocked = if lo < hi { mmu.unlock() } else { Ok(()) };
+        if failed {
+            self.unusable = true;
+            return Err((reqs.len(), Error::NoMemory));
+        }
+        if let Err(e) = unlocked {
+            self.unusable = true;
+            return Err((reqs.len(), e));
+        }
+        Ok(())
+    }
+}
+
+/// Writes the page tables for committed ops.
+struct Apply<'a, D: DmaMemory> {
+    pt: &'a mut PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
+    failed: bool,
+}
+
+impl<D: DmaMemory> Apply<'_, D> {
+    fn map<O: BoBacking>(&mut self, m: &Mapping<'_, O>) {
+        let Some(obj) = m.obj else {
+            self.failed = true;
+            return;
+        };
+        let pa = obj.dma_addr().wrapping_add(m.offset);
+        if self.pt.map(m.addr, pa, m.range, map_prot(m.flags)).is_err() {
+            self.failed = true;
+        }
+    }
+
+    fn unmap(&mut self, addr: u64, range: u64) {
+        if self.pt.unmap(addr, range, None) != Ok(range) {
+            self.failed = true;
+        }
+    }
+}
+
+impl<D: DmaMemory, O: BoBacking> CommitOps<O, ()> for Apply<'_, D> {
+    fn map<'op>(&mut self, op: OpMap<'op, O, ()>) -> OpMapped<'op> {
+        let m = op.mapping();
+        Apply::map(self, &m);
+        op.insert(())
+    }
+
+    fn unmap<'op>(&mut self, op: OpUnmap<'op, O, ()>) -> OpUnmapped<'op> {
+        let va = op.va();
+        self.unmap(va.addr(), va.range());
+        op.remove().0
+    }
+
+    fn remap<'op>(&mut self, op: OpRemap<'op, O, ()>) -> OpRemapped<'op> {
+        // The old mapping may use 2M blocks that the remnants cannot keep: unmap it whole and
+        // map the remnants again (with the memory reserved for them).
+        let va = op.va();
+        self.unmap(va.addr(), va.range());
+        for m in [op.prev(), op.next()].into_iter().flatten() {
+            Apply::map(self, &m);
+        }
+        op.remap(|_, _| ()).0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_estimates_bound_the_tables() {
+        // One page: one table per level below the root.
+        assert_eq!(tables_for(0x1000, 0x1000, 0x8000_1000), 3);
+        // A 2M-aligned block with matching physical alignment needs no level-3 table.
+        assert_eq!(tables_for(SZ_2M, SZ_2M, 0x8000_0000), 2);
+        // The same block at a physical address that cannot use blocks needs one.
+        assert_eq!(tables_for(SZ_2M, SZ_2M, 0x8000_1000), 3);
+        // Crossing a 1G boundary.
+        assert_eq!(tables_for((1 << 30) - 0x1000, 0x2000, 0x1000), 1 + 2 + 2);
+        assert_eq!(tables_for(0, 0, 0), 0);
+    }
+}

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Random VM_BIND sequences through the ioctls, checked after every call page by page
+//! against the simulator's MMU (translation through its TLB, permissions from its walker) and
+//! against a model of what should be mapped. Some binds are invalid as a whole (a request past
+//! the end of its BO): they must change nothing.
+
+mod driver_common;
+
+use std::collections::BTreeMap;
+
+use driver_common::*;
+use proptest::prelude::*;
+use tyr::uapi::*;
+
+const BASE: u64 = 0x4000_0000; // 2M aligned
+const WINDOW_PAGES: u64 = 1024 + 16;
+/// BO sizes in pages: two small ones and one 2M one (2M aligned, so blocks can be used).
+const BO_PAGES: [u64; 3] = [16, 8, 512];
+
+#[derive(Clone, Debug)]
+enum Req {
+    Map {
+        bo: usize,
+        bo_page: u64,
+        page: u64,
+        count: u64,
+        readonly: bool,
+        noexec: bool,
+    },
+    Unmap {
+        page: u64,
+        count: u64,
+    },
+}
+
+fn req() -> impl Strategy<Value = Req> {
+    prop_oneof![
+        4 => (0usize..2, 0u64..20, 0u64..WINDOW_PAGES, 1u64..12, any::<bool>(), any::<bool>())
+            .prop_map(|(bo, bo_page, page, count, readonly, noexec)| Req::Map {
+                bo, bo_page, page, count, readonly, noexec
+            }),
+        // Whole 2M blocks of the big BO at 2M-aligned addresses, or unaligned pieces of it.
+        2 => (prop_oneof![Just(0u64), Just(512u64), 0u64..WINDOW_PAGES], any::<bool>(), 0u64..8)
+            .prop_map(|(page, whole, off)| {
+                let (bo_page, count) = if whole { (0, 512) } else { (off * 8, 64) };
+                Req::Map { bo: 2, bo_page, page, count, readonly: false, noexec: true }
+            }),
+        3 => (0u64..WINDOW_PAGES, 1u64..600).prop_map(|(page, count)| Req::Unmap { page, count }),
+    ]
+}
+
+fn cases() -> ProptestConfig {
+    let mut cfg = ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 });
+    if cfg!(miri) {
+        cfg.failure_persistence = None;
+    }
+    cfg
+}
+
+/// Page -> (physical page, writable, executable).
+type Model = BTreeMap<u64, (u64, bool, bool)>;
+
+proptest! {
+    #![proptest_config(cases())]
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a 2M BO per case: minutes under Miri
+    fn random_binds_match_the_mmu_and_the_model(
+        binds in proptest::collection::vec(
+            proptest::collection::vec(req(), 1..4),
+            1..if cfg!(miri) { 3 } else { 12 },
+        )
+    ) {
+        let rig = rig();
+        let handles: Vec<u32> = BO_PAGES
+            .iter()
+            .map(|&p| rig.bo_create(p * 4096, 0).unwrap())
+            .collect();
+        let pas: Vec<u64> = handles.iter().map(|&h| rig.bo_addr(h)).collect();
+        let vm = rig.vm_create();
+        let slot = rig.activate(vm);
+        let mut model = Model::new();
+
+        for bind in binds {
+            let mut next = model.clone();
+            let mut valid = true;
+            let ops: Vec<VmBindOp> = bind
+                .iter()
+                .map(|r| match *r {
+                    Req::Map { bo, bo_page, page, count, readonly, noexec } => {
+                        if bo_page + count > BO_PAGES[bo] {
+                            valid = false;
+                        }
+                        for i in 0..count {
+                            next.insert(
+                                page + i,
+                                (pas[bo] + (bo_page + i) * 4096, !readonly, !noexec),
+                            );
+                        }
+                        let mut flags = 0;
+                        if readonly {
+                            flags |= DRM_PANTHOR_VM_BIND_OP_MAP_READONLY;
+                        }
+                        if noexec {
+                            flags |= DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC;
+                        }
+                        map_op(handles[bo], bo_page * 4096, BASE + page * 4096, count * 4096, flags)
+                    }
+                    Req::Unmap { page, count } => {
+                        for i in 0..count {
+                            next.remove(&(page + i));
+                        }
+                        unmap_op(BASE + page * 4096, count * 4096)
+                    }
+                })
+                .collect();
+            let (err, _) = rig.bind(vm, &ops);
+            if valid {
+                prop_assert_eq!(err, 0);
+                model = next;
+            } else {
+                prop_assert_eq!(err, -22);
+            }
+            for p in (0..WINDOW_PAGES + 600).step_by(SWEEP) {
+                let va = BASE + p * 4096;
+                let r = check_page(rig.gpu(), slot, va, model.get(&p).copied());
+                prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+            }
+            prop_assert_eq!(rig.vm_state(vm), Ok(DRM_PANTHOR_VM_STATE_USABLE));
+        }
+        // Everything unmapped at the end frees the tables again.
+        prop_assert_eq!(rig.bind(vm, &[unmap_op(0, 1 << 40)]).0, 0);
+        for p in (0..WINDOW_PAGES).step_by(7) {
+            prop_assert!(check_page(rig.gpu(), slot, BASE + p * 4096, None).is_ok());
+        }
+        rig.gpu().with(|g| assert!(g.bus_errors().is_empty(), "{:?}", g.bus_errors()));
+        // Closing the file and releasing the device gives every page back.
+        let gpu = rig.gpu().clone();
+        drop(rig);
+        prop_assert_eq!(gpu.memory().allocated_pages(), 0);
+    }
+}
