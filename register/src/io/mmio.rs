@@ -60,6 +60,10 @@ impl<const SIZE: usize> MmioRaw<SIZE> {
     /// [`core::ptr::with_exposed_provenance_mut`]). Returns [`Error::OutOfBounds`] if `addr` is 0
     /// or `maxsize` is smaller than `SIZE`.
     pub fn from_addr(addr: usize, maxsize: usize) -> Result<Self, Error> {
+        // Refuse bad arguments before making a pointer out of the integer.
+        if addr == 0 || maxsize < SIZE {
+            return Err(Error::OutOfBounds);
+        }
         let base = NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(addr))
             .ok_or(Error::OutOfBounds)?;
         Self::new(base, maxsize)
