@@ -221,7 +221,7 @@ unsafe impl AlwaysRefCounted for Device {
 }
 
 impl<Ctx: DeviceContext> core::fmt::Debug for Device<Ctx> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("Device")
             .field("name", &self.raw.name)
             .finish()

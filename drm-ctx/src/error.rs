@@ -128,7 +128,7 @@ impl fmt::Display for Error {
 impl core::error::Error for Error {}
 
 /// The result type of this crate.
-pub type Result<T = (), E = Error> = core::result::Result<T, E>;
+pub type Result<T = (), E = Error> = ::core::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

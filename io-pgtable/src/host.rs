@@ -308,7 +308,7 @@ impl PhysMem for HostAllocator {
 }
 
 impl core::fmt::Debug for HostAllocator {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("HostAllocator")
             .field("slot_bytes", &self.slot_bytes())
             .field("capacity", &self.capacity)

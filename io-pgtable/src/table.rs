@@ -760,7 +760,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> Drop for PageTable<F, A, T> {
 }
 
 impl<F: Format, A: TableAlloc, T: FlushOps> core::fmt::Debug for PageTable<F, A, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("PageTable")
             .field("format", &F::NAME)
             .field("cfg", &self.cfg)

@@ -83,7 +83,7 @@ struct CallbackNode {
 pub struct HostCallback(Arc<CallbackNode>);
 
 impl core::fmt::Debug for HostCallback {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("HostCallback").finish_non_exhaustive()
     }
 }
@@ -137,7 +137,7 @@ impl Drop for FenceInner {
 pub struct HostFence(Arc<FenceInner>);
 
 impl core::fmt::Debug for HostFence {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("HostFence")
             .field("status", &self.status())
             .finish()
@@ -398,7 +398,7 @@ pub struct TestExecutor {
 }
 
 impl core::fmt::Debug for TestExecutor {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("TestExecutor").finish_non_exhaustive()
     }
 }

@@ -251,7 +251,7 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
 impl<F: SignalFence, A: Allocator<F>, P: core::fmt::Debug> core::fmt::Debug
     for PreparedJob<F, A, P>
 {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("PreparedJob")
             .field("cost", &self.cost)
             .field("payload", &self.payload)

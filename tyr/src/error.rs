@@ -52,7 +52,7 @@ pub enum Error {
 }
 
 /// The driver's result type.
-pub type Result<T = (), E = Error> = core::result::Result<T, E>;
+pub type Result<T = (), E = Error> = ::core::result::Result<T, E>;
 
 impl Error {
     /// Returns the negative Linux errno of this error.

@@ -75,7 +75,7 @@ impl<const SIZE: usize> Default for MemRegion<SIZE> {
 }
 
 impl<const SIZE: usize> core::fmt::Debug for MemRegion<SIZE> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         f.debug_struct("MemRegion").field("size", &SIZE).finish()
     }
 }
