@@ -177,6 +177,16 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
         }
     }
 
+    /// The fence that signals when the job completes (its done fence).
+    ///
+    /// It exists from preparation on, so that later jobs of the same submission can depend on
+    /// this one before anything is committed. It signals only once the job has been committed
+    /// and has finished: a caller that drops a prepared job must not have published this fence
+    /// anywhere (or must signal it itself).
+    pub fn done_fence(&self) -> &F {
+        &self.done
+    }
+
     /// Makes the job wait for `fence`.
     ///
     /// A fence that already signalled successfully needs no slot. One that already signalled

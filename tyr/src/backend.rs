@@ -15,6 +15,10 @@
 //! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
 //!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
 //! - **Logging**: the `dev_info!`/`dev_err!` of the environment.
+//! - **Interrupts and deferred work** (feature `std`): the environment calls the driver's
+//!   [`Events`] when an interrupt line is asserted (the threaded interrupt handler) and when the
+//!   [`Executor`](jobqueue::Executor) it lends the job queues was woken (the work item of a
+//!   workqueue); both run on the environment's thread, never concurrently with each other.
 //!
 //! `host::HostBackend` (feature `host`) implements the bundle over the simulated Mali-G610.
 
@@ -109,12 +113,24 @@ pub unsafe trait DmaMemory: Send + Sync {
     fn sync_for_device(&self, addr: u64, len: usize);
 }
 
+/// What the driver runs in response to the environment: its interrupt handler and its work
+/// item. The environment calls them from one thread at a time.
+pub trait Events: Send + Sync {
+    /// An interrupt line is asserted; the handler reads and clears its status.
+    fn irq(&self);
+
+    /// The executor was woken (or a timer it was given expired): run the job queues.
+    fn work(&self);
+}
+
 /// The environment of the driver.
 pub trait Backend: Send + Sync + 'static {
     /// The MMIO region of the GPU.
     type Io: Io + IoKnownSize + IoCapable<u32> + IoCapable<u64>;
-    /// The clock poll loops use.
-    type Clock: Clock;
+    /// The clock poll loops and job timeouts use.
+    type Clock: Clock + Clone + Send + Sync + 'static;
+    /// The workqueue the job queues run on.
+    type Exec: jobqueue::Executor + Clone + Send + Sync + 'static;
     /// DMA memory (cloned into every object that owns some).
     type Dma: DmaMemory + Clone + 'static;
     /// Memory of the DRM core.
@@ -131,6 +147,18 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Whether `line` is asserted.
     fn irq_pending(&self, line: IrqLine) -> bool;
+
+    /// The executor job queues are created with.
+    fn executor(&self) -> &Self::Exec;
+
+    /// Starts calling `events` on interrupts and executor wake-ups, until
+    /// [`stop_events`](Self::stop_events) or until `events` is gone.
+    #[cfg(feature = "std")]
+    fn start_events(&self, events: std::sync::Weak<dyn Events>);
+
+    /// Stops calling the events; when it returns, no call is running and none will start.
+    #[cfg(feature = "std")]
+    fn stop_events(&self);
 
     /// Writes a log line.
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>);

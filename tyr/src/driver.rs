@@ -59,8 +59,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Per-device data.
+/// Per-device data: the device state, shared with the environment's event thread (which holds
+/// it weakly).
 pub struct TyrData<B: Backend> {
+    inner: Arc<DevInner<B>>,
+}
+
+impl<B: Backend> core::ops::Deref for TyrData<B> {
+    type Target = DevInner<B>;
+
+    fn deref(&self) -> &DevInner<B> {
+        &self.inner
+    }
+}
+
+impl<B: Backend> TyrData<B> {
+    /// The shared device state.
+    pub fn shared(&self) -> &Arc<DevInner<B>> {
+        &self.inner
+    }
+}
+
+/// The device state.
+pub struct DevInner<B: Backend> {
     /// The environment.
     pub backend: B,
     /// What the probe found.
@@ -71,8 +92,12 @@ pub struct TyrData<B: Backend> {
     pub fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
     /// The MCU's VM (address space 0), mapping the firmware interface region.
     pub mcu_vm: Mutex<McuVm<B>>,
-    slots: Mutex<AsSlots>,
+    pub(crate) slots: Mutex<AsSlots>,
     next_key: AtomicU64,
+    /// Where the firmware's interface blocks are.
+    pub fw: crate::sched::FwIface,
+    /// Groups, group slots and recovery state.
+    pub sched: crate::sched::Sched<B>,
 }
 
 /// Arguments of a new buffer object.
@@ -81,6 +106,19 @@ pub struct BoArgs<B: Backend> {
     id: u64,
     flags: u32,
     exclusive_vm: u64,
+}
+
+impl<B: Backend> BoArgs<B> {
+    /// Arguments for an object in `dma` with device-unique `id`, `DRM_PANTHOR_BO_*` `flags`,
+    /// private to the VM with key `exclusive_vm` (or 0).
+    pub fn new(dma: B::Dma, id: u64, flags: u32, exclusive_vm: u64) -> Self {
+        BoArgs {
+            dma,
+            id,
+            flags,
+            exclusive_vm,
+        }
+    }
 }
 
 /// A buffer object: contiguous DMA memory.
@@ -96,6 +134,41 @@ impl<B: Backend> TyrBo<B> {
     /// Device address of the first byte.
     pub fn dma_addr(&self) -> u64 {
         self.mem.addr
+    }
+
+    /// Writes `data` at byte `offset` through the CPU view (what a CPU mapping of the object
+    /// does); [`Error::Invalid`] if it does not fit in the object.
+    pub fn cpu_write(&self, offset: u64, data: &[u8]) -> Result {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(Error::Invalid)?;
+        if end > self.mem.size() {
+            return Err(Error::Invalid);
+        }
+        let w = crate::sched::Words(&self.dma);
+        for (i, b) in data.iter().enumerate() {
+            let at = self.mem.addr + offset + i as u64;
+            let word = w.rd32(at & !3);
+            let shift = (at & 3) * 8;
+            w.wr32(at & !3, (word & !(0xff << shift)) | (u32::from(*b) << shift));
+        }
+        self.dma.sync_for_device(self.mem.addr + offset, data.len());
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at byte `offset` through the CPU view; [`Error::Invalid`] if
+    /// they do not fit in the object.
+    pub fn cpu_read(&self, offset: u64, buf: &mut [u8]) -> Result {
+        let end = offset.checked_add(buf.len() as u64).ok_or(Error::Invalid)?;
+        if end > self.mem.size() {
+            return Err(Error::Invalid);
+        }
+        let w = crate::sched::Words(&self.dma);
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = self.mem.addr + offset + i as u64;
+            *b = (w.rd32(at & !3) >> ((at & 3) * 8)) as u8;
+        }
+        Ok(())
     }
 
     /// `DRM_PANTHOR_BO_*` flags.
@@ -176,12 +249,36 @@ impl<B: Backend> BoBacking for BoRef<B> {
     }
 }
 
-/// Per-file data: the file's VMs.
+/// Per-file data: the file's VMs and groups.
 pub struct TyrFile<B: Backend> {
     vms: Mutex<BTreeMap<u32, Arc<Mutex<TyrVm<B>>>>>,
+    groups: Mutex<BTreeMap<u32, Arc<crate::sched::Group<B>>>>,
 }
 
+/// Groups per file.
+pub const MAX_GROUPS_PER_FILE: u32 = 128;
+
 impl<B: Backend> TyrFile<B> {
+    /// Registers a group under the lowest free handle (from 1).
+    pub(crate) fn insert_group(&self, g: Arc<crate::sched::Group<B>>) -> Result<u32> {
+        let mut groups = lock(&self.groups);
+        let h = (1..=MAX_GROUPS_PER_FILE)
+            .find(|i| !groups.contains_key(i))
+            .ok_or(Error::Busy)?;
+        groups.insert(h, g);
+        Ok(h)
+    }
+
+    /// Removes a group from the file.
+    pub(crate) fn remove_group(&self, handle: u32) -> Option<Arc<crate::sched::Group<B>>> {
+        lock(&self.groups).remove(&handle)
+    }
+
+    /// The group `handle`.
+    pub fn group(&self, handle: u32) -> Option<Arc<crate::sched::Group<B>>> {
+        lock(&self.groups).get(&handle).cloned()
+    }
+
     /// The VM `id`, or [`Error::Invalid`].
     pub fn vm(&self, id: u32) -> Result<Arc<Mutex<TyrVm<B>>>> {
         lock(&self.vms).get(&id).cloned().ok_or(Error::Invalid)
@@ -199,10 +296,15 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
     fn open(_device: &TyrDevice<B>) -> DrmResult<Self> {
         Ok(TyrFile {
             vms: Mutex::new(BTreeMap::new()),
+            groups: Mutex::new(BTreeMap::new()),
         })
     }
 
     fn close(&self, device: &TyrDevice<B>) {
+        let groups = core::mem::take(&mut *lock(&self.groups));
+        for g in groups.into_values() {
+            device.destroy_group(&g);
+        }
         let vms = core::mem::take(&mut *lock(&self.vms));
         for vm in vms.into_values() {
             release_vm(device, &vm);
@@ -220,8 +322,13 @@ fn release_vm<B: Backend>(dev: &TyrDevice<B>, vm: &Mutex<TyrVm<B>>) {
     }
 }
 
-/// Gives VM `id` of `file` an address space (evicting the least recently used VM if needed)
-/// and returns the slot.
+/// Gives VM `id` of `file` an address space (evicting the least recently used VM that no
+/// running group needs) and returns the slot.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for an unknown VM, [`Error::Busy`] if every address space is held by a VM
+/// with running groups, the MMU's errors.
 pub fn vm_activate<B: Backend>(
     dev: &TyrDevice<B>,
     file: &drm::File<TyrFile<B>>,
@@ -229,25 +336,32 @@ pub fn vm_activate<B: Backend>(
 ) -> Result<usize> {
     let vm = file.inner().vm(id)?;
     let vm = lock(&vm);
-    let mut slots = lock(&dev.slots);
-    if slots.count() == 0 {
-        return Err(Error::NoDevice);
-    }
-    let had = slots.slot_of(vm.key());
-    let (slot, evicted) = slots.acquire(vm.key());
-    if had.is_none() {
-        // The VM losing the slot may still have data in the GPU caches.
-        let flushed = match evicted {
-            Some(_) => mmu::flush_caches(&dev.backend),
-            None => Ok(()),
-        };
-        let regs = vm.as_regs()?;
-        if let Err(e) = flushed.and_then(|()| mmu::enable(&dev.backend, slot, &regs)) {
-            slots.release(vm.key());
-            return Err(e);
+    dev.activate(&vm)
+}
+
+impl<B: Backend> DevInner<B> {
+    /// Gives `vm` an address space; see [`vm_activate`].
+    pub(crate) fn activate(&self, vm: &TyrVm<B>) -> Result<usize> {
+        let mut slots = lock(&self.slots);
+        if slots.count() == 0 {
+            return Err(Error::NoDevice);
         }
+        let had = slots.slot_of(vm.key());
+        let (slot, evicted) = slots.try_acquire(vm.key()).ok_or(Error::Busy)?;
+        if had.is_none() {
+            // The VM losing the slot may still have data in the GPU caches.
+            let flushed = match evicted {
+                Some(_) => mmu::flush_caches(&self.backend),
+                None => Ok(()),
+            };
+            let regs = vm.as_regs()?;
+            if let Err(e) = flushed.and_then(|()| mmu::enable(&self.backend, slot, &regs)) {
+                slots.release(vm.key());
+                return Err(e);
+            }
+        }
+        Ok(slot)
     }
-    Ok(slot)
 }
 
 /// The address space VM `id` of `file` holds, if any.
@@ -261,9 +375,9 @@ pub fn vm_slot<B: Backend>(
 }
 
 /// MMU updates of a VM that may hold an address space.
-struct AsUpdate<'a, B: Backend> {
-    backend: &'a B,
-    slot: Option<usize>,
+pub(crate) struct AsUpdate<'a, B: Backend> {
+    pub(crate) backend: &'a B,
+    pub(crate) slot: Option<usize>,
 }
 
 impl<B: Backend> MmuUpdate for AsUpdate<'_, B> {
@@ -310,21 +424,38 @@ pub fn probe<B: Backend>(
                 },
             )?;
             let (mcu_vm, csif_info) = start_mcu(&backend, &gpu_info, &fw)?;
+            let fw_iface = crate::sched::FwIface::read(
+                backend.dma(),
+                fw.mem.addr,
+                FW_INTERFACE_SIZE as u64,
+                csif_info.csg_slot_count as usize,
+                csif_info.cs_slot_count as usize,
+            )?;
+            crate::sched::enable_irqs(&backend);
             let mut fw_objects = Vec::new();
             fw_objects.try_reserve(1).map_err(|_| DrmError::NoMemory)?;
             fw_objects.push(fw);
             Ok(TyrData {
-                slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
-                gpu_info,
-                csif_info,
-                fw_objects,
-                mcu_vm: Mutex::new(mcu_vm),
-                next_key: AtomicU64::new(2),
-                backend,
+                inner: Arc::new(DevInner {
+                    slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
+                    sched: crate::sched::Sched::new(csif_info.csg_slot_count as usize),
+                    fw: fw_iface,
+                    gpu_info,
+                    csif_info,
+                    fw_objects,
+                    mcu_vm: Mutex::new(mcu_vm),
+                    next_key: AtomicU64::new(2),
+                    backend,
+                }),
             })
         })?;
     let reg = drm::Registration::new(unreg, 0)?;
-    dev_info!(&reg.device().backend, "Tyr initialized correctly.");
+    let dev = reg.device();
+    let inner: Arc<DevInner<B>> = dev.shared().clone();
+    let weak = Arc::downgrade(&inner);
+    let weak: std::sync::Weak<dyn crate::backend::Events> = weak;
+    dev.backend.start_events(weak);
+    dev_info!(&dev.backend, "Tyr initialized correctly.");
     Ok(reg)
 }
 
@@ -388,6 +519,13 @@ pub type McuVm<B> = vm::Vm<<B as Backend>::Dma, FwBoRef<B>, VecSlots>;
 
 impl<B: Backend> Drop for TyrData<B> {
     fn drop(&mut self) {
+        // No more interrupts or work; then every job still pending is cancelled.
+        self.backend.stop_events();
+        for g in self.sched.group_list() {
+            g.state.dead.store(true, Ordering::Release);
+            self.inner.teardown_group(&g, jobqueue::FenceError::CANCELED);
+        }
+        lock(&self.sched.groups).clear();
         // Stop the MCU and unmap its address space before its page tables are freed.
         self.backend.io().write_reg(
             crate::regs::MCU_CONTROL::zeroed()
@@ -397,15 +535,15 @@ impl<B: Backend> Drop for TyrData<B> {
     }
 }
 
-impl<B: Backend> TyrData<B> {
-    fn key(&self) -> u64 {
+impl<B: Backend> DevInner<B> {
+    pub(crate) fn key(&self) -> u64 {
         self.next_key.fetch_add(1, Ordering::Relaxed)
     }
 }
 
 // ---------------------------------------------------------------- ioctls
 
-type File<B> = drm::File<TyrFile<B>>;
+pub(crate) type File<B> = drm::File<TyrFile<B>>;
 
 /// Copies `obj` to a user object of `usize` bytes at `ptr`, as panthor's `PANTHOR_UOBJ_SET`:
 /// at least the minimum size, what both know copied, the rest zeroed.
@@ -429,7 +567,7 @@ fn set_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32, obj: &T) -> Re
 
 /// Reads a user object of `usize` bytes at `ptr` into a `T` (zero-extended if shorter;
 /// longer ones must have zero extra bytes).
-fn get_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32) -> Result<T> {
+pub(crate) fn get_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32) -> Result<T> {
     let usize = usize as usize;
     if usize < T::MIN_SIZE {
         return Err(Error::Invalid);
@@ -804,5 +942,9 @@ impl<B: Backend> drm::Driver for TyrDriver<B> {
         (uapi::DRM_IOCTL_PANTHOR_VM_GET_STATE, uapi::VmGetState, ioctl::RENDER_ALLOW, vm_get_state::<B>),
         (uapi::DRM_IOCTL_PANTHOR_BO_CREATE, uapi::BoCreate, ioctl::RENDER_ALLOW, bo_create::<B>),
         (uapi::DRM_IOCTL_PANTHOR_BO_MMAP_OFFSET, uapi::BoMmapOffset, ioctl::RENDER_ALLOW, bo_mmap_offset::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_GROUP_CREATE, uapi::GroupCreate, ioctl::RENDER_ALLOW, crate::submit::group_create::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_GROUP_DESTROY, uapi::GroupDestroy, ioctl::RENDER_ALLOW, crate::submit::group_destroy::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_GROUP_SUBMIT, uapi::GroupSubmit, ioctl::RENDER_ALLOW, crate::submit::group_submit::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_GROUP_GET_STATE, uapi::GroupGetState, ioctl::RENDER_ALLOW, crate::submit::group_get_state::<B>),
     }
 }

@@ -13,6 +13,11 @@
 //! - DMA memory comes from the simulator's physical memory ([`SimDma`]), whose CPU pointers
 //!   stay valid until freed.
 //! - Log lines are printed and kept for tests ([`HostBackend::log_lines`]).
+//! - Interrupts and deferred work run on one event thread per backend ([`HostExec`] is its
+//!   workqueue side). The thread calls the driver's interrupt handler while a line is
+//!   asserted and its work item after a wake-up; when neither has anything to do it lets
+//!   simulated time jump to the next hardware event or timer, so jobs run and time out as
+//!   fast as the host computes them.
 //!
 //! # Examples
 //!
@@ -29,15 +34,20 @@
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
+use core::task::Waker;
 use core::time::Duration;
 use std::string::{String, ToString};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::Wake;
+use std::thread::{self, JoinHandle, ThreadId};
 use std::vec::Vec;
+
+use jobqueue::Executor;
 
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::Clock;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, IrqLine, LogLevel, PAGE_SIZE};
+use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
 use crate::sim::{self, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 use crate::{Error, Result};
 
@@ -145,6 +155,142 @@ unsafe impl DmaMemory for SimDma {
     fn sync_for_device(&self, _addr: u64, _len: usize) {}
 }
 
+impl jobqueue::Clock for SimClock {
+    fn now(&self) -> jobqueue::Instant {
+        jobqueue::Instant::from_nanos(self.0.now_ns())
+    }
+}
+
+fn plock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Default)]
+struct EventState {
+    /// The executor was woken.
+    pending: bool,
+    /// Earliest timer, in simulated nanoseconds.
+    timer: Option<u64>,
+    events: Option<Weak<dyn Events>>,
+    stop: bool,
+}
+
+/// What the event thread and the executor share.
+#[derive(Default)]
+struct EventShared {
+    state: Mutex<EventState>,
+    cv: Condvar,
+}
+
+impl Wake for EventShared {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        plock(&self.state).pending = true;
+        self.cv.notify_all();
+    }
+}
+
+/// The host's workqueue: waking it runs the driver's work item on the backend's event thread;
+/// timers are in simulated time.
+#[derive(Clone)]
+pub struct HostExec {
+    shared: Arc<EventShared>,
+    waker: Waker,
+}
+
+impl fmt::Debug for HostExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostExec").finish_non_exhaustive()
+    }
+}
+
+impl HostExec {
+    fn new() -> Self {
+        let shared = Arc::new(EventShared::default());
+        let waker = Waker::from(shared.clone());
+        HostExec { shared, waker }
+    }
+}
+
+impl Executor for HostExec {
+    fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    fn wake_at(&self, deadline: jobqueue::Instant) {
+        let mut s = plock(&self.shared.state);
+        let t = deadline.as_nanos();
+        s.timer = Some(s.timer.map_or(t, |old| old.min(t)));
+        drop(s);
+        self.shared.cv.notify_all();
+    }
+}
+
+/// How long the idle event thread sleeps before looking again.
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+
+/// The event thread: interrupts first, then work, then simulated time.
+fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
+    let any_irq = |g: &SharedGpu| {
+        [sim::IrqLine::Gpu, sim::IrqLine::Job, sim::IrqLine::Mmu]
+            .into_iter()
+            .any(|l| g.irq_pending(l))
+    };
+    loop {
+        let events = {
+            let s = plock(&shared.state);
+            if s.stop {
+                return;
+            }
+            match s.events.as_ref().and_then(Weak::upgrade) {
+                Some(e) => e,
+                None => return,
+            }
+        };
+        if any_irq(&gpu) {
+            events.irq();
+            continue;
+        }
+        let now = gpu.now_ns();
+        let run = {
+            let mut s = plock(&shared.state);
+            if s.timer.is_some_and(|t| t <= now) {
+                s.timer = None;
+                s.pending = true;
+            }
+            core::mem::take(&mut s.pending)
+        };
+        if run {
+            events.work();
+            continue;
+        }
+        drop(events);
+        let s = plock(&shared.state);
+        let next = match (gpu.next_event_ns(), s.timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match next {
+            Some(t) => {
+                drop(s);
+                gpu.advance(t.saturating_sub(now));
+            }
+            None if !s.pending && !s.stop => {
+                let _ = shared.cv.wait_timeout(s, IDLE_WAIT);
+            }
+            None => {}
+        }
+    }
+}
+
+struct EventThread {
+    handle: JoinHandle<()>,
+    id: ThreadId,
+}
+
 /// The simulated G610's register window.
 pub type SimIo = ModelRegion<SimModel, { sim::regs::MMIO_SIZE }>;
 
@@ -154,6 +300,8 @@ pub struct HostBackend {
     io: SimIo,
     clock: SimClock,
     dma: SimDma,
+    exec: HostExec,
+    thread: Mutex<Option<EventThread>>,
     log: Mutex<Vec<String>>,
     echo: bool,
 }
@@ -161,6 +309,12 @@ pub struct HostBackend {
 impl fmt::Debug for HostBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostBackend").finish_non_exhaustive()
+    }
+}
+
+impl Drop for HostBackend {
+    fn drop(&mut self) {
+        self.stop_events();
     }
 }
 
@@ -181,6 +335,8 @@ impl HostBackend {
             io: ModelRegion::new(SimModel(gpu.clone())),
             clock: SimClock(gpu.clone()),
             dma: SimDma(gpu.memory().clone()),
+            exec: HostExec::new(),
+            thread: Mutex::new(None),
             gpu,
             log: Mutex::new(Vec::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
@@ -201,6 +357,7 @@ impl HostBackend {
 impl Backend for HostBackend {
     type Io = SimIo;
     type Clock = SimClock;
+    type Exec = HostExec;
     type Dma = SimDma;
     type DrmAlloc = drm_ctx::mem::Global;
 
@@ -222,6 +379,49 @@ impl Backend for HostBackend {
             IrqLine::Job => sim::IrqLine::Job,
             IrqLine::Mmu => sim::IrqLine::Mmu,
         })
+    }
+
+    fn executor(&self) -> &HostExec {
+        &self.exec
+    }
+
+    fn start_events(&self, events: Weak<dyn Events>) {
+        self.stop_events();
+        {
+            let mut s = plock(&self.exec.shared.state);
+            s.events = Some(events);
+            s.stop = false;
+            s.pending = true;
+        }
+        let gpu = self.gpu.clone();
+        let shared = self.exec.shared.clone();
+        let handle = thread::Builder::new()
+            .name("tyr-events".into())
+            .spawn(move || event_loop(gpu, shared));
+        match handle {
+            Ok(handle) => {
+                let id = handle.thread().id();
+                *plock(&self.thread) = Some(EventThread { handle, id });
+            }
+            Err(_) => self.log(LogLevel::Err, format_args!("cannot start the event thread")),
+        }
+    }
+
+    fn stop_events(&self) {
+        {
+            let mut s = plock(&self.exec.shared.state);
+            s.stop = true;
+            s.events = None;
+        }
+        self.exec.shared.cv.notify_all();
+        let t = plock(&self.thread).take();
+        if let Some(t) = t {
+            // The last reference to the driver may go away on the event thread itself: it
+            // then ends on its own once the current call returns.
+            if t.id != thread::current().id() {
+                let _ = t.handle.join();
+            }
+        }
     }
 
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {

@@ -40,6 +40,7 @@ compile_error!(
 extern crate std;
 
 pub mod backend;
+pub mod csf;
 #[cfg(feature = "std")]
 pub mod driver;
 mod error;
@@ -47,6 +48,10 @@ pub mod fw;
 pub mod gpu;
 pub mod mmu;
 pub mod regs;
+#[cfg(feature = "std")]
+pub mod sched;
+#[cfg(feature = "std")]
+pub mod submit;
 pub mod uapi;
 pub mod vm;
 
@@ -54,5 +59,7 @@ pub mod vm;
 pub mod host;
 #[cfg(feature = "host")]
 pub mod sim;
+#[cfg(feature = "host")]
+pub mod umd;
 
 pub use error::{Error, Result};

@@ -43,6 +43,8 @@ struct Slot {
     vm: Option<u64>,
     /// Value of the use counter at the last use.
     last_use: u64,
+    /// Number of users that need the slot to stay (running groups); never evicted while > 0.
+    pins: u32,
 }
 
 /// Which VM holds which address space, with least-recently-used replacement.
@@ -58,6 +60,12 @@ struct Slot {
 /// assert_eq!(slots.acquire(10), (0, None)); // already there; now the most recent
 /// assert_eq!(slots.acquire(12), (1, Some(11))); // 11 was the least recently used
 /// assert_eq!(slots.slot_of(11), None);
+/// // A pinned slot is never taken away.
+/// slots.pin(10);
+/// slots.pin(12);
+/// assert_eq!(slots.try_acquire(13), None);
+/// slots.unpin(12);
+/// assert_eq!(slots.try_acquire(13), Some((1, Some(12))));
 /// ```
 #[derive(Clone, Debug)]
 pub struct AsSlots {
@@ -108,34 +116,74 @@ impl AsSlots {
             .map(|i| i + self.first)
     }
 
-    /// Gives VM `vm` a slot (the one it has, a free one, or the least recently used one) and
-    /// marks it used. Returns the slot and the VM that lost it, if any.
+    /// Gives VM `vm` a slot (the one it has, a free one, or the least recently used unpinned
+    /// one) and marks it used. Returns the slot and the VM that lost it, if any.
     ///
-    /// With no slot at all (`count == 0`) returns slot 0 of nothing; callers check
-    /// [`count`](Self::count) first.
+    /// With no slot at all (`count == 0`), or when every slot is pinned by other VMs, returns
+    /// slot 0 of nothing; callers check [`count`](Self::count) first or use
+    /// [`try_acquire`](Self::try_acquire).
     pub fn acquire(&mut self, vm: u64) -> (usize, Option<u64>) {
+        self.try_acquire(vm).unwrap_or((0, None))
+    }
+
+    /// [`acquire`](Self::acquire), or `None` if there is no slot to give.
+    pub fn try_acquire(&mut self, vm: u64) -> Option<(usize, Option<u64>)> {
         self.tick += 1;
         let slots = &mut self.slots[self.first..self.count];
         let i = match slots.iter().position(|s| s.vm == Some(vm)) {
             Some(i) => i,
             None => match slots.iter().position(|s| s.vm.is_none()) {
                 Some(i) => i,
-                None => slots
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, s)| s.last_use)
-                    .map_or(0, |(i, _)| i),
+                None => {
+                    slots
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| s.pins == 0)
+                        .min_by_key(|(_, s)| s.last_use)?
+                        .0
+                }
             },
         };
-        let Some(slot) = slots.get_mut(i) else {
-            return (0, None);
-        };
+        let slot = slots.get_mut(i)?;
         let evicted = slot.vm.filter(|&v| v != vm);
+        let pins = if evicted.is_none() { slot.pins } else { 0 };
         *slot = Slot {
             vm: Some(vm),
             last_use: self.tick,
+            pins,
         };
-        (i + self.first, evicted)
+        Some((i + self.first, evicted))
+    }
+
+    /// Keeps `vm`'s slot from being evicted until a matching [`unpin`](Self::unpin); does
+    /// nothing if it holds none.
+    pub fn pin(&mut self, vm: u64) {
+        if let Some(i) = self.slot_of(vm) {
+            self.slots[i].pins = self.slots[i].pins.saturating_add(1);
+        }
+    }
+
+    /// Undoes one [`pin`](Self::pin).
+    pub fn unpin(&mut self, vm: u64) {
+        if let Some(i) = self.slot_of(vm) {
+            self.slots[i].pins = self.slots[i].pins.saturating_sub(1);
+        }
+    }
+
+    /// The VM holding address space `slot`, if any.
+    pub fn vm_in(&self, slot: usize) -> Option<u64> {
+        if (self.first..self.count).contains(&slot) {
+            self.slots[slot].vm
+        } else {
+            None
+        }
+    }
+
+    /// Forgets every assignment (after a GPU reset disabled all address spaces).
+    pub fn clear(&mut self) {
+        for s in &mut self.slots {
+            *s = Slot::default();
+        }
     }
 
     /// Takes the slot away from `vm`; returns it.

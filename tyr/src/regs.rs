@@ -399,8 +399,9 @@ register! {
         63:0 value;
     }
 
-    /// The doorbell pages; writing 1 to one rings it.
-    pub DOORBELL(u32)[128 ; 0x1_0000] @ 0x8_0000 {
+    /// The doorbell pages; writing 1 to one rings it. A 2 MiB register window (the G610's)
+    /// holds 24 of them: doorbell 0 is the firmware's global one, 1 to 23 serve group slots.
+    pub DOORBELL(u32)[24 ; 0x1_0000] @ 0x8_0000 {
         /// Write 1 to ring.
         0:0 ring => bool;
     }

@@ -309,6 +309,119 @@ pub struct BoMmapOffset {
     pub offset: u64,
 }
 
+/// Queue description of `GROUP_CREATE` (`drm_panthor_queue_create`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueCreate {
+    /// Priority inside the group, 0 to 15.
+    pub priority: u8,
+    /// Must be zero.
+    pub pad: [u8; 3],
+    /// Ring buffer size in bytes: a power of two from 4 KiB to 64 KiB.
+    pub ringbuf_size: u32,
+}
+
+/// `GROUP_CREATE` argument (`drm_panthor_group_create`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCreate {
+    /// The queues ([`QueueCreate`]s).
+    pub queues: ObjArray,
+    /// Most shader cores compute work may use at once.
+    pub max_compute_cores: u8,
+    /// Most shader cores fragment work may use at once.
+    pub max_fragment_cores: u8,
+    /// Most tiler cores the group may use at once.
+    pub max_tiler_cores: u8,
+    /// `PANTHOR_GROUP_PRIORITY_*`.
+    pub priority: u8,
+    /// Must be zero.
+    pub pad: u32,
+    /// Shader cores compute work may run on.
+    pub compute_core_mask: u64,
+    /// Shader cores fragment work may run on.
+    pub fragment_core_mask: u64,
+    /// Tiler cores the group may use.
+    pub tiler_core_mask: u64,
+    /// The VM the group's queues run in.
+    pub vm_id: u32,
+    /// The new group's handle (output).
+    pub group_handle: u32,
+}
+
+/// `GROUP_DESTROY` argument (`drm_panthor_group_destroy`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupDestroy {
+    /// The group.
+    pub group_handle: u32,
+    /// Must be zero.
+    pub pad: u32,
+}
+
+/// One job of `GROUP_SUBMIT` (`drm_panthor_queue_submit`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueSubmit {
+    /// Index of the queue in the group.
+    pub queue_index: u32,
+    /// Size of the user command stream in bytes (a multiple of 8; 0 for a job that only
+    /// synchronises).
+    pub stream_size: u32,
+    /// GPU address of the user command stream (64-byte aligned; 0 with a size of 0).
+    pub stream_addr: u64,
+    /// Flush ID the stream was built against (bits 30:24 must be zero).
+    pub latest_flush: u32,
+    /// Must be zero.
+    pub pad: u32,
+    /// Synchronisation operations ([`SyncOp`]s).
+    pub syncs: ObjArray,
+}
+
+/// `GROUP_SUBMIT` argument (`drm_panthor_group_submit`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupSubmit {
+    /// The group.
+    pub group_handle: u32,
+    /// Must be zero.
+    pub pad: u32,
+    /// The jobs ([`QueueSubmit`]s).
+    pub queue_submits: ObjArray,
+}
+
+/// Group state: the group had unfinished jobs when it timed out (or was reset).
+pub const DRM_PANTHOR_GROUP_STATE_TIMEDOUT: u32 = 1 << 0;
+/// Group state: the group hit a fatal fault.
+pub const DRM_PANTHOR_GROUP_STATE_FATAL_FAULT: u32 = 1 << 1;
+/// Group state: the group was killed by a reset another group caused.
+pub const DRM_PANTHOR_GROUP_STATE_INNOCENT: u32 = 1 << 2;
+
+/// `GROUP_GET_STATE` argument (`drm_panthor_group_get_state`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupGetState {
+    /// The group.
+    pub group_handle: u32,
+    /// `DRM_PANTHOR_GROUP_STATE_*` (output).
+    pub state: u32,
+    /// Bitmask of the queues that hit a fatal fault (output).
+    pub fatal_queues: u32,
+    /// Must be zero.
+    pub pad: u32,
+}
+
+/// Sync op: mask of the handle type.
+pub const DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_MASK: u32 = 0xff;
+/// Sync op handle type: binary syncobj.
+pub const DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ: u32 = 0;
+/// Sync op handle type: timeline syncobj.
+pub const DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ: u32 = 1;
+/// Sync op: wait.
+pub const DRM_PANTHOR_SYNC_OP_WAIT: u32 = 0;
+/// Sync op: signal.
+pub const DRM_PANTHOR_SYNC_OP_SIGNAL: u32 = 1 << 31;
+
 macro_rules! ioctl_args {
     ($($t:ty),*) => {$(
         // SAFETY: `repr(C)` structure of integers (and arrays of them) whose fields leave no
@@ -330,7 +443,13 @@ ioctl_args!(
     VmBind,
     VmGetState,
     BoCreate,
-    BoMmapOffset
+    BoMmapOffset,
+    QueueCreate,
+    GroupCreate,
+    GroupDestroy,
+    QueueSubmit,
+    GroupSubmit,
+    GroupGetState
 );
 
 /// An object userspace may pass in several sizes.
@@ -357,6 +476,12 @@ impl UObj for SyncOp {
 impl UObj for VmBindOp {
     const MIN_SIZE: usize = core::mem::size_of::<VmBindOp>();
 }
+impl UObj for QueueCreate {
+    const MIN_SIZE: usize = core::mem::size_of::<QueueCreate>();
+}
+impl UObj for QueueSubmit {
+    const MIN_SIZE: usize = core::mem::size_of::<QueueSubmit>();
+}
 
 /// The panthor command numbers (added to the DRM driver command base).
 pub mod nr {
@@ -374,13 +499,13 @@ pub mod nr {
     pub const BO_CREATE: u32 = 5;
     /// `BO_MMAP_OFFSET`.
     pub const BO_MMAP_OFFSET: u32 = 6;
-    /// `GROUP_CREATE` (next issue).
+    /// `GROUP_CREATE` .
     pub const GROUP_CREATE: u32 = 7;
-    /// `GROUP_DESTROY` (next issue).
+    /// `GROUP_DESTROY` .
     pub const GROUP_DESTROY: u32 = 8;
-    /// `GROUP_SUBMIT` (next issue).
+    /// `GROUP_SUBMIT` .
     pub const GROUP_SUBMIT: u32 = 9;
-    /// `GROUP_GET_STATE` (next issue).
+    /// `GROUP_GET_STATE` .
     pub const GROUP_GET_STATE: u32 = 10;
 }
 
@@ -400,6 +525,15 @@ pub const DRM_IOCTL_PANTHOR_VM_GET_STATE: u32 = IOWR::<VmGetState>(BASE + nr::VM
 pub const DRM_IOCTL_PANTHOR_BO_CREATE: u32 = IOWR::<BoCreate>(BASE + nr::BO_CREATE);
 /// `DRM_IOCTL_PANTHOR_BO_MMAP_OFFSET`.
 pub const DRM_IOCTL_PANTHOR_BO_MMAP_OFFSET: u32 = IOWR::<BoMmapOffset>(BASE + nr::BO_MMAP_OFFSET);
+/// `DRM_IOCTL_PANTHOR_GROUP_CREATE`.
+pub const DRM_IOCTL_PANTHOR_GROUP_CREATE: u32 = IOWR::<GroupCreate>(BASE + nr::GROUP_CREATE);
+/// `DRM_IOCTL_PANTHOR_GROUP_DESTROY`.
+pub const DRM_IOCTL_PANTHOR_GROUP_DESTROY: u32 = IOWR::<GroupDestroy>(BASE + nr::GROUP_DESTROY);
+/// `DRM_IOCTL_PANTHOR_GROUP_SUBMIT`.
+pub const DRM_IOCTL_PANTHOR_GROUP_SUBMIT: u32 = IOWR::<GroupSubmit>(BASE + nr::GROUP_SUBMIT);
+/// `DRM_IOCTL_PANTHOR_GROUP_GET_STATE`.
+pub const DRM_IOCTL_PANTHOR_GROUP_GET_STATE: u32 =
+    IOWR::<GroupGetState>(BASE + nr::GROUP_GET_STATE);
 
 #[cfg(test)]
 mod tests {
@@ -441,6 +575,18 @@ mod tests {
         layout!(VmGetState, 8, { vm_id: 0, state: 4 });
         layout!(BoCreate, 24, { size: 0, flags: 8, exclusive_vm_id: 12, handle: 16, pad: 20 });
         layout!(BoMmapOffset, 16, { handle: 0, pad: 4, offset: 8 });
+        layout!(QueueCreate, 8, { priority: 0, pad: 1, ringbuf_size: 4 });
+        layout!(GroupCreate, 56, {
+            queues: 0, max_compute_cores: 16, max_fragment_cores: 17, max_tiler_cores: 18,
+            priority: 19, pad: 20, compute_core_mask: 24, fragment_core_mask: 32,
+            tiler_core_mask: 40, vm_id: 48, group_handle: 52,
+        });
+        layout!(GroupDestroy, 8, { group_handle: 0, pad: 4 });
+        layout!(QueueSubmit, 40, {
+            queue_index: 0, stream_size: 4, stream_addr: 8, latest_flush: 16, pad: 20, syncs: 24,
+        });
+        layout!(GroupSubmit, 24, { group_handle: 0, pad: 4, queue_submits: 8 });
+        layout!(GroupGetState, 16, { group_handle: 0, state: 4, fatal_queues: 8, pad: 12 });
     }
 
     #[test]
@@ -463,6 +609,10 @@ mod tests {
         assert_eq!(DRM_IOCTL_PANTHOR_VM_GET_STATE, 0xc008_6444);
         assert_eq!(DRM_IOCTL_PANTHOR_BO_CREATE, 0xc018_6445);
         assert_eq!(DRM_IOCTL_PANTHOR_BO_MMAP_OFFSET, 0xc010_6446);
+        assert_eq!(DRM_IOCTL_PANTHOR_GROUP_CREATE, 0xc038_6447);
+        assert_eq!(DRM_IOCTL_PANTHOR_GROUP_DESTROY, 0xc008_6448);
+        assert_eq!(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, 0xc018_6449);
+        assert_eq!(DRM_IOCTL_PANTHOR_GROUP_GET_STATE, 0xc010_644a);
     }
 }
 

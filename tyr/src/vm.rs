@@ -38,6 +38,11 @@ use crate::{Error, Result};
 
 /// The kernel keeps at least this much of every VM.
 pub const MIN_KERNEL_VA_SIZE: u64 = 1 << 28;
+/// Granule of the driver's own mappings in a VM's kernel region (ring buffers and sync
+/// objects of one group fit in one).
+pub const KERNEL_CHUNK: u64 = 1 << 20;
+/// Number of kernel chunks a VM hands out.
+const KERNEL_CHUNKS: usize = (MIN_KERNEL_VA_SIZE / KERNEL_CHUNK) as usize;
 
 /// How a VM's address space is split between userspace and the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -354,6 +359,7 @@ pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
     gpuvm: Gpuvm<O, (), S::Vas, S::Bos>,
     pt: PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
     unusable: bool,
+    kchunks: [u64; KERNEL_CHUNKS / 64],
 }
 
 impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
@@ -375,6 +381,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
             gpuvm,
             pt,
             unusable: false,
+            kchunks: [0; KERNEL_CHUNKS / 64],
         })
     }
 
@@ -411,6 +418,32 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     /// The physical address `va` maps to, as the page table says.
     pub fn iova_to_phys(&self, va: u64) -> Option<u64> {
         self.pt.iova_to_phys(va)
+    }
+
+    /// Reserves a [`KERNEL_CHUNK`] of the kernel region for the driver's own mappings and
+    /// returns its address; [`Error::NoSpace`] when all are in use.
+    pub fn alloc_kernel_va(&mut self) -> Result<u64> {
+        for (w, word) in self.kchunks.iter_mut().enumerate() {
+            if *word != u64::MAX {
+                let bit = word.trailing_ones() as usize;
+                *word |= 1 << bit;
+                let index = (w * 64 + bit) as u64;
+                return Ok(self.layout.kernel_start + index * KERNEL_CHUNK);
+            }
+        }
+        Err(Error::NoSpace)
+    }
+
+    /// Returns a chunk from [`alloc_kernel_va`](Self::alloc_kernel_va) (anything else is
+    /// ignored).
+    pub fn free_kernel_va(&mut self, va: u64) {
+        let Some(off) = va.checked_sub(self.layout.kernel_start) else {
+            return;
+        };
+        let index = (off / KERNEL_CHUNK) as usize;
+        if off % KERNEL_CHUNK == 0 && index < KERNEL_CHUNKS {
+            self.kchunks[index / 64] &= !(1 << (index % 64));
+        }
     }
 
     /// Checks one request on its own.
@@ -457,6 +490,66 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     /// the MMU fails to unlock after the page tables were written, which makes the VM
     /// unusable and reports `(reqs.len(), error)`.
     pub fn bind(
+        &mut self,
+        reqs: &[BindReq<'_, O>],
+        mmu: &mut impl MmuUpdate,
+    ) -> Result<(), (usize, Error)> {
+        self.bind_in(reqs, mmu)
+    }
+
+    /// Maps `size` bytes of DMA memory at device address `pa` at `va` in the kernel region (the
+    /// driver's own mappings, which `gpuvm` does not track: ring buffers, sync objects).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for an unaligned range or one outside the kernel region, the
+    /// page-table errors (`EEXIST` over an existing mapping); nothing changes then.
+    pub fn map_kernel(&mut self, va: u64, pa: u64, size: u64, mmu: &mut impl MmuUpdate) -> Result {
+        self.check_kernel(va, size)?;
+        let pool = self.pt.allocator();
+        let ready = pool
+            .reserve(tables_for(va, size, pa))
+            .and_then(|()| mmu.lock(va, size));
+        if let Err(e) = ready {
+            pool.drain();
+            return Err(e);
+        }
+        let mapped = self.pt.map(va, pa, size, Prot::READ | Prot::WRITE | Prot::NOEXEC);
+        if mapped.is_err() {
+            // Undo whatever prefix was written.
+            let _ = self.pt.unmap(va, size, None);
+        }
+        self.pt.allocator().drain();
+        let unlocked = mmu.unlock();
+        mapped.map_err(Error::from)?;
+        unlocked
+    }
+
+    /// Unmaps a range mapped with [`map_kernel`](Self::map_kernel).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for a range outside the kernel region; the MMU's errors.
+    pub fn unmap_kernel(&mut self, va: u64, size: u64, mmu: &mut impl MmuUpdate) -> Result {
+        self.check_kernel(va, size)?;
+        mmu.lock(va, size)?;
+        let _ = self.pt.unmap(va, size, None);
+        mmu.unlock()
+    }
+
+    fn check_kernel(&self, va: u64, size: u64) -> Result {
+        let end = va.checked_add(size).ok_or(Error::Invalid)?;
+        if (va | size) & (SZ_4K - 1) != 0
+            || size == 0
+            || va < self.layout.kernel_start
+            || end > self.layout.full_range
+        {
+            return Err(Error::Invalid);
+        }
+        Ok(())
+    }
+
+    fn bind_in(
         &mut self,
         reqs: &[BindReq<'_, O>],
         mmu: &mut impl MmuUpdate,

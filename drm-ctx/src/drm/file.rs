@@ -130,6 +130,7 @@ mod host {
 
     pub(crate) struct FileState<F: DriverFile> {
         handles: Mutex<BTreeMap<u32, ARef<ObjectOf<F>>>>,
+        syncobjs: crate::host::syncobj::SyncobjTable,
         user: Arc<dyn UserMemory>,
     }
 
@@ -150,6 +151,7 @@ mod host {
                 inner,
                 host: FileState {
                     handles: Mutex::new(BTreeMap::new()),
+                    syncobjs: Default::default(),
                     user,
                 },
             })
@@ -157,6 +159,12 @@ mod host {
 
         fn table(&self) -> MutexGuard<'_, BTreeMap<u32, ARef<ObjectOf<F>>>> {
             self.host.handles.lock().unwrap_or_else(|e| e.into_inner())
+        }
+
+        /// The file's syncobjs (what the `DRM_IOCTL_SYNCOBJ_*` calls and drivers' submissions
+        /// work on).
+        pub fn syncobjs(&self) -> &crate::host::syncobj::SyncobjTable {
+            &self.host.syncobjs
         }
 
         /// The memory of the client that opened the file (for pointers inside ioctl arguments).

@@ -27,8 +27,11 @@
 //! 5. The handler runs on the kernel copy; the copy is written back even if the handler failed,
 //!    and a fault on the way out is `EFAULT`.
 //!
-//! The core ioctls `DRM_IOCTL_VERSION` and `DRM_IOCTL_GEM_CLOSE` are implemented; the other
-//! core numbers are `EINVAL`.
+//! The core ioctls `DRM_IOCTL_VERSION`, `DRM_IOCTL_GEM_CLOSE` and the binary-syncobj calls
+//! ([`syncobj`]: create, destroy, wait, reset, signal) are implemented; the other core numbers
+//! are `EINVAL`.
+
+pub mod syncobj;
 
 use crate::{
     drm::{
@@ -163,10 +166,23 @@ impl<T: Driver> Device<T, Registered> {
     }
 }
 
+/// Runs `f` on the typed kernel copy of an argument and writes it back.
+fn typed<A: ioctl::IoctlArg>(karg: &mut [u8], f: impl FnOnce(&mut A) -> Result<u32>) -> Result<u32> {
+    let mut a: A = ioctl::from_bytes(karg).ok_or(Error::Invalid)?;
+    let r = f(&mut a);
+    karg.copy_from_slice(ioctl::as_bytes(&a));
+    r
+}
+
 enum Target<T: Driver + 'static> {
     Driver(&'static dyn Handler<T>),
     Version,
     GemClose,
+    SyncobjCreate,
+    SyncobjDestroy,
+    SyncobjWait,
+    SyncobjReset,
+    SyncobjSignal,
 }
 
 /// Copies `value` into a user buffer the way `DRM_IOCTL_VERSION` does: as much as fits, and the
@@ -213,6 +229,31 @@ impl<T: Driver> Fd<T> {
                     ioctl::RENDER_ALLOW,
                     Target::GemClose,
                 ),
+                0xBF => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_CREATE,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjCreate,
+                ),
+                0xC0 => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_DESTROY,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjDestroy,
+                ),
+                0xC3 => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_WAIT,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjWait,
+                ),
+                0xC4 => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_RESET,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjReset,
+                ),
+                0xC5 => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_SIGNAL,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjSignal,
+                ),
                 _ => return Err(Error::Invalid),
             }
         };
@@ -249,6 +290,19 @@ impl<T: Driver> Fd<T> {
                 Target::Driver(h) => h.call(dev, karg, &self.file),
                 Target::Version => self.version(karg),
                 Target::GemClose => self.gem_close(karg),
+                Target::SyncobjCreate => typed(karg, |a| syncobj::create(self.file.syncobjs(), a)),
+                Target::SyncobjDestroy => {
+                    typed(karg, |a| syncobj::destroy(self.file.syncobjs(), a))
+                }
+                Target::SyncobjWait => typed(karg, |a| {
+                    syncobj::wait(self.file.syncobjs(), self.file.user(), a)
+                }),
+                Target::SyncobjReset => typed(karg, |a| {
+                    syncobj::reset_or_signal(self.file.syncobjs(), self.file.user(), a, false)
+                }),
+                Target::SyncobjSignal => typed(karg, |a| {
+                    syncobj::reset_or_signal(self.file.syncobjs(), self.file.user(), a, true)
+                }),
             }
         });
 

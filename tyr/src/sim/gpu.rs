@@ -148,6 +148,7 @@ pub struct Gpu {
     reset_deadline: Option<u64>,
     reset_pending: bool,
     resets_started: u32,
+    fail_next_reset: bool,
     resets_completed: u32,
     l2: PowerDomain,
     shader: PowerDomain,
@@ -205,6 +206,7 @@ impl Gpu {
             reset_deadline: None,
             reset_pending: false,
             resets_started: 0,
+            fail_next_reset: false,
             resets_completed: 0,
             l2: PowerDomain::new(id.l2_present),
             shader: PowerDomain::new(id.shader_present),
@@ -334,7 +336,9 @@ impl Gpu {
         self.resets_started = self.resets_started.wrapping_add(1);
         self.reset_pending = true;
         let f = self.cfg.faults;
-        let swallow = f.reset_never_completes || (f.reset_fails_once && self.resets_started == 1);
+        let swallow = f.reset_never_completes
+            || (f.reset_fails_once && self.resets_started == 1)
+            || core::mem::take(&mut self.fail_next_reset);
         self.reset_deadline = if swallow {
             None
         } else {
@@ -372,6 +376,12 @@ impl Gpu {
         self.mmu_irq.rawstat = 0;
         self.mmu_irq.mask = 0;
         self.gpu_irq.raise(gpu_irq::RESET_COMPLETED);
+    }
+
+    /// Makes the next soft reset never complete (a reset that fails once, injected at run
+    /// time: the driver has to time out and try again).
+    pub fn fail_next_reset(&mut self) {
+        self.fail_next_reset = true;
     }
 
     /// Number of resets that completed.

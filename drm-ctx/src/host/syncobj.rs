@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! DRM synchronisation objects (syncobjs) of the host core.
+//!
+//! A syncobj is a per-file handle that holds at most one fence. Drivers replace the fence when
+//! a job that signals the syncobj is submitted, and read it when a job waits on the syncobj;
+//! userspace creates and destroys syncobjs, waits on them and signals them through the core
+//! ioctls below. Only binary syncobjs exist here (no timeline points).
+//!
+//! | ioctl                      | number | what it does                                       |
+//! |----------------------------|--------|----------------------------------------------------|
+//! | `DRM_IOCTL_SYNCOBJ_CREATE` | `0xBF` | new handle, empty or already signalled             |
+//! | `DRM_IOCTL_SYNCOBJ_DESTROY`| `0xC0` | drops the handle (its fence lives on where used)   |
+//! | `DRM_IOCTL_SYNCOBJ_WAIT`   | `0xC3` | waits for all or any, with an absolute deadline    |
+//! | `DRM_IOCTL_SYNCOBJ_RESET`  | `0xC4` | removes the fences                                 |
+//! | `DRM_IOCTL_SYNCOBJ_SIGNAL` | `0xC5` | replaces the fences with signalled ones            |
+//!
+//! Deadlines are absolute times of [`monotonic_ns`], the host's `CLOCK_MONOTONIC`. A wait that
+//! runs out of time fails with `ETIME` (`-62`); one on a syncobj without a fence fails with
+//! `EINVAL` unless `WAIT_FOR_SUBMIT` asks to wait for one; an error a fence signalled with
+//! is not reported by the wait (as in the kernel: the wait only tells that fences signalled).
+
+use core::any::Any;
+use core::task::Waker;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, MutexGuard, OnceLock},
+    task::Wake,
+    thread::{self, Thread},
+    time::{Duration, Instant},
+    vec::Vec,
+};
+
+use crate::{
+    drm::ioctl::{IoctlArg, IOWR},
+    uaccess::UserMemory,
+    Error, Result,
+};
+
+/// A fence as a syncobj holds it.
+///
+/// The driver's own fence type implements this (usually through a small wrapper) so that the
+/// core can wait on it; drivers get their type back with [`SyncFence::as_any`].
+pub trait SyncFence: Send + Sync + 'static {
+    /// `None` while pending; `Some(Ok(()))` or `Some(Err(errno))` (negative) once signalled.
+    fn status(&self) -> Option<core::result::Result<(), i32>>;
+
+    /// Arranges for `waker` to be woken once the fence signals (at once if it has).
+    fn wake_on_signal(&self, waker: &Waker);
+
+    /// The fence as `Any`, for drivers to downcast to their own type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A fence that was signalled when it was made (what `SYNCOBJ_SIGNAL` installs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalledFence;
+
+impl SyncFence for SignalledFence {
+    fn status(&self) -> Option<core::result::Result<(), i32>> {
+        Some(Ok(()))
+    }
+
+    fn wake_on_signal(&self, waker: &Waker) {
+        waker.wake_by_ref();
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The fence a syncobj holds.
+pub type FenceRef = Arc<dyn SyncFence>;
+
+/// Largest syncobj handle (the kernel's IDR limit, `INT_MAX`).
+const MAX_HANDLE: u32 = i32::MAX as u32;
+
+/// The syncobjs of one file.
+#[derive(Default)]
+pub struct SyncobjTable {
+    map: Mutex<BTreeMap<u32, Option<FenceRef>>>,
+}
+
+impl core::fmt::Debug for SyncobjTable {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SyncobjTable")
+            .field("handles", &self.lock().keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl SyncobjTable {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Option<FenceRef>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Creates a syncobj holding `fence` under the lowest free handle (from 1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use drm_ctx::host::syncobj::{SignalledFence, SyncobjTable};
+    ///
+    /// let t = SyncobjTable::default();
+    /// assert_eq!(t.create(None), Ok(1));
+    /// assert_eq!(t.create(Some(Arc::new(SignalledFence))), Ok(2));
+    /// t.destroy(1).unwrap();
+    /// assert_eq!(t.create(None), Ok(1));
+    /// assert!(t.fence(2).unwrap().is_some());
+    /// ```
+    pub fn create(&self, fence: Option<FenceRef>) -> Result<u32> {
+        let mut map = self.lock();
+        let mut handle = 1u32;
+        for k in map.keys() {
+            if *k != handle {
+                break;
+            }
+            handle += 1;
+        }
+        if handle > MAX_HANDLE {
+            return Err(Error::NoSpace);
+        }
+        map.insert(handle, fence);
+        Ok(handle)
+    }
+
+    /// Destroys a syncobj; [`Error::Invalid`] if there is none with this handle.
+    pub fn destroy(&self, handle: u32) -> Result {
+        self.lock().remove(&handle).map(|_| ()).ok_or(Error::Invalid)
+    }
+
+    /// The fence of a syncobj (`None` if it holds none); [`Error::NotFound`] for an unknown
+    /// handle.
+    pub fn fence(&self, handle: u32) -> Result<Option<FenceRef>> {
+        self.lock().get(&handle).cloned().ok_or(Error::NotFound)
+    }
+
+    /// Whether `handle` names a syncobj.
+    pub fn contains(&self, handle: u32) -> bool {
+        self.lock().contains_key(&handle)
+    }
+
+    /// Replaces the fence of a syncobj; [`Error::NotFound`] for an unknown handle.
+    pub fn replace(&self, handle: u32, fence: Option<FenceRef>) -> Result {
+        match self.lock().get_mut(&handle) {
+            Some(slot) => {
+                *slot = fence;
+                Ok(())
+            }
+            None => Err(Error::NotFound),
+        }
+    }
+
+    /// Replaces the fences of several syncobjs, all or none ([`Error::NotFound`] if a handle is
+    /// unknown).
+    fn replace_all(&self, handles: &[u32], fence: Option<FenceRef>) -> Result {
+        let mut map = self.lock();
+        if handles.iter().any(|h| !map.contains_key(h)) {
+            return Err(Error::NotFound);
+        }
+        for h in handles {
+            map.insert(*h, fence.clone());
+        }
+        Ok(())
+    }
+
+    /// Number of syncobjs.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether the file has no syncobj.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Nanoseconds of the host's monotonic clock (the clock syncobj deadlines are expressed in),
+/// counted from the first call in the process.
+pub fn monotonic_ns() -> i64 {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    i64::try_from(epoch.elapsed().as_nanos()).unwrap_or(i64::MAX)
+}
+
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// `ETIME`: a wait ran out of time.
+pub const ETIME: i32 = -62;
+
+/// Flag of `SYNCOBJ_CREATE`: the new syncobj is already signalled.
+pub const DRM_SYNCOBJ_CREATE_SIGNALED: u32 = 1 << 0;
+/// Flag of `SYNCOBJ_WAIT`: wait for every syncobj rather than any.
+pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL: u32 = 1 << 0;
+/// Flag of `SYNCOBJ_WAIT`: a syncobj without a fence is waited on until one is attached.
+pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT: u32 = 1 << 1;
+
+/// Argument of `DRM_IOCTL_SYNCOBJ_CREATE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjCreate {
+    /// Out: the handle.
+    pub handle: u32,
+    /// [`DRM_SYNCOBJ_CREATE_SIGNALED`] or 0.
+    pub flags: u32,
+}
+
+/// Argument of `DRM_IOCTL_SYNCOBJ_DESTROY`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjDestroy {
+    /// The handle.
+    pub handle: u32,
+    /// Must be zero.
+    pub pad: u32,
+}
+
+/// Argument of `DRM_IOCTL_SYNCOBJ_WAIT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjWait {
+    /// User address of an array of `u32` handles.
+    pub handles: u64,
+    /// Absolute deadline in [`monotonic_ns`] time.
+    pub timeout_nsec: i64,
+    /// Number of handles.
+    pub count_handles: u32,
+    /// `DRM_SYNCOBJ_WAIT_FLAGS_*`.
+    pub flags: u32,
+    /// Out: index of the first signalled syncobj (wait-any).
+    pub first_signaled: u32,
+    /// Must be zero.
+    pub pad: u32,
+    /// Deadline hint (ignored here).
+    pub deadline_nsec: u64,
+}
+
+/// Argument of `DRM_IOCTL_SYNCOBJ_RESET` and `DRM_IOCTL_SYNCOBJ_SIGNAL`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjArray {
+    /// User address of an array of `u32` handles.
+    pub handles: u64,
+    /// Number of handles.
+    pub count_handles: u32,
+    /// Must be zero.
+    pub pad: u32,
+}
+
+// SAFETY: All four are `repr(C)` integers without padding; any bit pattern is valid.
+unsafe impl IoctlArg for DrmSyncobjCreate {}
+// SAFETY: As above.
+unsafe impl IoctlArg for DrmSyncobjDestroy {}
+// SAFETY: As above (8 + 8 + 4 * 4 + 8 bytes, naturally aligned).
+unsafe impl IoctlArg for DrmSyncobjWait {}
+// SAFETY: As above.
+unsafe impl IoctlArg for DrmSyncobjArray {}
+
+/// `DRM_IOCTL_SYNCOBJ_CREATE`.
+pub const DRM_IOCTL_SYNCOBJ_CREATE: u32 = IOWR::<DrmSyncobjCreate>(0xBF);
+/// `DRM_IOCTL_SYNCOBJ_DESTROY`.
+pub const DRM_IOCTL_SYNCOBJ_DESTROY: u32 = IOWR::<DrmSyncobjDestroy>(0xC0);
+/// `DRM_IOCTL_SYNCOBJ_WAIT`.
+pub const DRM_IOCTL_SYNCOBJ_WAIT: u32 = IOWR::<DrmSyncobjWait>(0xC3);
+/// `DRM_IOCTL_SYNCOBJ_RESET`.
+pub const DRM_IOCTL_SYNCOBJ_RESET: u32 = IOWR::<DrmSyncobjArray>(0xC4);
+/// `DRM_IOCTL_SYNCOBJ_SIGNAL`.
+pub const DRM_IOCTL_SYNCOBJ_SIGNAL: u32 = IOWR::<DrmSyncobjArray>(0xC5);
+
+/// Largest number of handles one call takes (keeps the kernel copy bounded).
+pub const MAX_HANDLES: u32 = 1 << 16;
+
+fn read_handles(user: &dyn UserMemory, addr: u64, count: u32) -> Result<Vec<u32>> {
+    if count == 0 || count > MAX_HANDLES {
+        return Err(Error::Invalid);
+    }
+    let n = count as usize;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(n * 4).map_err(|_| Error::NoMemory)?;
+    bytes.resize(n * 4, 0);
+    user.read(addr, &mut bytes)?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+pub(super) fn create(table: &SyncobjTable, arg: &mut DrmSyncobjCreate) -> Result<u32> {
+    if arg.flags & !DRM_SYNCOBJ_CREATE_SIGNALED != 0 {
+        return Err(Error::Invalid);
+    }
+    let fence: Option<FenceRef> = if arg.flags & DRM_SYNCOBJ_CREATE_SIGNALED != 0 {
+        Some(Arc::new(SignalledFence))
+    } else {
+        None
+    };
+    arg.handle = table.create(fence)?;
+    Ok(0)
+}
+
+pub(super) fn destroy(table: &SyncobjTable, arg: &DrmSyncobjDestroy) -> Result<u32> {
+    if arg.pad != 0 {
+        return Err(Error::Invalid);
+    }
+    table.destroy(arg.handle)?;
+    Ok(0)
+}
+
+pub(super) fn reset_or_signal(
+    table: &SyncobjTable,
+    user: &dyn UserMemory,
+    arg: &DrmSyncobjArray,
+    signal: bool,
+) -> Result<u32> {
+    if arg.pad != 0 {
+        return Err(Error::Invalid);
+    }
+    let handles = read_handles(user, arg.handles, arg.count_handles)?;
+    let fence: Option<FenceRef> = if signal {
+        Some(Arc::new(SignalledFence))
+    } else {
+        None
+    };
+    table.replace_all(&handles, fence)?;
+    Ok(0)
+}
+
+/// Wakes the waiting thread.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// How often a wait for a fence to be attached looks again.
+const SUBMIT_POLL: Duration = Duration::from_millis(1);
+
+pub(super) fn wait(
+    table: &SyncobjTable,
+    user: &dyn UserMemory,
+    arg: &mut DrmSyncobjWait,
+) -> Result<u32> {
+    let known = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT;
+    if arg.flags & !known != 0 || arg.pad != 0 {
+        return Err(Error::Invalid);
+    }
+    let handles = read_handles(user, arg.handles, arg.count_handles)?;
+    let all = arg.flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL != 0;
+    let for_submit = arg.flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0;
+    // Every handle must exist, and without WAIT_FOR_SUBMIT hold a fence, before waiting.
+    let mut fences: Vec<Option<FenceRef>> = Vec::new();
+    fences
+        .try_reserve_exact(handles.len())
+        .map_err(|_| Error::NoMemory)?;
+    for h in &handles {
+        let f = table.fence(*h).map_err(|_| Error::Invalid)?;
+        if f.is_none() && !for_submit {
+            return Err(Error::Invalid);
+        }
+        fences.push(f);
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut armed = std::vec![false; fences.len()];
+    loop {
+        let mut first = None;
+        let mut done = 0usize;
+        let mut missing = false;
+        for (i, f) in fences.iter_mut().enumerate() {
+            if f.is_none() {
+                // Waiting for submission: look again.
+                *f = table.fence(handles[i]).map_err(|_| Error::Invalid)?;
+                missing |= f.is_none();
+            }
+            let Some(fence) = f else { continue };
+            if fence.status().is_some() {
+                done += 1;
+                first.get_or_insert(i);
+            } else if !armed[i] {
+                fence.wake_on_signal(&waker);
+                armed[i] = true;
+                if fence.status().is_some() {
+                    done += 1;
+                    first.get_or_insert(i);
+                }
+            }
+        }
+        if (all && done == fences.len()) || (!all && first.is_some()) {
+            arg.first_signaled = if all { 0 } else { first.unwrap_or(0) as u32 };
+            return Ok(0);
+        }
+        let now = monotonic_ns();
+        if now >= arg.timeout_nsec {
+            return Err(Error::Other(ETIME));
+        }
+        let mut left = Duration::from_nanos((arg.timeout_nsec - now) as u64);
+        if missing {
+            left = left.min(SUBMIT_POLL);
+        }
+        thread::park_timeout(left);
+    }
+}

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A Mesa-like userspace client: what a user-mode driver does with the panthor uAPI, through
+//! ioctls and `mmap` only.
+//!
+//! Tests and the demo use it to play workloads the way Mesa's panvk would: create a VM and
+//! buffer objects, bind them, build command streams in mapped memory, create a group, submit
+//! jobs that wait on and signal syncobjs, wait, and read results back.
+//!
+//! # Examples
+//!
+//! ```
+//! use tyr::{driver, host::HostBackend, csf::instr, umd::{Job, Umd}};
+//! use drm_ctx::device;
+//!
+//! let parent = device::Device::new("mali").unwrap();
+//! let reg = driver::probe(&parent, HostBackend::g610()).unwrap();
+//! let umd = Umd::open(reg.device()).unwrap();
+//! let vm = umd.vm_create().unwrap();
+//! let bo = umd.bo_create(0x1000).unwrap();
+//! umd.map(vm, &bo, 0x10_0000).unwrap();
+//! // A stream that stores 42 at 0x10_0800.
+//! let stream = [instr::move48(0, 0x10_0800), instr::move32(2, 42), instr::store_multiple(2, 0, 0, 1)];
+//! umd.write_stream(&bo, 0, &stream).unwrap();
+//! let group = umd.group_create(vm, &[0x1000]).unwrap();
+//! let done = umd.syncobj_create(false).unwrap();
+//! umd.submit(group, &[Job::new(0, 0x10_0000, 24).signal(done)]).unwrap();
+//! umd.wait(&[done], 1_000_000_000).unwrap();
+//! assert_eq!(bo.read_u32(0x800).unwrap(), 42);
+//! ```
+
+use std::sync::Arc;
+use std::vec::Vec;
+
+use drm_ctx::drm::ioctl::{self, IoctlArg};
+use drm_ctx::drm::{gem, OpenOptions};
+use drm_ctx::host::syncobj::{self, monotonic_ns};
+use drm_ctx::host::{Client, UserSpace};
+use drm_ctx::types::ARef;
+use drm_ctx::{Error, Result};
+
+use crate::driver::{TyrBo, TyrDevice, TyrDriver};
+use crate::host::HostBackend;
+use crate::uapi::{self, *};
+
+type Drv = TyrDriver<HostBackend>;
+
+/// An open render node.
+pub struct Umd {
+    client: Client<Drv>,
+}
+
+/// A buffer object with its CPU mapping.
+pub struct Bo {
+    /// The handle.
+    pub handle: u32,
+    /// The size in bytes.
+    pub size: u64,
+    map: ARef<gem::Object<TyrBo<HostBackend>>>,
+}
+
+impl Bo {
+    /// Writes bytes through the CPU mapping.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result {
+        self.map.cpu_write(offset, data).map_err(Into::into)
+    }
+
+    /// Reads bytes through the CPU mapping.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result {
+        self.map.cpu_read(offset, buf).map_err(Into::into)
+    }
+
+    /// Reads a little-endian `u32`.
+    pub fn read_u32(&self, offset: u64) -> Result<u32> {
+        let mut b = [0; 4];
+        self.read(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Reads a little-endian `u64`.
+    pub fn read_u64(&self, offset: u64) -> Result<u64> {
+        let mut b = [0; 8];
+        self.read(offset, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+}
+
+/// One job of a submission.
+#[derive(Clone, Debug, Default)]
+pub struct Job {
+    /// Queue index in the group.
+    pub queue: u32,
+    /// GPU address of the stream.
+    pub addr: u64,
+    /// Size of the stream in bytes.
+    pub size: u32,
+    /// Syncobjs to wait on.
+    pub waits: Vec<u32>,
+    /// Syncobjs to signal.
+    pub signals: Vec<u32>,
+}
+
+impl Job {
+    /// A job running `size` bytes of stream at `addr` on queue `queue`.
+    pub fn new(queue: u32, addr: u64, size: u32) -> Self {
+        Job {
+            queue,
+            addr,
+            size,
+            ..Job::default()
+        }
+    }
+
+    /// Also waits on `syncobj`.
+    pub fn wait(mut self, syncobj: u32) -> Self {
+        self.waits.push(syncobj);
+        self
+    }
+
+    /// Also signals `syncobj`.
+    pub fn signal(mut self, syncobj: u32) -> Self {
+        self.signals.push(syncobj);
+        self
+    }
+}
+
+fn bytes_of<A: IoctlArg>(items: &[A]) -> Vec<u8> {
+    items
+        .iter()
+        .flat_map(|a| ioctl::as_bytes(a).iter().copied())
+        .collect()
+}
+
+impl Umd {
+    /// Opens a render node of `dev`.
+    pub fn open(dev: &TyrDevice<HostBackend>) -> Result<Self> {
+        Ok(Umd {
+            client: Client::open(dev, OpenOptions::render())?,
+        })
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client<Drv> {
+        &self.client
+    }
+
+    fn mem(&self) -> &Arc<UserSpace> {
+        self.client.mem()
+    }
+
+    /// Issues an ioctl.
+    pub fn ioctl<A: IoctlArg>(&self, cmd: u32, arg: &mut A) -> Result<u32> {
+        self.client.ioctl_arg(cmd, arg)
+    }
+
+    /// Copies an array into user memory and describes it (0 for an empty one).
+    pub fn array<A: IoctlArg>(&self, items: &[A]) -> Result<ObjArray> {
+        let array = if items.is_empty() {
+            0
+        } else {
+            self.mem().alloc_bytes(&bytes_of(items))?
+        };
+        Ok(ObjArray {
+            stride: core::mem::size_of::<A>() as u32,
+            count: items.len() as u32,
+            array,
+        })
+    }
+
+    /// Creates a VM with the default user range.
+    pub fn vm_create(&self) -> Result<u32> {
+        let mut a = VmCreate::default();
+        self.ioctl(DRM_IOCTL_PANTHOR_VM_CREATE, &mut a)?;
+        Ok(a.id)
+    }
+
+    /// `VM_GET_STATE`.
+    pub fn vm_state(&self, vm: u32) -> Result<u32> {
+        let mut a = VmGetState {
+            vm_id: vm,
+            state: 0,
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_VM_GET_STATE, &mut a)?;
+        Ok(a.state)
+    }
+
+    /// Creates a buffer object and maps it for the CPU.
+    pub fn bo_create(&self, size: u64) -> Result<Bo> {
+        let mut a = BoCreate {
+            size,
+            ..Default::default()
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_BO_CREATE, &mut a)?;
+        let mut m = BoMmapOffset {
+            handle: a.handle,
+            ..Default::default()
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_BO_MMAP_OFFSET, &mut m)?;
+        let map = self
+            .client
+            .mmap(m.offset, usize::try_from(a.size).map_err(|_| Error::Overflow)?)?;
+        Ok(Bo {
+            handle: a.handle,
+            size: a.size,
+            map,
+        })
+    }
+
+    /// Maps all of `bo` at `va` in `vm` (synchronous `VM_BIND`).
+    pub fn map(&self, vm: u32, bo: &Bo, va: u64) -> Result {
+        let op = VmBindOp {
+            flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+            bo_handle: bo.handle,
+            va,
+            size: bo.size,
+            ..Default::default()
+        };
+        self.bind(vm, 0, &[op])
+    }
+
+    /// `VM_BIND` with `flags` (`DRM_PANTHOR_VM_BIND_ASYNC` or 0).
+    pub fn bind(&self, vm: u32, flags: u32, ops: &[VmBindOp]) -> Result {
+        let mut a = VmBind {
+            vm_id: vm,
+            flags,
+            ops: self.array(ops)?,
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a).map(|_| ())
+    }
+
+    /// The sync-op array of a job.
+    pub fn sync_ops(&self, waits: &[u32], signals: &[u32]) -> Result<ObjArray> {
+        let ops: Vec<SyncOp> = waits
+            .iter()
+            .map(|h| SyncOp {
+                flags: DRM_PANTHOR_SYNC_OP_WAIT | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
+                handle: *h,
+                timeline_value: 0,
+            })
+            .chain(signals.iter().map(|h| SyncOp {
+                flags: DRM_PANTHOR_SYNC_OP_SIGNAL | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
+                handle: *h,
+                timeline_value: 0,
+            }))
+            .collect();
+        self.array(&ops)
+    }
+
+    /// Creates a group with one queue per ring size, compute on every core.
+    pub fn group_create(&self, vm: u32, rings: &[u32]) -> Result<u32> {
+        let queues: Vec<QueueCreate> = rings
+            .iter()
+            .map(|r| QueueCreate {
+                priority: 0,
+                pad: [0; 3],
+                ringbuf_size: *r,
+            })
+            .collect();
+        let mut a = GroupCreate {
+            queues: self.array(&queues)?,
+            max_compute_cores: 1,
+            max_fragment_cores: 1,
+            max_tiler_cores: 1,
+            priority: uapi::PANTHOR_GROUP_PRIORITY_MEDIUM,
+            compute_core_mask: 1,
+            fragment_core_mask: 1,
+            tiler_core_mask: 1,
+            vm_id: vm,
+            ..Default::default()
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_GROUP_CREATE, &mut a)?;
+        Ok(a.group_handle)
+    }
+
+    /// `GROUP_DESTROY`.
+    pub fn group_destroy(&self, group: u32) -> Result {
+        let mut a = GroupDestroy {
+            group_handle: group,
+            pad: 0,
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_GROUP_DESTROY, &mut a)
+            .map(|_| ())
+    }
+
+    /// `GROUP_GET_STATE`: the state flags and the fatal-queue mask.
+    pub fn group_state(&self, group: u32) -> Result<(u32, u32)> {
+        let mut a = GroupGetState {
+            group_handle: group,
+            ..Default::default()
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_GROUP_GET_STATE, &mut a)?;
+        Ok((a.state, a.fatal_queues))
+    }
+
+    /// Submits jobs to a group.
+    pub fn submit(&self, group: u32, jobs: &[Job]) -> Result {
+        let mut subs = Vec::new();
+        for j in jobs {
+            subs.push(QueueSubmit {
+                queue_index: j.queue,
+                stream_size: j.size,
+                stream_addr: j.addr,
+                latest_flush: 0,
+                pad: 0,
+                syncs: self.sync_ops(&j.waits, &j.signals)?,
+            });
+        }
+        let mut a = GroupSubmit {
+            group_handle: group,
+            pad: 0,
+            queue_submits: self.array(&subs)?,
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut a)
+            .map(|_| ())
+    }
+
+    /// Creates a syncobj (already signalled if `signalled`).
+    pub fn syncobj_create(&self, signalled: bool) -> Result<u32> {
+        let mut a = syncobj::DrmSyncobjCreate {
+            handle: 0,
+            flags: if signalled {
+                syncobj::DRM_SYNCOBJ_CREATE_SIGNALED
+            } else {
+                0
+            },
+        };
+        self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_CREATE, &mut a)?;
+        Ok(a.handle)
+    }
+
+    /// Destroys a syncobj.
+    pub fn syncobj_destroy(&self, handle: u32) -> Result {
+        let mut a = syncobj::DrmSyncobjDestroy { handle, pad: 0 };
+        self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_DESTROY, &mut a)
+            .map(|_| ())
+    }
+
+    /// Signals syncobjs from the CPU.
+    pub fn syncobj_signal(&self, handles: &[u32]) -> Result {
+        let arr = self.array(handles)?;
+        let mut a = syncobj::DrmSyncobjArray {
+            handles: arr.array,
+            count_handles: arr.count,
+            pad: 0,
+        };
+        self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_SIGNAL, &mut a)
+            .map(|_| ())
+    }
+
+    /// Waits until every syncobj has signalled, for at most `timeout_ns` nanoseconds.
+    pub fn wait(&self, handles: &[u32], timeout_ns: i64) -> Result {
+        let arr = self.array(handles)?;
+        let mut a = syncobj::DrmSyncobjWait {
+            handles: arr.array,
+            timeout_nsec: monotonic_ns().saturating_add(timeout_ns),
+            count_handles: arr.count,
+            flags: syncobj::DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL,
+            ..Default::default()
+        };
+        self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_WAIT, &mut a)
+            .map(|_| ())
+    }
+
+    /// Writes a command stream into `bo` at `offset`.
+    pub fn write_stream(&self, bo: &Bo, offset: u64, instrs: &[u64]) -> Result {
+        let bytes: Vec<u8> = instrs.iter().flat_map(|i| i.to_le_bytes()).collect();
+        bo.write(offset, &bytes)
+    }
+}
