@@ -498,6 +498,8 @@ pub struct Group<B: Backend> {
     pub(crate) mem_va: u64,
     /// Interface-word slots of the queues.
     pub(crate) iface_slots: Vec<usize>,
+    /// Held while the group is torn down, so that a second teardown waits for the first.
+    pub(crate) teardown: Mutex<()>,
 }
 
 impl<B: Backend> Group<B> {

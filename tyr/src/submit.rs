@@ -258,6 +258,7 @@ impl<B: Backend> DevInner<B> {
             mem,
             mem_va: va,
             iface_slots,
+            teardown: Mutex::new(()),
         });
         let handle = file.inner().insert_group(group.clone());
         match handle {
@@ -288,6 +289,8 @@ impl<B: Backend> DevInner<B> {
     /// Stops a dead group for good: fails what is on its rings, cancels what is queued, takes
     /// its slot away and frees its memory. Idempotent.
     pub(crate) fn teardown_group(&self, g: &Group<B>, first: FenceError) {
+        // A concurrent teardown (work item and GROUP_DESTROY) finishes before this returns.
+        let _serial = lock(&g.teardown);
         if g.state.torn_down.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -707,6 +710,11 @@ impl<B: Backend> DevInner<B> {
                 base + cin + csg::REQ,
                 (req & !csg::STATE_MASK) | csg::STATE_TERMINATE,
             );
+            // The streams stop with the group; their requests say so too.
+            for &(sin, _) in &self.fw.cs[n] {
+                let sreq = w.rd32(base + sin + cs::REQ);
+                w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+            }
             self.glb_doorbell(1 << n);
         }
         if let Some(s) = lock(&self.sched.slots).get_mut(n) {
@@ -715,27 +723,28 @@ impl<B: Backend> DevInner<B> {
         lock(&self.slots).unpin(g.vm_key);
     }
 
-    /// Gives slots to groups with work, taking them from idle groups when none is free.
+    /// Gives slots to groups with work. While some group waits, resident groups with nothing
+    /// on their rings give their slots (and their address-space pins) up first.
     fn schedule(&self) {
         if self.sched.broken.load(Ordering::Acquire) {
             return;
         }
-        for g in self.sched.group_list() {
-            if g.state.dead.load(Ordering::Acquire)
-                || g.state.slot.load(Ordering::Acquire) != NO_SLOT
-                || !g.state.wants_slot.load(Ordering::Acquire)
-            {
-                continue;
-            }
+        let groups = self.sched.group_list();
+        let waiting = |g: &Group<B>| {
+            !g.state.dead.load(Ordering::Acquire)
+                && g.state.slot.load(Ordering::Acquire) == NO_SLOT
+                && g.state.wants_slot.load(Ordering::Acquire)
+        };
+        if !groups.iter().any(|g| waiting(g)) {
+            return;
+        }
+        self.evict_idle();
+        for g in groups.iter().filter(|g| waiting(g)) {
             let free = lock(&self.sched.slots).iter().position(Option::is_none);
-            let slot = match free {
-                Some(n) => Some(n),
-                None => self.evict_idle(),
-            };
-            let Some(n) = slot else {
+            let Some(n) = free else {
                 break;
             };
-            match self.bind_group(n, &g) {
+            match self.bind_group(n, g) {
                 Ok(()) => g.state.wants_slot.store(false, Ordering::Release),
                 // No address space right now: try again at the next wake-up.
                 Err(Error::Busy) => {}
@@ -747,8 +756,8 @@ impl<B: Backend> DevInner<B> {
         }
     }
 
-    /// Frees the slot of a group whose queues have nothing on their rings.
-    fn evict_idle(&self) -> Option<usize> {
+    /// Takes the slots of the groups whose queues have nothing on their rings.
+    fn evict_idle(&self) {
         let dma = self.backend.dma();
         for n in 0..self.fw.csg.len() {
             let Some(g) = self.group_in(n) else {
@@ -761,10 +770,8 @@ impl<B: Backend> DevInner<B> {
             });
             if idle {
                 self.unbind_group(&g);
-                return Some(n);
             }
         }
-        None
     }
 
     /// Resets the GPU after a timeout and brings every surviving group back.

@@ -272,6 +272,12 @@ impl Gpu {
                             ..Stream::default()
                         };
                     }
+                    // Terminating a group stops its streams: their state reads STOP again.
+                    for s in 0..csf::STREAMS_PER_CSG {
+                        let out = shared(csf::cs_output(n, s));
+                        let ack = self.mcu_rd32(out + cs::ACK)?;
+                        self.mcu_wr32(out + cs::ACK, ack & !cs::STATE_MASK)?;
+                    }
                 }
                 _ => group.running = false,
             }

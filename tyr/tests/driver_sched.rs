@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Groups and submissions end to end, through the ioctl layer only: jobs that compute
+//! something checkable, dependencies through syncobjs, many groups and VMs, timeouts with a
+//! GPU reset (also one that fails once), page faults, and the errors of malformed submissions.
+
+use drm_ctx::device;
+use drm_ctx::drm::Registration;
+use drm_ctx::types::ARef;
+use tyr::csf::instr;
+use tyr::driver::{self, TyrDriver};
+use tyr::host::HostBackend;
+use tyr::sim::Config;
+use tyr::uapi::*;
+use tyr::umd::{Bo, Job, Umd};
+
+const EINVAL: i32 = -22;
+const ENOENT: i32 = -2;
+const ECANCELED: i32 = -125;
+const ENODEV: i32 = -19;
+const EFAULT: i32 = -14;
+const ETIMEDOUT: i32 = -110;
+const WAIT: i64 = 20_000_000_000;
+
+type Drv = TyrDriver<HostBackend>;
+
+struct Rig {
+    reg: Registration<Drv>,
+    _parent: ARef<device::Device>,
+}
+
+fn rig() -> Rig {
+    let parent = device::Device::new("mali").unwrap();
+    let reg = driver::probe(&parent, HostBackend::new(Config::g610())).unwrap();
+    Rig {
+        reg,
+        _parent: parent,
+    }
+}
+
+fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Status of the fence a syncobj holds: `None` pending, `Some(0)` or `Some(-errno)`.
+fn fence_status(umd: &Umd, h: u32) -> Option<i32> {
+    let f = umd.client().file().syncobjs().fence(h).unwrap()?;
+    f.status().map(|r| r.err().unwrap_or(0))
+}
+
+/// A VM with one BO mapped at `va`, holding code at offset 0 and data at `DATA`.
+struct Space {
+    vm: u32,
+    bo: Bo,
+    va: u64,
+}
+
+const DATA: u64 = 0x8000;
+
+fn space(umd: &Umd, va: u64) -> Space {
+    let vm = umd.vm_create().unwrap();
+    let bo = umd.bo_create(0x10000).unwrap();
+    umd.map(vm, &bo, va).unwrap();
+    Space { vm, bo, va }
+}
+
+/// A stream at `code` that adds `add` to the u32 at `data` (load, add, store).
+fn add_stream(umd: &Umd, s: &Space, code: u64, data: u64, add: i32) -> (u64, u32) {
+    let prog = [
+        instr::move48(0, s.va + data),
+        instr::load_multiple(2, 0, 0, 1),
+        instr::add_imm32(2, 2, add),
+        instr::store_multiple(2, 0, 0, 1),
+    ];
+    umd.write_stream(&s.bo, code, &prog).unwrap();
+    (s.va + code, (prog.len() * 8) as u32)
+}
+
+#[test]
+fn chain_of_dependent_jobs_computes_in_order() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000, 0x1000]).unwrap();
+    // value = ((0 + 1) * 2 ...) is built from adds: each job reads what the previous wrote.
+    let mut prev = None;
+    let mut last = 0;
+    for i in 0..20u64 {
+        let (addr, size) = add_stream(&umd, &s, i * 64, DATA, i as i32 + 1);
+        let done = umd.syncobj_create(false).unwrap();
+        let mut job = Job::new((i % 2) as u32, addr, size).signal(done);
+        if let Some(p) = prev {
+            job = job.wait(p);
+        }
+        umd.submit(g, &[job]).unwrap();
+        prev = Some(done);
+        last = done;
+    }
+    umd.wait(&[last], WAIT).unwrap();
+    assert_eq!(s.bo.read_u32(DATA).unwrap(), (1..=20).sum::<u32>());
+    assert_eq!(fence_status(&umd, last), Some(0));
+    assert_eq!(umd.group_state(g).unwrap(), (0, 0));
+}
+
+#[test]
+fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x200_0000);
+    let g = umd.group_create(s.vm, &[0x1000, 0x2000, 0x4000]).unwrap();
+    // Waiting on a syncobj that never received a fence is refused (binary syncobjs).
+    let empty = umd.syncobj_create(false).unwrap();
+    let (s1, n1) = add_stream(&umd, &s, 0, DATA, 5);
+    assert_eq!(errno(umd.submit(g, &[Job::new(0, s1, n1).wait(empty)])), EINVAL);
+    // A syncobj signalled from the CPU can be waited on.
+    umd.syncobj_signal(&[empty]).unwrap();
+    let a = umd.syncobj_create(false).unwrap();
+    let b = umd.syncobj_create(false).unwrap();
+    let (s2, n2) = add_stream(&umd, &s, 64, DATA + 4, 7);
+    let copy = [
+        instr::move48(0, s.va + DATA),
+        instr::load_multiple(2, 0, 0, 1),
+        instr::move48(4, s.va + DATA + 8),
+        instr::store_multiple(2, 4, 0, 1),
+    ];
+    umd.write_stream(&s.bo, 128, &copy).unwrap();
+    // Job 1 waits for the CPU's signal, job 2 (another queue) for job 1 through `a` in the
+    // same submission, job 3 copies the result once both are done.
+    umd.submit(
+        g,
+        &[
+            Job::new(0, s1, n1).wait(empty).signal(a),
+            Job::new(2, s2, n2).wait(a).signal(b),
+            Job::new(1, s.va + 128, 32).wait(b).signal(b),
+        ],
+    )
+    .unwrap();
+    umd.wait(&[b], WAIT).unwrap();
+    assert_eq!(s.bo.read_u32(DATA).unwrap(), 5);
+    assert_eq!(s.bo.read_u32(DATA + 4).unwrap(), 7);
+    assert_eq!(s.bo.read_u32(DATA + 8).unwrap(), 5);
+    // A sync-only job (no stream) orders too.
+    let c = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(1, 0, 0).wait(b).signal(c)]).unwrap();
+    umd.wait(&[c], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, c), Some(0));
+}
+
+#[test]
+fn many_groups_and_vms_share_the_eight_slots() {
+    let r = rig();
+    let umds: Vec<Umd> = (0..3).map(|_| Umd::open(r.reg.device()).unwrap()).collect();
+    let mut spaces = Vec::new();
+    let mut work = Vec::new();
+    for (c, umd) in umds.iter().enumerate() {
+        for v in 0..3u64 {
+            let s = space(umd, 0x400_0000 + v * 0x10_0000);
+            for k in 0..2u64 {
+                let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+                let mut last = 0;
+                for j in 0..5u64 {
+                    let (addr, size) = add_stream(umd, &s, (k * 8 + j) * 64, DATA + 4 * k, 3);
+                    last = umd.syncobj_create(false).unwrap();
+                    umd.submit(g, &[Job::new(0, addr, size).signal(last)])
+                        .unwrap();
+                }
+                work.push((c, g, last));
+            }
+            spaces.push(s);
+        }
+    }
+    // 18 groups in 9 VMs over 8 group slots and 7 address spaces: all of them finish.
+    for (c, g, last) in &work {
+        umds[*c].wait(&[*last], WAIT).unwrap();
+        assert_eq!(umds[*c].group_state(*g).unwrap(), (0, 0));
+    }
+    for s in &spaces {
+        assert_eq!(s.bo.read_u32(DATA).unwrap(), 15);
+        assert_eq!(s.bo.read_u32(DATA + 4).unwrap(), 15);
+    }
+}
+
+#[test]
+fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
+    for fail_reset_once in [false, true] {
+        let r = rig();
+        let gpu = r.reg.device().backend.gpu().clone();
+        let umd = Umd::open(r.reg.device()).unwrap();
+        let s = space(&umd, 0x100_0000);
+        let other = space(&umd, 0x200_0000);
+        let guilty = umd.group_create(s.vm, &[0x1000]).unwrap();
+        let innocent = umd.group_create(other.vm, &[0x1000]).unwrap();
+        // The guilty group gets slot 0 (the first with work); its stream hangs.
+        gpu.with(|g| g.set_stream_hang(0, 0, true));
+        if fail_reset_once {
+            gpu.with(|g| g.fail_next_reset());
+        }
+        let (addr, size) = add_stream(&umd, &s, 0, DATA, 1);
+        let hung = umd.syncobj_create(false).unwrap();
+        let behind = umd.syncobj_create(false).unwrap();
+        // Both in one submission: the timeout may come as soon as the first is on the ring.
+        umd.submit(
+            guilty,
+            &[
+                Job::new(0, addr, size).signal(hung),
+                Job::new(0, addr, size).signal(behind),
+            ],
+        )
+        .unwrap();
+        // The innocent group has a long chain in flight when the reset comes.
+        let mut chain = Vec::new();
+        for j in 0..30u64 {
+            let (a, n) = add_stream(&umd, &other, j * 64, DATA, 2);
+            let h = umd.syncobj_create(false).unwrap();
+            let job = match chain.last() {
+                Some(p) => Job::new(0, a, n).wait(*p),
+                None => Job::new(0, a, n),
+            };
+            umd.submit(innocent, &[job.signal(h)]).unwrap();
+            chain.push(h);
+        }
+        umd.wait(&[hung, behind], WAIT).unwrap();
+        umd.wait(&chain, WAIT).unwrap();
+        assert_eq!(fence_status(&umd, hung), Some(ETIMEDOUT));
+        assert_eq!(fence_status(&umd, behind), Some(ECANCELED));
+        for h in &chain {
+            assert_eq!(fence_status(&umd, *h), Some(0));
+        }
+        // Replayed jobs ran exactly once from the GPU's point of view of the result.
+        assert_eq!(other.bo.read_u32(DATA).unwrap(), 60);
+        assert_eq!(
+            umd.group_state(guilty).unwrap().0 & DRM_PANTHOR_GROUP_STATE_TIMEDOUT,
+            DRM_PANTHOR_GROUP_STATE_TIMEDOUT
+        );
+        assert_eq!(umd.group_state(innocent).unwrap(), (0, 0));
+        // The guilty group refuses new work; the innocent one keeps working.
+        assert_eq!(
+            errno(umd.submit(guilty, &[Job::new(0, addr, size)])),
+            ECANCELED
+        );
+        let more = umd.syncobj_create(false).unwrap();
+        let (a, n) = add_stream(&umd, &other, 0x4000, DATA, 100);
+        umd.submit(innocent, &[Job::new(0, a, n).signal(more)])
+            .unwrap();
+        umd.wait(&[more], WAIT).unwrap();
+        assert_eq!(other.bo.read_u32(DATA).unwrap(), 160);
+        let resets = r.reg.device().sched.shared.resets.load(std::sync::atomic::Ordering::Acquire);
+        assert_eq!(resets, 1);
+        let completed = gpu.with(|g| g.resets_completed());
+        // Probe's reset, then the recovery (whose first attempt may have been swallowed).
+        assert_eq!(completed, 2);
+        assert_eq!(umd.vm_state(s.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
+    }
+}
+
+#[test]
+fn a_page_fault_fails_the_job_and_makes_only_its_vm_unusable() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let bad = space(&umd, 0x100_0000);
+    let good = space(&umd, 0x200_0000);
+    let gb = umd.group_create(bad.vm, &[0x1000, 0x1000]).unwrap();
+    let gg = umd.group_create(good.vm, &[0x1000]).unwrap();
+    // A store to an address nothing maps.
+    let prog = [
+        instr::move48(0, 0x7000_0000),
+        instr::move32(2, 1),
+        instr::store_multiple(2, 0, 0, 1),
+    ];
+    umd.write_stream(&bad.bo, 0, &prog).unwrap();
+    let f1 = umd.syncobj_create(false).unwrap();
+    let f2 = umd.syncobj_create(false).unwrap();
+    umd.submit(
+        gb,
+        &[
+            Job::new(1, bad.va, 24).signal(f1),
+            Job::new(1, bad.va, 24).signal(f2),
+        ],
+    )
+    .unwrap();
+    let (a, n) = add_stream(&umd, &good, 0, DATA, 9);
+    let ok = umd.syncobj_create(false).unwrap();
+    umd.submit(gg, &[Job::new(0, a, n).signal(ok)]).unwrap();
+    umd.wait(&[f1, f2, ok], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, f1), Some(EFAULT));
+    assert_eq!(fence_status(&umd, f2), Some(ECANCELED));
+    assert_eq!(fence_status(&umd, ok), Some(0));
+    assert_eq!(umd.vm_state(bad.vm).unwrap(), DRM_PANTHOR_VM_STATE_UNUSABLE);
+    assert_eq!(umd.vm_state(good.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
+    assert_eq!(
+        umd.group_state(gb).unwrap(),
+        (DRM_PANTHOR_GROUP_STATE_FATAL_FAULT, 1 << 1)
+    );
+    assert_eq!(umd.group_state(gg).unwrap(), (0, 0));
+    assert_eq!(errno(umd.submit(gb, &[Job::new(0, 0, 0)])), ECANCELED);
+    // A new group cannot be created on the unusable VM; the good VM goes on.
+    assert_eq!(errno(umd.group_create(bad.vm, &[0x1000])), EINVAL);
+    let ok2 = umd.syncobj_create(false).unwrap();
+    umd.submit(gg, &[Job::new(0, a, n).signal(ok2)]).unwrap();
+    umd.wait(&[ok2], WAIT).unwrap();
+    assert_eq!(good.bo.read_u32(DATA).unwrap(), 18);
+}
+
+#[test]
+fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let pending = umd.syncobj_create(false).unwrap();
+    let sig = umd.syncobj_create(true).unwrap();
+    let (a, n) = add_stream(&umd, &s, 0, DATA, 1);
+    let cases: Vec<(&str, Job, i32)> = vec![
+        ("unaligned stream", Job::new(0, a + 8, n), EINVAL),
+        ("size not in instructions", Job::new(0, a, n + 4), EINVAL),
+        ("address without size", Job::new(0, a, 0), EINVAL),
+        ("too many instructions", Job::new(0, a, (1 << 20) + 8), EINVAL),
+        ("unknown queue", Job::new(1, a, n), EINVAL),
+        ("unknown wait syncobj", Job::new(0, a, n).wait(99), ENOENT),
+        ("unknown signal syncobj", Job::new(0, a, n).signal(99), EINVAL),
+        ("wait on an empty syncobj", Job::new(0, a, n).wait(pending), EINVAL),
+    ];
+    for (what, job, want) in cases {
+        // A good job first in the same submission: nothing of it may remain either.
+        let good = Job::new(0, a, n).wait(sig).signal(sig);
+        assert_eq!(errno(umd.submit(g, &[good, job])), want, "{what}");
+        assert_eq!(fence_status(&umd, sig), Some(0), "{what}");
+    }
+    // Bad arrays and fields.
+    let mut arg = GroupSubmit {
+        group_handle: g,
+        pad: 1,
+        queue_submits: ObjArray::default(),
+    };
+    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    arg.pad = 0;
+    arg.queue_submits = ObjArray {
+        stride: 8,
+        count: 1,
+        array: 0x1000,
+    };
+    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    arg.group_handle = 77;
+    arg.queue_submits = ObjArray::default();
+    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    // A timeline sync op is refused.
+    let mut bad_sync = umd.sync_ops(&[], &[sig]).unwrap();
+    let op = SyncOp {
+        flags: DRM_PANTHOR_SYNC_OP_SIGNAL | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ,
+        handle: sig,
+        timeline_value: 1,
+    };
+    bad_sync = umd.array(&[op]).map(|a| ObjArray { ..a }).unwrap_or(bad_sync);
+    let qs = QueueSubmit {
+        queue_index: 0,
+        stream_size: n,
+        stream_addr: a,
+        syncs: bad_sync,
+        ..Default::default()
+    };
+    let mut arg = GroupSubmit {
+        group_handle: g,
+        pad: 0,
+        queue_submits: umd.array(&[qs]).unwrap(),
+    };
+    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    // Nothing was queued by any of the above: the data is untouched after a real job.
+    let done = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(0, a, n).signal(done)]).unwrap();
+    umd.wait(&[done], WAIT).unwrap();
+    assert_eq!(s.bo.read_u32(DATA).unwrap(), 1);
+}
+
+#[test]
+fn destroyed_groups_and_unplugged_devices_refuse_work_and_signal_everything() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let (a, n) = add_stream(&umd, &s, 0, DATA, 1);
+    let mut fences = Vec::new();
+    for _ in 0..40 {
+        let h = umd.syncobj_create(false).unwrap();
+        umd.submit(g, &[Job::new(0, a, n).signal(h)]).unwrap();
+        fences.push(h);
+    }
+    umd.group_destroy(g).unwrap();
+    // Whatever had not run is cancelled: every fence has signalled when destroy returns.
+    for h in &fences {
+        let st = fence_status(&umd, *h);
+        assert!(st == Some(0) || st == Some(ECANCELED), "{st:?}");
+    }
+    assert_eq!(errno(umd.submit(g, &[Job::new(0, a, n)])), EINVAL);
+    assert_eq!(errno(umd.group_destroy(g)), EINVAL);
+    assert_eq!(errno(umd.group_state(g)), EINVAL);
+    // Bad group creations.
+    assert_eq!(errno(umd.group_create(s.vm, &[0x800])), EINVAL);
+    assert_eq!(errno(umd.group_create(s.vm, &[0x3000])), EINVAL);
+    assert_eq!(errno(umd.group_create(s.vm, &[0x2_0000])), EINVAL);
+    assert_eq!(errno(umd.group_create(99, &[0x1000])), EINVAL);
+    assert_eq!(errno(umd.group_create(s.vm, &[0x1000; 9])), EINVAL);
+    assert_eq!(errno(umd.group_create(s.vm, &[])), EINVAL);
+    // Work still queued when the device goes away is cancelled.
+    let g2 = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        let h = umd.syncobj_create(false).unwrap();
+        umd.submit(g2, &[Job::new(0, a, n).signal(h)]).unwrap();
+        held.push(umd.client().file().syncobjs().fence(h).unwrap().unwrap());
+    }
+    drop(umd);
+    drop(r);
+    for f in held {
+        let st = f.status();
+        assert!(st == Some(Ok(())) || st == Some(Err(ECANCELED)), "{st:?}");
+    }
+}
+
+#[test]
+fn calls_after_unplug_are_enodev() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    r.reg.device().unplug();
+    assert_eq!(errno(umd.submit(g, &[Job::new(0, 0, 0)])), ENODEV);
+    assert_eq!(errno(umd.group_create(s.vm, &[0x1000])), ENODEV);
+    assert_eq!(errno(umd.syncobj_create(false)), ENODEV);
+}
