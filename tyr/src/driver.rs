@@ -315,6 +315,7 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
 /// Takes the address space away from a VM that is going away.
 fn release_vm<B: Backend>(dev: &TyrDevice<B>, vm: &Mutex<TyrVm<B>>) {
     let key = lock(vm).key();
+    dev.drop_bind_queue(key);
     let mut slots = lock(&dev.slots);
     if let Some(slot) = slots.release(key) {
         // A failure leaves the slot faulting; the VM's tables are freed only after this.
@@ -521,6 +522,10 @@ impl<B: Backend> Drop for TyrData<B> {
     fn drop(&mut self) {
         // No more interrupts or work; then every job still pending is cancelled.
         self.backend.stop_events();
+        let binds: Vec<u64> = lock(&self.sched.binds).keys().copied().collect();
+        for key in binds {
+            self.inner.drop_bind_queue(key);
+        }
         for g in self.sched.group_list() {
             g.state.dead.store(true, Ordering::Release);
             self.inner.teardown_group(&g, jobqueue::FenceError::CANCELED);
@@ -754,14 +759,14 @@ fn read_bind_ops(user: &dyn UserMemory, ops: &uapi::ObjArray) -> Result<Vec<uapi
 }
 
 /// A decoded bind op: address, size, and for a map the object, offset and flags.
-type Decoded<B> = (u64, u64, Option<(BoRef<B>, u64, u32)>);
+pub(crate) type Decoded<B> = (u64, u64, Option<(BoRef<B>, u64, u32)>);
 
 /// Turns one user op into a request; `None` for an op that does nothing.
-fn decode_op<B: Backend>(op: &uapi::VmBindOp, file: &File<B>) -> Result<Option<Decoded<B>>> {
+pub(crate) fn decode_op<B: Backend>(
+    op: &uapi::VmBindOp,
+    file: &File<B>,
+) -> Result<Option<Decoded<B>>> {
     use uapi::*;
-    if op.syncs.count != 0 {
-        return Err(Error::Invalid);
-    }
     if op.size == 0 {
         return Ok(None);
     }
@@ -795,18 +800,26 @@ fn vm_bind<B: Backend>(
     args: &mut uapi::VmBind,
     file: &File<B>,
 ) -> DrmResult<u32> {
-    // Asynchronous binds go through the bind queue of the scheduler (not there yet).
-    if args.flags != 0 {
+    if args.flags & !uapi::DRM_PANTHOR_VM_BIND_ASYNC != 0 {
         return Err(DrmError::Invalid);
     }
     let vm = file.inner().vm(args.vm_id)?;
     let ops = read_bind_ops(file.user(), &args.ops)?;
+    if args.flags & uapi::DRM_PANTHOR_VM_BIND_ASYNC != 0 {
+        return crate::bindq::vm_bind_async(dev, args, file, &ops);
+    }
     let mut decoded = Vec::new();
     decoded
         .try_reserve(ops.len())
         .map_err(|_| DrmError::NoMemory)?;
     for (i, op) in ops.iter().enumerate() {
-        match decode_op(op, file) {
+        // Synchronous binds take no sync operations.
+        let one = if op.syncs.count != 0 {
+            Err(Error::Invalid)
+        } else {
+            decode_op(op, file)
+        };
+        match one {
             Ok(d) => decoded.push(d),
             Err(e) => {
                 args.ops.count = i as u32;

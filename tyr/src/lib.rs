@@ -40,6 +40,8 @@ compile_error!(
 extern crate std;
 
 pub mod backend;
+#[cfg(feature = "std")]
+pub mod bindq;
 pub mod csf;
 #[cfg(feature = "std")]
 pub mod driver;

@@ -528,6 +528,8 @@ pub struct Sched<B: Backend> {
     pub slots: Mutex<Vec<Option<u64>>>,
     /// Free interface-word slots.
     iface_free: Mutex<Vec<bool>>,
+    /// The bind queue of each VM (by key) that has had an asynchronous bind.
+    pub(crate) binds: Mutex<BTreeMap<u64, Arc<Mutex<crate::bindq::BindQueue<B>>>>>,
     /// The device could not be brought back after a reset.
     pub broken: AtomicBool,
 }
@@ -543,6 +545,7 @@ impl<B: Backend> Sched<B> {
             groups: Mutex::new(BTreeMap::new()),
             slots: Mutex::new(std::vec![None; slots]),
             iface_free: Mutex::new(std::vec![true; MAX_QUEUES]),
+            binds: Mutex::new(BTreeMap::new()),
             broken: AtomicBool::new(false),
         }
     }

@@ -58,7 +58,7 @@ impl SyncFence for JobSyncFence {
 }
 
 /// The job fence behind a syncobj's fence ([`Error::Invalid`] for a foreign one).
-fn job_fence(f: &FenceRef) -> Result<HostFence> {
+pub(crate) fn job_fence(f: &FenceRef) -> Result<HostFence> {
     let any = f.as_any();
     if let Some(j) = any.downcast_ref::<JobSyncFence>() {
         return Ok(j.0.clone());
@@ -100,7 +100,7 @@ pub(crate) fn read_array<T: UObj>(
 pub const MAX_SYNCS: u32 = 64;
 
 /// Checks a sync op as panthor does; only binary syncobjs are supported.
-fn check_sync_op(op: &uapi::SyncOp) -> Result {
+pub(crate) fn check_sync_op(op: &uapi::SyncOp) -> Result {
     let known = uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_MASK | uapi::DRM_PANTHOR_SYNC_OP_SIGNAL;
     if op.flags & !known != 0 {
         return Err(Error::Invalid);
@@ -506,6 +506,7 @@ impl<B: Backend> Events for DevInner<B> {
     }
 
     fn work(&self) {
+        self.run_bind_queues();
         let groups = self.sched.group_list();
         for g in &groups {
             for q in &g.queues {

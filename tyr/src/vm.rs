@@ -25,7 +25,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use gpuvm::{
     BoSlot, CommitOps, GemObject, Gpuvm, Mapping, Op, OpEntry, OpMap, OpMapped, OpRemap,
-    OpRemapped, OpUnmap, OpUnmapped, Storage, VaSlot, VmConfig,
+    OpRemapped, OpUnmap, OpUnmapped, SmOps, Storage, VaSlot, VmConfig,
 };
 use io_pgtable::regs::MaliAsRegs;
 use io_pgtable::{
@@ -210,10 +210,42 @@ impl<D: DmaMemory> PtMem<D> {
 
     /// Frees every page of the pool.
     pub fn drain(&self) {
-        while let Some(page) = self.pop() {
+        self.drain_to(0);
+    }
+
+    /// Frees pages of the pool until at most `keep` are left.
+    pub fn drain_to(&self, keep: usize) {
+        while self.pooled() > keep {
+            let Some(page) = self.pop() else {
+                break;
+            };
             // SAFETY: The page left the pool and nothing else refers to it.
             unsafe { self.dma.free_page(page) };
         }
+    }
+
+    /// Puts a page that is no longer used back into the pool, zeroing it.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live `alloc_page` page of this pool's memory that nothing uses any more.
+    unsafe fn push(&self, page: u64) {
+        for i in 0..PAGE_SIZE / 8 {
+            if let Some(word) = self.dma.cpu_u64(page + 8 * i) {
+                // SAFETY: `cpu_u64` returned a pointer into the live page (`DmaMemory`
+                // contract), which nothing else uses (caller's guarantee).
+                unsafe { word.as_ref() }.store(0, Ordering::Relaxed);
+            }
+        }
+        let Some(first) = self.dma.cpu_u64(page) else {
+            // SAFETY: As above; without a CPU view the page cannot be pooled, so it is freed.
+            unsafe { self.dma.free_page(page) };
+            return;
+        };
+        // SAFETY: As above.
+        unsafe { first.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.head.store(page, Ordering::Relaxed);
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -238,8 +270,11 @@ unsafe impl<D: DmaMemory> TableAlloc for PtMem<D> {
     }
 
     unsafe fn free_table(&self, table: TableMem, _size: usize) {
-        // SAFETY: The page table no longer uses the table (caller's guarantee).
-        unsafe { self.dma.free_page(table.dev) };
+        // Freed tables go back to the pool: the remnants of a split mapping are mapped again
+        // from it, so a bind prepared in advance never needs more pages than it set aside.
+        // SAFETY: The page table no longer uses the table (caller's guarantee); it is a pool
+        // page of this memory.
+        unsafe { self.push(table.dev) };
     }
 
     fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
@@ -360,6 +395,39 @@ pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
     pt: PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
     unusable: bool,
     kchunks: [u64; KERNEL_CHUNKS / 64],
+    reserved: BindReservation,
+}
+
+/// What binds submitted for later set aside in a VM: free VA and VM-BO slots and page-table
+/// pages, so that applying them allocates nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BindReservation {
+    vas: u32,
+    bos: u32,
+    tables: usize,
+}
+
+impl BindReservation {
+    fn add(self, o: Self) -> Self {
+        BindReservation {
+            vas: self.vas.saturating_add(o.vas),
+            bos: self.bos.saturating_add(o.bos),
+            tables: self.tables.saturating_add(o.tables),
+        }
+    }
+
+    fn sub(self, o: Self) -> Self {
+        BindReservation {
+            vas: self.vas.saturating_sub(o.vas),
+            bos: self.bos.saturating_sub(o.bos),
+            tables: self.tables.saturating_sub(o.tables),
+        }
+    }
+
+    /// Whether nothing is set aside.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
@@ -382,6 +450,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
             pt,
             unusable: false,
             kchunks: [0; KERNEL_CHUNKS / 64],
+            reserved: BindReservation::default(),
         })
     }
 
@@ -508,10 +577,10 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         self.check_kernel(va, size)?;
         let pool = self.pt.allocator();
         let ready = pool
-            .reserve(tables_for(va, size, pa))
+            .reserve(self.reserved.tables + tables_for(va, size, pa))
             .and_then(|()| mmu.lock(va, size));
         if let Err(e) = ready {
-            pool.drain();
+            pool.drain_to(self.reserved.tables);
             return Err(e);
         }
         let mapped = self.pt.map(va, pa, size, Prot::READ | Prot::WRITE | Prot::NOEXEC);
@@ -519,7 +588,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
             // Undo whatever prefix was written.
             let _ = self.pt.unmap(va, size, None);
         }
-        self.pt.allocator().drain();
+        self.pt.allocator().drain_to(self.reserved.tables);
         let unlocked = mmu.unlock();
         mapped.map_err(Error::from)?;
         unlocked
@@ -535,6 +604,145 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         mmu.lock(va, size)?;
         let _ = self.pt.unmap(va, size, None);
         mmu.unlock()
+    }
+
+    /// Validates the requests of a bind that will be applied later (an asynchronous
+    /// `VM_BIND`) and sets aside what applying them needs: VA and VM-BO slots, and page-table
+    /// pages for the worst case (every page of the range, plus one level-3 table at each edge
+    /// for splitting a 2M block).
+    ///
+    /// # Errors
+    ///
+    /// The index of the failing request and the error; nothing is set aside then.
+    pub fn reserve_bind(&mut self, reqs: &[BindReq<'_, O>]) -> Result<BindReservation, (usize, Error)> {
+        let mut res = BindReservation::default();
+        for (i, r) in reqs.iter().enumerate() {
+            self.check(r).map_err(|e| (i, e))?;
+            let more = match *r {
+                BindReq::Map { size: 0, .. } | BindReq::Unmap { size: 0, .. } => {
+                    BindReservation::default()
+                }
+                BindReq::Map {
+                    va,
+                    size,
+                    obj,
+                    offset,
+                    ..
+                } => BindReservation {
+                    vas: 3,
+                    bos: 1,
+                    tables: tables_for(va, size, obj.dma_addr().wrapping_add(offset)) + 2,
+                },
+                BindReq::Unmap { .. } => BindReservation {
+                    vas: 2,
+                    bos: 0,
+                    tables: 2,
+                },
+            };
+            res = res.add(more);
+        }
+        let last = reqs.len().saturating_sub(1);
+        let total = self.reserved.add(res);
+        self.gpuvm
+            .reserve(total.vas, total.bos)
+            .map_err(|e| (last, Error::from(e)))?;
+        self.pt
+            .allocator()
+            .reserve(total.tables)
+            .map_err(|e| (last, e))?;
+        self.reserved = total;
+        Ok(res)
+    }
+
+    /// Gives back what [`reserve_bind`](Self::reserve_bind) set aside for a bind that will not
+    /// be applied.
+    pub fn release_bind(&mut self, res: BindReservation) {
+        self.reserved = self.reserved.sub(res);
+        if self.reserved.is_empty() {
+            self.pt.allocator().drain();
+        }
+    }
+
+    /// Whether binds set aside memory and have not been applied or released yet.
+    pub fn has_reserved_binds(&self) -> bool {
+        !self.reserved.is_empty()
+    }
+
+    /// Applies requests that [`reserve_bind`](Self::reserve_bind) accepted, one after the
+    /// other, using only the memory it set aside (this runs in a fence-signalling path).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] if the VM became unusable meanwhile (nothing is applied); a failure
+    /// while applying (which the reservation rules out) makes the VM unusable.
+    pub fn apply_reserved(
+        &mut self,
+        reqs: &[BindReq<'_, O>],
+        res: BindReservation,
+        mmu: &mut impl MmuUpdate,
+    ) -> Result {
+        let result = if self.unusable {
+            Err(Error::Invalid)
+        } else {
+            self.apply_now(reqs, mmu)
+        };
+        self.release_bind(res);
+        result
+    }
+
+    fn apply_now(&mut self, reqs: &[BindReq<'_, O>], mmu: &mut impl MmuUpdate) -> Result {
+        // The region to lock: the requests and every mapping they overlap (a split mapping is
+        // unmapped whole and its remnants mapped again).
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for r in reqs {
+            let (va, size) = match *r {
+                BindReq::Map { va, size, .. } | BindReq::Unmap { va, size } => (va, size),
+            };
+            if size == 0 {
+                continue;
+            }
+            lo = lo.min(va);
+            hi = hi.max(va + size);
+            for m in self.gpuvm.iter_range(va, size) {
+                lo = lo.min(m.addr());
+                hi = hi.max(m.end());
+            }
+        }
+        if lo >= hi {
+            return Ok(());
+        }
+        mmu.lock(lo, hi - lo)?;
+        let mut apply = Apply {
+            pt: &mut self.pt,
+            failed: false,
+        };
+        let mut err = None;
+        for r in reqs {
+            let res = match *r {
+                BindReq::Map { size: 0, .. } | BindReq::Unmap { size: 0, .. } => Ok(()),
+                BindReq::Map {
+                    va,
+                    size,
+                    obj,
+                    offset,
+                    flags,
+                } => self
+                    .gpuvm
+                    .sm_map(&mut apply, Mapping::new(va, size, obj, offset).with_flags(flags)),
+                BindReq::Unmap { va, size } => self.gpuvm.sm_unmap(&mut apply, va, size),
+            };
+            if let Err(e) = res {
+                err = Some(Error::from(e));
+                break;
+            }
+        }
+        let failed = apply.failed || err.is_some();
+        let unlocked = mmu.unlock();
+        if failed {
+            self.unusable = true;
+            return Err(err.unwrap_or(Error::NoMemory));
+        }
+        unlocked
     }
 
     fn check_kernel(&self, va: u64, size: u64) -> Result {
@@ -556,6 +764,10 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     ) -> Result<(), (usize, Error)> {
         for (i, r) in reqs.iter().enumerate() {
             self.check(r).map_err(|e| (i, e))?;
+        }
+        // Applying now could use what queued binds set aside.
+        if !self.reserved.is_empty() {
+            return Err((0, Error::Busy));
         }
         let mut ops = S::ops();
         let mut plan = self.gpuvm.bind(&mut ops).map_err(|e| (0, e.into()))?;
@@ -607,7 +819,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         });
         if let Err(e) = ready {
             // Dropping the plan restores the VM; the reserved pages go back.
-            pool.drain();
+            pool.drain_to(self.reserved.tables);
             return Err((fail, e));
         }
         let mut apply = Apply {
@@ -616,7 +828,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         };
         plan.commit(&mut apply);
         let failed = apply.failed;
-        self.pt.allocator().drain();
+        self.pt.allocator().drain_to(self.reserved.tables);
         let unlocked = if lo < hi { mmu.unlock() } else { Ok(()) };
         if failed {
             self.unusable = true;
@@ -652,6 +864,28 @@ impl<D: DmaMemory> Apply<'_, D> {
         if self.pt.unmap(addr, range, None) != Ok(range) {
             self.failed = true;
         }
+    }
+}
+
+impl<D: DmaMemory, O: BoBacking> SmOps<O, ()> for Apply<'_, D> {
+    type Error = gpuvm::Error;
+
+    fn sm_step_map<'op>(&mut self, op: OpMap<'op, O, ()>) -> Result<OpMapped<'op>, gpuvm::Error> {
+        Ok(CommitOps::map(self, op))
+    }
+
+    fn sm_step_unmap<'op>(
+        &mut self,
+        op: OpUnmap<'op, O, ()>,
+    ) -> Result<OpUnmapped<'op>, gpuvm::Error> {
+        Ok(CommitOps::unmap(self, op))
+    }
+
+    fn sm_step_remap<'op>(
+        &mut self,
+        op: OpRemap<'op, O, ()>,
+    ) -> Result<OpRemapped<'op>, gpuvm::Error> {
+        Ok(CommitOps::remap(self, op))
     }
 }
 

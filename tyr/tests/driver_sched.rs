@@ -430,3 +430,146 @@ fn calls_after_unplug_are_enodev() {
     assert_eq!(errno(umd.group_create(s.vm, &[0x1000])), ENODEV);
     assert_eq!(errno(umd.syncobj_create(false)), ENODEV);
 }
+
+fn bind_op(flags: u32, bo: u32, va: u64, size: u64, syncs: ObjArray) -> VmBindOp {
+    VmBindOp {
+        flags,
+        bo_handle: bo,
+        bo_offset: 0,
+        va,
+        size,
+        syncs,
+    }
+}
+
+#[test]
+fn asynchronous_binds_are_ordered_with_jobs_by_syncobjs() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let code = umd.bo_create(0x1000).unwrap();
+    let data = umd.bo_create(0x20_0000).unwrap();
+    // The code is bound synchronously; the data asynchronously, then a job waits for the bind.
+    umd.map(vm, &code, 0x100_0000).unwrap();
+    let bound = umd.syncobj_create(false).unwrap();
+    let op = bind_op(
+        DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+        data.handle,
+        0x4000_0000,
+        data.size,
+        umd.sync_ops(&[], &[bound]).unwrap(),
+    );
+    umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op]).unwrap();
+    let prog = [
+        instr::move48(0, 0x4000_0000 + 0x1f_f000),
+        instr::move32(2, 0xabcd),
+        instr::store_multiple(2, 0, 0, 1),
+    ];
+    umd.write_stream(&code, 0, &prog).unwrap();
+    let g = umd.group_create(vm, &[0x1000]).unwrap();
+    let ran = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(0, 0x100_0000, 24).wait(bound).signal(ran)])
+        .unwrap();
+    // Unmap the data once the job has run; a sync-only op in the same call signals after it.
+    let unbound = umd.syncobj_create(false).unwrap();
+    let after = umd.syncobj_create(false).unwrap();
+    let ops = [
+        bind_op(
+            DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+            0,
+            0x4000_0000,
+            data.size,
+            umd.sync_ops(&[ran], &[unbound]).unwrap(),
+        ),
+        bind_op(
+            DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY,
+            0,
+            0,
+            0,
+            umd.sync_ops(&[unbound], &[after]).unwrap(),
+        ),
+    ];
+    umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &ops).unwrap();
+    umd.wait(&[after], WAIT).unwrap();
+    for h in [bound, ran, unbound, after] {
+        assert_eq!(fence_status(&umd, h), Some(0));
+    }
+    assert_eq!(data.read_u32(0x1f_f000).unwrap(), 0xabcd);
+    let vmr = umd.client().file().inner().vm(vm).unwrap();
+    let v = vmr.lock().unwrap();
+    assert_eq!(v.iova_to_phys(0x4000_0000), None);
+    assert_eq!(v.mapping_count(), 1);
+    assert!(!v.has_reserved_binds());
+}
+
+#[test]
+fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let bo = umd.bo_create(0x4000).unwrap();
+    let s = umd.syncobj_create(false).unwrap();
+    let none = ObjArray::default();
+    let good = bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_MAP, bo.handle, 0x10_0000, 0x4000, none);
+    let cases = [
+        // A sync-only op must not name a range or an object.
+        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY, 0, 0x1000, 0x1000, none), EINVAL),
+        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY, bo.handle, 0, 0, none), EINVAL),
+        // Unknown syncobjs.
+        (
+            bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP, 0, 0, 0x1000, umd.sync_ops(&[55], &[]).unwrap()),
+            ENOENT,
+        ),
+        (
+            bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP, 0, 0, 0x1000, umd.sync_ops(&[], &[55]).unwrap()),
+            EINVAL,
+        ),
+        // An object range that does not fit, an unaligned address.
+        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_MAP, bo.handle, 0x10_0000, 0x8000, none), EINVAL),
+        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_MAP, bo.handle, 0x10_0800, 0x1000, none), EINVAL),
+    ];
+    for (bad, want) in cases {
+        let mut a = VmBind {
+            vm_id: vm,
+            flags: DRM_PANTHOR_VM_BIND_ASYNC,
+            ops: umd.array(&[good, bad]).unwrap(),
+        };
+        assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a)), want);
+        assert_eq!(a.ops.count, 1, "the failing op's index");
+        let vmr = umd.client().file().inner().vm(vm).unwrap();
+        let v = vmr.lock().unwrap();
+        assert_eq!(v.mapping_count(), 0);
+        assert!(!v.has_reserved_binds());
+        assert_eq!(fence_status(&umd, s), None);
+    }
+    // Unknown flags of the call itself.
+    let mut a = VmBind {
+        vm_id: vm,
+        flags: 1 << 7,
+        ops: umd.array(&[good]).unwrap(),
+    };
+    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a)), EINVAL);
+    // While a bind holds a reservation, a synchronous bind of the same VM is refused.
+    let vmr = umd.client().file().inner().vm(vm).unwrap();
+    let obj = {
+        use drm_ctx::drm::gem;
+        tyr::driver::BoRef(
+            gem::Object::<tyr::driver::TyrBo<HostBackend>>::lookup_handle(
+                umd.client().file(),
+                bo.handle,
+            )
+            .unwrap(),
+        )
+    };
+    let req = tyr::vm::BindReq::Map {
+        va: 0x20_0000,
+        size: 0x1000,
+        obj: &obj,
+        offset: 0,
+        flags: 0,
+    };
+    let res = vmr.lock().unwrap().reserve_bind(&[req]).unwrap();
+    assert_eq!(errno(umd.map(vm, &bo, 0x10_0000)), -16);
+    vmr.lock().unwrap().release_bind(res);
+    umd.map(vm, &bo, 0x10_0000).unwrap();
+}
