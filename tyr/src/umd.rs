@@ -167,6 +167,21 @@ impl Umd {
         })
     }
 
+    /// `DEV_QUERY` of `type_` into a `T`.
+    pub fn dev_query<T: IoctlArg + Default>(&self, type_: u32) -> Result<T> {
+        let out = T::default();
+        let ptr = self.mem().alloc_bytes(ioctl::as_bytes(&out))?;
+        let mut q = DevQuery {
+            type_,
+            size: core::mem::size_of::<T>() as u32,
+            pointer: ptr,
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_DEV_QUERY, &mut q)?;
+        let bytes = self.mem().read_vec(ptr, core::mem::size_of::<T>())?;
+        self.mem().free(ptr)?;
+        ioctl::from_bytes(&bytes).ok_or(Error::Invalid)
+    }
+
     /// Creates a VM with the default user range.
     pub fn vm_create(&self) -> Result<u32> {
         let mut a = VmCreate::default();
@@ -225,7 +240,12 @@ impl Umd {
             flags,
             ops: self.array(ops)?,
         };
-        self.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a).map(|_| ())
+        let r = self.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a);
+        self.free_array(&ObjArray {
+            count: ops.len() as u32,
+            ..a.ops
+        });
+        r.map(|_| ())
     }
 
     /// The sync-op array of a job.
@@ -310,8 +330,20 @@ impl Umd {
             pad: 0,
             queue_submits: self.array(&subs)?,
         };
-        self.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut a)
-            .map(|_| ())
+        let r = self.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut a);
+        // The arrays were only needed for the call.
+        for s in &subs {
+            self.free_array(&s.syncs);
+        }
+        self.free_array(&a.queue_submits);
+        r.map(|_| ())
+    }
+
+    /// Frees an array made by [`array`](Self::array).
+    pub fn free_array(&self, a: &ObjArray) {
+        if a.array != 0 {
+            let _ = self.mem().free(a.array);
+        }
     }
 
     /// Creates a syncobj (already signalled if `signalled`).
@@ -343,8 +375,9 @@ impl Umd {
             count_handles: arr.count,
             pad: 0,
         };
-        self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_SIGNAL, &mut a)
-            .map(|_| ())
+        let r = self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_SIGNAL, &mut a);
+        self.free_array(&arr);
+        r.map(|_| ())
     }
 
     /// Waits until every syncobj has signalled, for at most `timeout_ns` nanoseconds.
@@ -357,8 +390,9 @@ impl Umd {
             flags: syncobj::DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL,
             ..Default::default()
         };
-        self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_WAIT, &mut a)
-            .map(|_| ())
+        let r = self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_WAIT, &mut a);
+        self.free_array(&arr);
+        r.map(|_| ())
     }
 
     /// Writes a command stream into `bo` at `offset`.
