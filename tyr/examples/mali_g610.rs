@@ -129,7 +129,9 @@ fn run() -> Result<(), String> {
         let queue = ((k / 2) % 2) as u32;
         umd.submit(
             group,
-            &[Job::new(queue, CODE_VA + k * 64, 32).wait(prev).signal(done)],
+            &[Job::new(queue, CODE_VA + k * 64, 32)
+                .wait(prev)
+                .signal(done)],
         )
         .map_err(e("GROUP_SUBMIT"))?;
         syncs.push(done);
@@ -209,7 +211,8 @@ fn run() -> Result<(), String> {
     };
     umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op])
         .map_err(e("VM_BIND async"))?;
-    umd.wait(&[drained], 10 * SECOND).map_err(e("SYNCOBJ_WAIT"))?;
+    umd.wait(&[drained], 10 * SECOND)
+        .map_err(e("SYNCOBJ_WAIT"))?;
     let async_binds = BINDS as f64 / t.elapsed().as_secs_f64();
     check(
         umd.vm_state(vm).map_err(e("VM_GET_STATE"))? == DRM_PANTHOR_VM_STATE_USABLE,

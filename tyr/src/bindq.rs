@@ -119,12 +119,8 @@ impl<B: Backend> JqBackend for BindHw<B> {
 }
 
 /// A VM's bind queue.
-pub type BindQueue<B> = jobqueue::Queue<
-    BindHw<B>,
-    <B as Backend>::Exec,
-    SchedClock<<B as Backend>::Clock>,
-    JOB_SLOTS,
->;
+pub type BindQueue<B> =
+    jobqueue::Queue<BindHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
 
 /// Configuration of bind queues: one credit per bind.
 pub const BIND_CONFIG: QueueConfig = QueueConfig::new(JOB_SLOTS as u32).with_timeout(JOB_TIMEOUT);
@@ -231,20 +227,22 @@ fn prepare_op<B: Backend>(
     table: &drm_ctx::host::syncobj::SyncobjTable,
 ) -> Result<Prep<B>> {
     use uapi::*;
-    let syncs: Vec<SyncOp> = crate::submit::read_array(file.user(), &op.syncs, crate::submit::MAX_SYNCS)?;
-    let decoded = if op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK == DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY {
-        if op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK != 0
-            || op.bo_handle != 0
-            || op.bo_offset != 0
-            || op.va != 0
-            || op.size != 0
-        {
-            return Err(Error::Invalid);
-        }
-        None
-    } else {
-        crate::driver::decode_op(op, file)?
-    };
+    let syncs: Vec<SyncOp> =
+        crate::submit::read_array(file.user(), &op.syncs, crate::submit::MAX_SYNCS)?;
+    let decoded =
+        if op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK == DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY {
+            if op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK != 0
+                || op.bo_handle != 0
+                || op.bo_offset != 0
+                || op.va != 0
+                || op.size != 0
+            {
+                return Err(Error::Invalid);
+            }
+            None
+        } else {
+            crate::driver::decode_op(op, file)?
+        };
     let mut waits = Vec::new();
     let mut signals = Vec::new();
     for s in &syncs {

@@ -9,13 +9,15 @@
 //! userspace opens.
 //!
 //! Buffer objects ([`TyrBo`]) are contiguous DMA memory. Each open file ([`TyrFile`]) has up
-//! to 32 VMs, numbered from 1. The ioctls follow panthor's validation; `VM_BIND` is
-//! synchronous and, unlike panthor's, all or nothing for the whole array of operations (on
-//! failure `ops.count` is the index of the failing operation and nothing changed).
+//! to 32 VMs, numbered from 1, and up to 128 groups. The ioctls follow panthor's validation; a
+//! synchronous `VM_BIND` is, unlike panthor's, all or nothing for the whole array of operations
+//! (on failure `ops.count` is the index of the failing operation and nothing changed); an
+//! asynchronous one queues each operation as a job ([`crate::bindq`]). Groups and submission are
+//! in [`crate::sched`] and [`crate::submit`].
 //!
-//! A VM gets an address space when the GPU needs it ([`vm_activate`]; the scheduler of the
-//! next step calls it), least recently used first; binds into an active VM lock, update and
-//! flush through the MMU.
+//! A VM gets an address space when the GPU needs it ([`vm_activate`]; the scheduler calls it
+//! when a group of the VM gets a slot), least recently used first among the VMs no running
+//! group needs; binds into an active VM lock, update and flush through the MMU.
 
 use core::marker::PhantomData;
 use core::mem::size_of;
@@ -150,7 +152,10 @@ impl<B: Backend> TyrBo<B> {
             let at = self.mem.addr + offset + i as u64;
             let word = w.rd32(at & !3);
             let shift = (at & 3) * 8;
-            w.wr32(at & !3, (word & !(0xff << shift)) | (u32::from(*b) << shift));
+            w.wr32(
+                at & !3,
+                (word & !(0xff << shift)) | (u32::from(*b) << shift),
+            );
         }
         self.dma.sync_for_device(self.mem.addr + offset, data.len());
         Ok(())
@@ -528,7 +533,8 @@ impl<B: Backend> Drop for TyrData<B> {
         }
         for g in self.sched.group_list() {
             g.state.dead.store(true, Ordering::Release);
-            self.inner.teardown_group(&g, jobqueue::FenceError::CANCELED);
+            self.inner
+                .teardown_group(&g, jobqueue::FenceError::CANCELED);
         }
         lock(&self.sched.groups).clear();
         // Stop the MCU and unmap its address space before its page tables are freed.

@@ -5,10 +5,12 @@
 //! The driver brings a Mali CSF GPU up ([`gpu`]: reset, L2, identification; [`fw`]: the MCU
 //! and its interface), describes its registers with `register!` ([`regs`]), manages GPU
 //! virtual memory with `gpuvm` and `io-pgtable` ([`vm`]: VMs and all-or-nothing VM_BIND;
-//! [`mmu`]: address-space slots and MMU commands) and serves the panthor uAPI ([`uapi`])
-//! through the `drm-ctx` DRM core (`driver`, feature `std`). Everything it needs from its
-//! environment goes through a [`backend::Backend`]; `host` (feature `host`) implements it over
-//! a simulated Mali-G610 (`sim`).
+//! [`mmu`]: address-space slots and MMU commands), runs GPU work through `jobqueue` onto the
+//! firmware's command-stream rings ([`csf`]; `sched`, `submit`, `bindq`, feature `std`) and
+//! serves the panthor uAPI ([`uapi`]) through the `drm-ctx` DRM core (`driver`, feature `std`).
+//! Everything it needs from its environment goes through a [`backend::Backend`]; `host`
+//! (feature `host`) implements it over a simulated Mali-G610 (`sim`), and `umd` is a Mesa-like
+//! client for tests and the demo.
 //!
 //! ```
 //! # #[cfg(feature = "host")] {

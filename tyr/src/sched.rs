@@ -22,7 +22,7 @@
 //! - Everything a job needs on the way to its fence is allocated when it is submitted: the
 //!   jobqueue job (done fence, callback nodes, dependency table) and its hardware fence.
 //!   `run_job` and the interrupt handler only write memory that exists already.
-//! - Groups get a slot when they have work ([`Sched::schedule`]); a group whose streams are
+//! - Groups get a slot when they have work (the work item schedules them); a group whose streams are
 //!   all idle gives its slot up when another group needs one. The group's VM gets an address
 //!   space for as long as the group holds a slot (pinned: it cannot be evicted meanwhile).
 //!
@@ -101,12 +101,8 @@ impl<C: Clock> jobqueue::Clock for SchedClock<C> {
 }
 
 /// A job queue of the driver.
-pub type JobQueue<B> = jobqueue::Queue<
-    RingHw<B>,
-    <B as Backend>::Exec,
-    SchedClock<<B as Backend>::Clock>,
-    JOB_SLOTS,
->;
+pub type JobQueue<B> =
+    jobqueue::Queue<RingHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
 
 /// 32- and 64-bit CPU accesses to DMA memory by device address (little-endian words).
 pub struct Words<'a, D: DmaMemory>(pub &'a D);
@@ -121,8 +117,9 @@ impl<D: DmaMemory> Words<'_, D> {
 
     /// The 32-bit word at `addr` (0 if the address is not in live memory).
     pub fn rd32(&self, addr: u64) -> u32 {
-        self.word(addr)
-            .map_or(0, |w| (w.load(Ordering::Acquire) >> ((addr & 4) * 8)) as u32)
+        self.word(addr).map_or(0, |w| {
+            (w.load(Ordering::Acquire) >> ((addr & 4) * 8)) as u32
+        })
     }
 
     /// Writes the 32-bit word at `addr` (nothing if the address is not in live memory).
@@ -190,12 +187,18 @@ impl FwIface {
         let mut css = Vec::new();
         for n in 0..groups as u64 {
             let c = base + crate::fw::CSF_GROUP_CONTROL_OFFSET + n * stride;
-            csgs.push((off(w.rd32(c + csg::INPUT_VA))?, off(w.rd32(c + csg::OUTPUT_VA))?));
+            csgs.push((
+                off(w.rd32(c + csg::INPUT_VA))?,
+                off(w.rd32(c + csg::OUTPUT_VA))?,
+            ));
             let s_stride = u64::from(w.rd32(c + csg::STREAM_STRIDE));
             let mut streams_of = Vec::new();
             for s in 0..streams as u64 {
                 let sc = c + crate::fw::CSF_STREAM_CONTROL_OFFSET + s * s_stride;
-                streams_of.push((off(w.rd32(sc + cs::INPUT_VA))?, off(w.rd32(sc + cs::OUTPUT_VA))?));
+                streams_of.push((
+                    off(w.rd32(sc + cs::INPUT_VA))?,
+                    off(w.rd32(sc + cs::OUTPUT_VA))?,
+                ));
             }
             css.push(streams_of);
         }
@@ -439,7 +442,11 @@ impl<B: Backend> JqBackend for RingHw<B> {
         Ok(fence)
     }
 
-    fn timed_out(&mut self, job: TimedOutJob<'_, JobPayload>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
+    fn timed_out(
+        &mut self,
+        job: TimedOutJob<'_, JobPayload>,
+        _ctx: &SignalCtx<'_>,
+    ) -> TimeoutAction {
         if let Some(dev) = self.backend.upgrade() {
             dev_err!(
                 &dev.backend,

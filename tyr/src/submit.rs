@@ -180,7 +180,12 @@ impl<B: Backend> DevInner<B> {
         let bo = gem::Object::<TyrBo<B>>::new(
             dev,
             size as usize,
-            BoArgs::new(self.backend.dma().clone(), self.key(), uapi::DRM_PANTHOR_BO_NO_MMAP, vm_key),
+            BoArgs::new(
+                self.backend.dma().clone(),
+                self.key(),
+                uapi::DRM_PANTHOR_BO_NO_MMAP,
+                vm_key,
+            ),
         )?;
         let mem = BoRef(bo);
         let base = mem.0.dma_addr();

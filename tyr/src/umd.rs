@@ -211,9 +211,10 @@ impl Umd {
             ..Default::default()
         };
         self.ioctl(DRM_IOCTL_PANTHOR_BO_MMAP_OFFSET, &mut m)?;
-        let map = self
-            .client
-            .mmap(m.offset, usize::try_from(a.size).map_err(|_| Error::Overflow)?)?;
+        let map = self.client.mmap(
+            m.offset,
+            usize::try_from(a.size).map_err(|_| Error::Overflow)?,
+        )?;
         Ok(Bo {
             handle: a.handle,
             size: a.size,

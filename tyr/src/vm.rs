@@ -583,7 +583,9 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
             pool.drain_to(self.reserved.tables);
             return Err(e);
         }
-        let mapped = self.pt.map(va, pa, size, Prot::READ | Prot::WRITE | Prot::NOEXEC);
+        let mapped = self
+            .pt
+            .map(va, pa, size, Prot::READ | Prot::WRITE | Prot::NOEXEC);
         if mapped.is_err() {
             // Undo whatever prefix was written.
             let _ = self.pt.unmap(va, size, None);
@@ -614,7 +616,10 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     /// # Errors
     ///
     /// The index of the failing request and the error; nothing is set aside then.
-    pub fn reserve_bind(&mut self, reqs: &[BindReq<'_, O>]) -> Result<BindReservation, (usize, Error)> {
+    pub fn reserve_bind(
+        &mut self,
+        reqs: &[BindReq<'_, O>],
+    ) -> Result<BindReservation, (usize, Error)> {
         let mut res = BindReservation::default();
         for (i, r) in reqs.iter().enumerate() {
             self.check(r).map_err(|e| (i, e))?;
@@ -726,9 +731,10 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
                     obj,
                     offset,
                     flags,
-                } => self
-                    .gpuvm
-                    .sm_map(&mut apply, Mapping::new(va, size, obj, offset).with_flags(flags)),
+                } => self.gpuvm.sm_map(
+                    &mut apply,
+                    Mapping::new(va, size, obj, offset).with_flags(flags),
+                ),
                 BindReq::Unmap { va, size } => self.gpuvm.sm_unmap(&mut apply, va, size),
             };
             if let Err(e) = res {

@@ -114,7 +114,10 @@ fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
     // Waiting on a syncobj that never received a fence is refused (binary syncobjs).
     let empty = umd.syncobj_create(false).unwrap();
     let (s1, n1) = add_stream(&umd, &s, 0, DATA, 5);
-    assert_eq!(errno(umd.submit(g, &[Job::new(0, s1, n1).wait(empty)])), EINVAL);
+    assert_eq!(
+        errno(umd.submit(g, &[Job::new(0, s1, n1).wait(empty)])),
+        EINVAL
+    );
     // A syncobj signalled from the CPU can be waited on.
     umd.syncobj_signal(&[empty]).unwrap();
     let a = umd.syncobj_create(false).unwrap();
@@ -144,7 +147,8 @@ fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
     assert_eq!(s.bo.read_u32(DATA + 8).unwrap(), 5);
     // A sync-only job (no stream) orders too.
     let c = umd.syncobj_create(false).unwrap();
-    umd.submit(g, &[Job::new(1, 0, 0).wait(b).signal(c)]).unwrap();
+    umd.submit(g, &[Job::new(1, 0, 0).wait(b).signal(c)])
+        .unwrap();
     umd.wait(&[c], WAIT).unwrap();
     assert_eq!(fence_status(&umd, c), Some(0));
 }
@@ -247,7 +251,13 @@ fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
             .unwrap();
         umd.wait(&[more], WAIT).unwrap();
         assert_eq!(other.bo.read_u32(DATA).unwrap(), 160);
-        let resets = r.reg.device().sched.shared.resets.load(std::sync::atomic::Ordering::Acquire);
+        let resets = r
+            .reg
+            .device()
+            .sched
+            .shared
+            .resets
+            .load(std::sync::atomic::Ordering::Acquire);
         assert_eq!(resets, 1);
         let completed = gpu.with(|g| g.resets_completed());
         // Probe's reset, then the recovery (whose first attempt may have been swallowed).
@@ -317,11 +327,23 @@ fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
         ("unaligned stream", Job::new(0, a + 8, n), EINVAL),
         ("size not in instructions", Job::new(0, a, n + 4), EINVAL),
         ("address without size", Job::new(0, a, 0), EINVAL),
-        ("too many instructions", Job::new(0, a, (1 << 20) + 8), EINVAL),
+        (
+            "too many instructions",
+            Job::new(0, a, (1 << 20) + 8),
+            EINVAL,
+        ),
         ("unknown queue", Job::new(1, a, n), EINVAL),
         ("unknown wait syncobj", Job::new(0, a, n).wait(99), ENOENT),
-        ("unknown signal syncobj", Job::new(0, a, n).signal(99), EINVAL),
-        ("wait on an empty syncobj", Job::new(0, a, n).wait(pending), EINVAL),
+        (
+            "unknown signal syncobj",
+            Job::new(0, a, n).signal(99),
+            EINVAL,
+        ),
+        (
+            "wait on an empty syncobj",
+            Job::new(0, a, n).wait(pending),
+            EINVAL,
+        ),
     ];
     for (what, job, want) in cases {
         // A good job first in the same submission: nothing of it may remain either.
@@ -335,17 +357,26 @@ fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
         pad: 1,
         queue_submits: ObjArray::default(),
     };
-    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    assert_eq!(
+        errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)),
+        EINVAL
+    );
     arg.pad = 0;
     arg.queue_submits = ObjArray {
         stride: 8,
         count: 1,
         array: 0x1000,
     };
-    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    assert_eq!(
+        errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)),
+        EINVAL
+    );
     arg.group_handle = 77;
     arg.queue_submits = ObjArray::default();
-    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    assert_eq!(
+        errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)),
+        EINVAL
+    );
     // A timeline sync op is refused.
     let mut bad_sync = umd.sync_ops(&[], &[sig]).unwrap();
     let op = SyncOp {
@@ -353,7 +384,10 @@ fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
         handle: sig,
         timeline_value: 1,
     };
-    bad_sync = umd.array(&[op]).map(|a| ObjArray { ..a }).unwrap_or(bad_sync);
+    bad_sync = umd
+        .array(&[op])
+        .map(|a| ObjArray { ..a })
+        .unwrap_or(bad_sync);
     let qs = QueueSubmit {
         queue_index: 0,
         stream_size: n,
@@ -366,7 +400,10 @@ fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
         pad: 0,
         queue_submits: umd.array(&[qs]).unwrap(),
     };
-    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)), EINVAL);
+    assert_eq!(
+        errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)),
+        EINVAL
+    );
     // Nothing was queued by any of the above: the data is untouched after a real job.
     let done = umd.syncobj_create(false).unwrap();
     umd.submit(g, &[Job::new(0, a, n).signal(done)]).unwrap();
@@ -510,23 +547,71 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
     let bo = umd.bo_create(0x4000).unwrap();
     let s = umd.syncobj_create(false).unwrap();
     let none = ObjArray::default();
-    let good = bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_MAP, bo.handle, 0x10_0000, 0x4000, none);
+    let good = bind_op(
+        DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+        bo.handle,
+        0x10_0000,
+        0x4000,
+        none,
+    );
     let cases = [
         // A sync-only op must not name a range or an object.
-        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY, 0, 0x1000, 0x1000, none), EINVAL),
-        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY, bo.handle, 0, 0, none), EINVAL),
+        (
+            bind_op(
+                DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY,
+                0,
+                0x1000,
+                0x1000,
+                none,
+            ),
+            EINVAL,
+        ),
+        (
+            bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY, bo.handle, 0, 0, none),
+            EINVAL,
+        ),
         // Unknown syncobjs.
         (
-            bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP, 0, 0, 0x1000, umd.sync_ops(&[55], &[]).unwrap()),
+            bind_op(
+                DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+                0,
+                0,
+                0x1000,
+                umd.sync_ops(&[55], &[]).unwrap(),
+            ),
             ENOENT,
         ),
         (
-            bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP, 0, 0, 0x1000, umd.sync_ops(&[], &[55]).unwrap()),
+            bind_op(
+                DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+                0,
+                0,
+                0x1000,
+                umd.sync_ops(&[], &[55]).unwrap(),
+            ),
             EINVAL,
         ),
         // An object range that does not fit, an unaligned address.
-        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_MAP, bo.handle, 0x10_0000, 0x8000, none), EINVAL),
-        (bind_op(DRM_PANTHOR_VM_BIND_OP_TYPE_MAP, bo.handle, 0x10_0800, 0x1000, none), EINVAL),
+        (
+            bind_op(
+                DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+                bo.handle,
+                0x10_0000,
+                0x8000,
+                none,
+            ),
+            EINVAL,
+        ),
+        (
+            bind_op(
+                DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+                bo.handle,
+                0x10_0800,
+                0x1000,
+                none,
+            ),
+            EINVAL,
+        ),
     ];
     for (bad, want) in cases {
         let mut a = VmBind {

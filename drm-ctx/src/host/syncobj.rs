@@ -128,7 +128,10 @@ impl SyncobjTable {
 
     /// Destroys a syncobj; [`Error::Invalid`] if there is none with this handle.
     pub fn destroy(&self, handle: u32) -> Result {
-        self.lock().remove(&handle).map(|_| ()).ok_or(Error::Invalid)
+        self.lock()
+            .remove(&handle)
+            .map(|_| ())
+            .ok_or(Error::Invalid)
     }
 
     /// The fence of a syncobj (`None` if it holds none); [`Error::NotFound`] for an unknown
@@ -277,7 +280,9 @@ fn read_handles(user: &dyn UserMemory, addr: u64, count: u32) -> Result<Vec<u32>
     }
     let n = count as usize;
     let mut bytes = Vec::new();
-    bytes.try_reserve_exact(n * 4).map_err(|_| Error::NoMemory)?;
+    bytes
+        .try_reserve_exact(n * 4)
+        .map_err(|_| Error::NoMemory)?;
     bytes.resize(n * 4, 0);
     user.read(addr, &mut bytes)?;
     Ok(bytes
