@@ -167,7 +167,10 @@ impl<T: Driver> Device<T, Registered> {
 }
 
 /// Runs `f` on the typed kernel copy of an argument and writes it back.
-fn typed<A: ioctl::IoctlArg>(karg: &mut [u8], f: impl FnOnce(&mut A) -> Result<u32>) -> Result<u32> {
+fn typed<A: ioctl::IoctlArg>(
+    karg: &mut [u8],
+    f: impl FnOnce(&mut A) -> Result<u32>,
+) -> Result<u32> {
     let mut a: A = ioctl::from_bytes(karg).ok_or(Error::Invalid)?;
     let r = f(&mut a);
     karg.copy_from_slice(ioctl::as_bytes(&a));
