@@ -205,6 +205,9 @@ pub(crate) fn vm_bind_async<B: Backend>(
     }
     for p in preps {
         let Ok(r) = q.reserve() else {
+            // Ruled out above (room checked under the queue's lock); should it happen anyway,
+            // later binds of this call depending on this one fail too.
+            p.job.done_fence().signal(Err(FenceError::CANCELED));
             continue;
         };
         let done = r.commit(p.job).done;

@@ -13,7 +13,7 @@ use drm_ctx::drm::gem;
 use drm_ctx::host::syncobj::{FenceRef, SignalledFence, SyncFence};
 use drm_ctx::{Error as DrmError, Result as DrmResult};
 use jobqueue::host::{HostAlloc, HostFence};
-use jobqueue::{Executor, Fence as _, FenceError, PreparedJob};
+use jobqueue::{Executor, Fence as _, FenceError, PreparedJob, SignalFence as _};
 use register::io::Io;
 
 use crate::backend::{Backend, Events, PAGE_SIZE};
@@ -470,6 +470,9 @@ pub(crate) fn group_submit<B: Backend>(
             continue;
         };
         let Ok(r) = jq.reserve() else {
+            // Ruled out above (room checked, queue not killed, under its lock); should it
+            // happen anyway, later jobs of this submission depending on this one fail too.
+            p.job.done_fence().signal(Err(FenceError::CANCELED));
             continue;
         };
         let done = r.commit(p.job).done;
