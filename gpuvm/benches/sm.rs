@@ -5,19 +5,27 @@
 //!
 //! Run with `cargo bench -p gpukit-gpuvm --bench sm`.
 //!
-//! The VM holds `n` one-page mappings, one every two pages. Each `map` iteration maps one page
-//! over a randomly chosen existing mapping (one unmap op plus one map op); each `unmap_map`
-//! iteration unmaps a randomly chosen mapping and maps it back (two requests). `RangeMap` gets
-//! the same `insert` / `remove` calls on the same ranges. The `*_map_seq` cases do what `map`
-//! does, but walk the existing mappings in address order instead of picking them at random.
+//! The VM holds `n` one-page mappings of one object, one every two pages. Each `map` iteration
+//! maps one page over a randomly chosen existing mapping (one unmap op plus one map op, applied
+//! by the driver callbacks); each `unmap_map` iteration unmaps a randomly chosen mapping and
+//! maps it back (two requests). `RangeMap` gets the same `insert` / `remove` calls on the same
+//! ranges, from the same random sequence, so both hold `n` mappings throughout. The
+//! `*_map_seq` cases do what `map` does, but walk the existing mappings in address order
+//! instead of picking them at random.
+//!
+//! The gpuvm side does more than `RangeMap` for the same request: besides the index it keeps
+//! the object's VM-BO and its list of VAs (unlinking a VA writes its two list neighbours, which
+//! after the random churn are at random places) and runs the driver callbacks with their
+//! proof tokens. Driver data is a `u64` (56-byte VA slots); the index nodes sit in their own
+//! storage, sized with `IndexNode::needed`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use gpuvm::{
-    BoSlot, Error, GemObject, Gpuvm, Mapping, OpMap, OpMapped, OpRemap, OpRemapped, OpUnmap,
-    OpUnmapped, SmOps, VaSlot, VmConfig,
+    BoSlot, Error, GemObject, Gpuvm, IndexNode, Mapping, OpMap, OpMapped, OpRemap, OpRemapped,
+    OpUnmap, OpUnmapped, SmOps, VaSlot, VmConfig,
 };
 use rangemap::RangeMap;
 
@@ -78,10 +86,12 @@ fn bench(c: &mut Criterion) {
     for n in [1_000u64, 100_000, 1_000_000] {
         let mut vas: Vec<VaSlot<u64>> = (0..n + 8).map(|_| VaSlot::new()).collect();
         let mut bos: Vec<BoSlot<Bo>> = (0..2).map(|_| BoSlot::new()).collect();
-        let mut vm = Gpuvm::new(
+        let mut nodes = vec![IndexNode::new(); IndexNode::needed(vas.len())];
+        let mut vm = Gpuvm::with_nodes(
             VmConfig::new(0, 1 << 48).align(P),
             vas.as_mut_slice(),
             bos.as_mut_slice(),
+            nodes.as_mut_slice(),
         )
         .unwrap();
         let mut rm = RangeMap::new();

@@ -16,6 +16,7 @@
 //! earlier ones), but VAs that will be removed keep their driver data and VM-BO links, and new
 //! VAs get theirs only at commit.
 
+use crate::btree::Node as IndexNode;
 use crate::sm::{map_step, unmap_step, CommitOps, Op, Piece, Step};
 use crate::storage::Storage;
 use crate::tree::NIL;
@@ -99,31 +100,33 @@ impl Default for OpEntry {
 /// assert_eq!(vm.len(), 2);
 /// # Ok::<(), gpuvm::Error>(())
 /// ```
-pub struct Bind<'v, 'o, O, D, VS, BS, OS>
+pub struct Bind<'v, 'o, O, D, VS, BS, OS, NS = <VS as Storage<VaSlot<D>>>::Nodes>
 where
     O: GemObject,
     VS: Storage<VaSlot<D>>,
     BS: Storage<BoSlot<O>>,
+    NS: Storage<IndexNode>,
     OS: Storage<OpEntry>,
 {
-    vm: &'v mut Gpuvm<O, D, VS, BS>,
+    vm: &'v mut Gpuvm<O, D, VS, BS, NS>,
     ops: &'o mut OS,
     len: usize,
     committed: bool,
 }
 
-impl<O, D, VS, BS> Gpuvm<O, D, VS, BS>
+impl<O, D, VS, BS, NS> Gpuvm<O, D, VS, BS, NS>
 where
     O: GemObject,
     VS: Storage<VaSlot<D>>,
     BS: Storage<BoSlot<O>>,
+    NS: Storage<IndexNode>,
 {
     /// Opens a VM_BIND batch whose ops are recorded in `ops`, which grows as needed (through
     /// [`Storage::try_grow`]) while requests are planned.
     pub fn bind<'v, 'o, OS: Storage<OpEntry>>(
         &'v mut self,
         ops: &'o mut OS,
-    ) -> Result<Bind<'v, 'o, O, D, VS, BS, OS>, Error> {
+    ) -> Result<Bind<'v, 'o, O, D, VS, BS, OS, NS>, Error> {
         self.check_idle()?;
         self.st.batch_open = true;
         Ok(Bind {
@@ -161,11 +164,12 @@ fn piece_of<D>(vas: &[VaSlot<D>], i: u32) -> Option<Piece> {
     })
 }
 
-impl<O, D, VS, BS, OS> Bind<'_, '_, O, D, VS, BS, OS>
+impl<O, D, VS, BS, OS, NS> Bind<'_, '_, O, D, VS, BS, OS, NS>
 where
     O: GemObject,
     VS: Storage<VaSlot<D>>,
     BS: Storage<BoSlot<O>>,
+    NS: Storage<IndexNode>,
     OS: Storage<OpEntry>,
 {
     /// Makes room for `more` op entries and counts the VAs overlapping `[addr, end)`.
@@ -331,7 +335,7 @@ where
     }
 
     /// The VM as planned so far (new VAs have no driver data yet).
-    pub fn vm(&self) -> &Gpuvm<O, D, VS, BS> {
+    pub fn vm(&self) -> &Gpuvm<O, D, VS, BS, NS> {
         self.vm
     }
 
@@ -395,11 +399,12 @@ where
     }
 }
 
-impl<O, D, VS, BS, OS> Drop for Bind<'_, '_, O, D, VS, BS, OS>
+impl<O, D, VS, BS, OS, NS> Drop for Bind<'_, '_, O, D, VS, BS, OS, NS>
 where
     O: GemObject,
     VS: Storage<VaSlot<D>>,
     BS: Storage<BoSlot<O>>,
+    NS: Storage<IndexNode>,
     OS: Storage<OpEntry>,
 {
     fn drop(&mut self) {

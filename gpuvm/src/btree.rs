@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! An index-linked B+tree over caller-provided slots: the VM's address index.
+//! An index-linked B+tree over a caller-provided node pool: the VM's address index.
 //!
 //! A binary tree over the VA slots costs one cache miss per level when it is searched, and
 //! with a million mappings that is twenty-odd levels of nodes scattered over the whole slot
 //! array. A B+tree keeps the search keys themselves (the VAs' start addresses) packed in
-//! arrays of [`CAP`] per node, so a search reads about `log_CAP(n)` small nodes instead.
+//! arrays of [`CAP`] per node, so a search reads about `log_CAP(n)` small nodes instead, and
+//! never a VA slot.
 //!
-//! - A *leaf* holds up to [`CAP`] sorted keys, each with the `u32` index of its slot, and the
-//!   index of the next leaf, so walking the VAs in address order never climbs the tree.
+//! - A *leaf* holds up to [`CAP`] sorted keys, each with the `u32` index of its VA slot, and
+//!   the index of the next leaf, so walking the VAs in address order never climbs the tree.
 //! - An *inner* node holds up to [`CAP`] children. Entry `i` has the child's node index and,
 //!   for `i > 0`, a lower bound of the child's keys (the *separator*): every key of child
 //!   `i - 1` is below it, every key of child `i` at or above it. Entry 0's key is not used.
@@ -17,21 +18,26 @@
 //! - A full node that gets one more entry first passes entries to its left sibling if that
 //!   has room, and only splits (into halves) otherwise. Keys inserted in ascending order, the
 //!   common way to populate a VM, then leave full nodes behind instead of half-full ones, and
-//!   the tree is a third less tall (log_8 instead of log_4 of n levels).
+//!   the tree is shorter (log_16 instead of log_8 of n levels).
 //!
 //! # Where the nodes live
 //!
-//! The tree owns no memory. Each slot of the storage it indexes carries one [`Node`]; those
-//! nodes form the tree's node pool, separate from what the slot itself holds (a VA slot's node
-//! may be in use while the slot is free, and the other way round). The fill rule above bounds
-//! the number of nodes a tree of `m` keys uses: with `m <= CAP` one leaf; otherwise at most
-//! `m / (CAP / 2)` leaves, and inner nodes add at most a third of that plus the root, so at
-//! most `m / 3 + 1 <= m` nodes for `CAP = 8`. Every key is a slot of the same storage, so the
-//! pool can never run dry: an insertion's splits always find free nodes, and no operation
-//! needs to reserve any. A range of slots can be set aside to serve inner nodes first
-//! ([`Index::set_inner_range`]); the VM uses the top 1/32 of its initial slots, so that the
-//! upper levels of a large tree sit together in a few pages instead of being spread over all
-//! of them (either pool lends to the other when it runs out).
+//! The tree owns no memory: its nodes are the elements of a slice the VM hands to every call
+//! (the node storage, apart from the VA slots), linked by `u32` indices, with the free ones
+//! on a free list. Keeping them apart from the VA slots keeps the index dense: a million VAs
+//! use 14 to 20 MB of nodes (full leaves to leaves two-thirds full), of which the inner
+//! levels take 1 to 2 MB in one range of the pool, instead of nodes spread over every VA slot.
+//!
+//! The fill rule above bounds the number of nodes a tree of `m` keys uses ([`nodes_for`]):
+//! fewer than `2 * MIN` keys fit in the root leaf alone; otherwise there are at most
+//! `m / MIN` leaves, each non-root inner node has at least `MIN` children and the root two,
+//! so inner nodes number at most `leaves / (MIN - 1) + 1`, and all nodes together at most
+//! `m / (MIN - 1) + 1`. The VM sizes its node storage for as many keys as it has VA slots
+//! and grows both together, so the pool can never run dry: an insertion's splits always find
+//! free nodes, and no operation needs to reserve any. A range of nodes can be set aside to
+//! serve inner nodes first ([`Index::set_inner_range`]); the VM uses the top 1/16 of its
+//! initial nodes, so that the upper levels of a large tree sit together in a few pages instead
+//! of being spread among the leaves (either pool lends to the other when it runs out).
 //!
 //! # Finger
 //!
@@ -46,24 +52,56 @@
 use crate::tree::NIL;
 
 /// Entries per node: keys per leaf, children per inner node.
-pub(crate) const CAP: usize = 8;
+pub(crate) const CAP: usize = 16;
 const MIN: usize = CAP / 2;
 /// Height bound: a non-root node has at least `MIN` entries, and there are fewer than 2^32
-/// slots, so the height is at most `1 + log_MIN(2^32)` = 17.
+/// slots, so the height is at most `1 + log_MIN(2^32)`, under 12.
 const MAX_HEIGHT: usize = 24;
 
-/// One B+tree node (104 bytes: the keys, then the slot or child indices, link and length).
+/// The most nodes a tree of up to `keys` keys can use at once (see the module docs).
+pub(crate) const fn nodes_for(keys: usize) -> usize {
+    if keys == 0 {
+        0
+    } else if keys < 2 * MIN {
+        // Two leaves hold at least `2 * MIN` keys: fewer fit in the root leaf alone.
+        1
+    } else {
+        keys.div_ceil(MIN - 1) + 1
+    }
+}
+
+/// Storage slot for one node of the VM's address index (a B+tree).
 ///
-/// Aligning nodes to cache lines was measured to be slower: the padding grows every VA slot,
-/// and with a million VAs the footprint costs more than the split lines.
+/// The VM keeps these in their own storage, apart from the VA slots, so that a search
+/// reads only this dense array of small nodes: up to 16 start addresses and their `u32` slot
+/// or child indices, 200 bytes. A VM with `n` VA slots needs [`Node::needed`]`(n)` of them,
+/// about `n / 7` (at most 29 bytes per VA slot; a tree built in address order uses 14 bytes
+/// per VA, one churned at random about 20). [`Gpuvm::new`](crate::Gpuvm::new) takes the node storage
+/// from the VA storage's [`Storage::new_nodes`](crate::Storage::new_nodes);
+/// [`Gpuvm::with_nodes`](crate::Gpuvm::with_nodes) takes it from the caller.
+///
+/// # Examples
+///
+/// ```
+/// use gpuvm::IndexNode;
+///
+/// let nodes: [IndexNode; 4] = [IndexNode::new(); 4];
+/// assert_eq!(nodes.len(), 4);
+/// ```
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
-pub(crate) struct Node {
+pub struct Node {
     keys: [u64; CAP],
     vals: [u32; CAP],
     /// Leaf: the next leaf in key order. Free node: the next free node.
     next: u32,
     len: u32,
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Self::EMPTY
+    }
 }
 
 impl Node {
@@ -73,6 +111,27 @@ impl Node {
         next: NIL,
         len: 0,
     };
+
+    /// An empty node.
+    pub const fn new() -> Self {
+        Self::EMPTY
+    }
+
+    /// The number of nodes the address index of a VM with `vas` VA slots can need: one for up
+    /// to 15 VAs, `vas.div_ceil(7) + 1` from 16 on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gpuvm::IndexNode;
+    ///
+    /// assert_eq!(IndexNode::needed(0), 0);
+    /// assert_eq!(IndexNode::needed(15), 1);
+    /// assert_eq!(IndexNode::needed(1_000_000), 142_859);
+    /// ```
+    pub const fn needed(vas: usize) -> usize {
+        nodes_for(vas)
+    }
 
     #[inline]
     fn len(&self) -> usize {
@@ -127,6 +186,17 @@ impl Node {
 pub(crate) trait NodeSlot {
     fn node(&self) -> &Node;
     fn node_mut(&mut self) -> &mut Node;
+}
+
+impl NodeSlot for Node {
+    #[inline]
+    fn node(&self) -> &Node {
+        self
+    }
+    #[inline]
+    fn node_mut(&mut self) -> &mut Node {
+        self
+    }
 }
 
 fn nd<T: NodeSlot>(s: &[T], n: u32) -> &Node {
@@ -374,7 +444,7 @@ impl Index {
 
     /// A cursor at the first entry whose slot ends after `addr`, given that slots do not
     /// overlap (`end` gives a slot's end; keys are start addresses).
-    pub(crate) fn seek<T: NodeSlot>(&self, s: &[T], addr: u64, end: impl Fn(&T) -> u64) -> Cursor {
+    pub(crate) fn seek<T: NodeSlot>(&self, s: &[T], addr: u64, end: impl Fn(u32) -> u64) -> Cursor {
         if self.root == NIL {
             return Cursor::END;
         }
@@ -418,7 +488,7 @@ impl Index {
                 pos: (le - 1) as u32,
             };
         }
-        if pred.leaf != NIL && end(&s[self.get(s, pred) as usize]) > addr {
+        if pred.leaf != NIL && end(self.get(s, pred)) > addr {
             return pred;
         }
         if le < nd(s, leaf).len() {
@@ -441,7 +511,7 @@ impl Index {
         &mut self,
         s: &[T],
         addr: u64,
-        end: impl Fn(&T) -> u64,
+        end: impl Fn(u32) -> u64,
     ) -> u32 {
         let c = self.seek(s, addr, end);
         if c.leaf != NIL && c.leaf != self.hint {
@@ -824,10 +894,24 @@ impl Index {
         self.set_hint(s, leaf);
     }
 
+    /// The number of nodes in the pool (tests only).
+    #[cfg(test)]
+    pub(crate) fn free_nodes<T: NodeSlot>(&self, s: &[T]) -> usize {
+        let mut free = 0;
+        for head in [self.free, self.free_inner] {
+            let mut f = head;
+            while f != NIL {
+                free += 1;
+                f = nd(s, f).next;
+            }
+        }
+        free
+    }
+
     /// Checks every invariant (tests only); `key_of` gives a slot's own idea of its key.
     /// Returns the number of entries.
     #[cfg(test)]
-    pub(crate) fn check<T: NodeSlot>(&self, s: &[T], key_of: impl Fn(&T) -> u64) -> u32 {
+    pub(crate) fn check<T: NodeSlot>(&self, s: &[T], key_of: impl Fn(u32) -> u64) -> u32 {
         use std::vec::Vec;
         let mut leaves = Vec::new();
         let mut in_use = 0usize;
@@ -841,7 +925,7 @@ impl Index {
             hi: Option<u64>,
             leaves: &mut Vec<u32>,
             in_use: &mut usize,
-            key_of: &dyn Fn(&T) -> u64,
+            key_of: &dyn Fn(u32) -> u64,
             hint: (u32, u64, u64),
         ) {
             *in_use += 1;
@@ -861,7 +945,7 @@ impl Index {
                     if i > 0 {
                         assert!(node.keys[i - 1] < k, "unsorted leaf");
                     }
-                    assert_eq!(key_of(&s[node.vals[i] as usize]), k, "stale key");
+                    assert_eq!(key_of(node.vals[i]), k, "stale key");
                 }
                 if n == hint.0 && hint.1 <= hint.2 {
                     // The known key range of the hint lies within the leaf's bounds.
@@ -940,7 +1024,10 @@ impl Index {
             }
         }
         assert_eq!(free + in_use, s.len(), "node leaked");
-        assert!(in_use <= (self.len as usize).max(1), "more nodes than keys");
+        assert!(
+            in_use <= nodes_for(self.len as usize),
+            "more nodes than the bound"
+        );
         count as u32
     }
 }
@@ -952,20 +1039,10 @@ mod tests {
     use std::collections::BTreeMap;
     use std::vec::Vec;
 
-    /// A slot: its key (start), its length and a node.
+    /// A slot: its key (start) and its length.
     struct S {
         key: u64,
         len: u64,
-        node: Node,
-    }
-
-    impl NodeSlot for S {
-        fn node(&self) -> &Node {
-            &self.node
-        }
-        fn node_mut(&mut self) -> &mut Node {
-            &mut self.node
-        }
     }
 
     const KEYS: u64 = if cfg!(miri) { 48 } else { 600 };
@@ -1009,13 +1086,15 @@ mod tests {
         #[test]
         fn index_matches_btreemap(ops in proptest::collection::vec(op(), 0..OPS)) {
             let mut slots: Vec<S> = (0..KEYS)
-                .map(|k| S { key: key(k), len: 1, node: Node::EMPTY })
+                .map(|k| S { key: key(k), len: 1 })
                 .collect();
+            let nn = nodes_for(KEYS as usize);
+            let mut nodes = std::vec![Node::EMPTY; nn];
             let mut t = Index::EMPTY;
-            // The top eighth of the slots serve inner nodes first.
-            t.set_inner_range((KEYS - KEYS / 8) as u32, KEYS as u32);
-            for i in (0..KEYS as u32).rev() {
-                t.add_node(&mut slots, i);
+            // The top eighth of the nodes serve inner nodes first.
+            t.set_inner_range((nn - nn / 8) as u32, nn as u32);
+            for i in (0..nn as u32).rev() {
+                t.add_node(&mut nodes, i);
             }
             // Model: key -> slot.
             let mut model: BTreeMap<u64, u32> = BTreeMap::new();
@@ -1025,7 +1104,7 @@ mod tests {
                         let i = k as u32;
                         if !model.values().any(|&v| v == i) && !model.contains_key(&key(k)) {
                             slots[i as usize].key = key(k);
-                            t.insert(&mut slots, key(k), i);
+                            t.insert(&mut nodes, key(k), i);
                             model.insert(key(k), i);
                         }
                     }
@@ -1033,7 +1112,7 @@ mod tests {
                         let i = k as u32;
                         let cur = slots[i as usize].key;
                         if model.get(&cur) == Some(&i) {
-                            t.remove(&mut slots, cur);
+                            t.remove(&mut nodes, cur);
                             model.remove(&cur);
                         }
                     }
@@ -1053,7 +1132,7 @@ mod tests {
                         if let (Some(&v), Some(j)) = (model.get(&cur), free) {
                             if v == i {
                                 slots[j as usize].key = new;
-                                t.replace(&mut slots, cur, new, j);
+                                t.replace(&mut nodes, cur, new, j);
                                 model.remove(&cur);
                                 model.insert(new, j);
                             }
@@ -1061,20 +1140,20 @@ mod tests {
                     }
                     TOp::Probe(k) => {
                         for addr in [key(k) - 1, key(k), key(k) + 1] {
-                            let c = t.seek(&slots, addr, |s| s.key + s.len);
+                            let c = t.seek(&nodes, addr, |i| slots[i as usize].key + slots[i as usize].len);
                             let want = model
                                 .iter()
                                 .find(|(&kk, &v)| kk + slots[v as usize].len > addr)
                                 .map(|(_, &v)| v);
                             prop_assert_eq!(
-                                (t.get(&slots, c) != NIL).then(|| t.get(&slots, c)),
+                                (t.get(&nodes, c) != NIL).then(|| t.get(&nodes, c)),
                                 want
                             );
                             let mut tm = t;
-                            let got = tm.seek_mut(&slots, addr, |s| s.key + s.len);
+                            let got = tm.seek_mut(&nodes, addr, |i| slots[i as usize].key + slots[i as usize].len);
                             prop_assert_eq!((got != NIL).then_some(got), want);
                             prop_assert_eq!(
-                                t.find(&slots, addr),
+                                t.find(&nodes, addr),
                                 model.get(&addr).copied().unwrap_or(NIL)
                             );
                             if let Some(&v) = model.get(&addr) {
@@ -1083,18 +1162,18 @@ mod tests {
                                     .next()
                                     .map_or(NIL, |(_, &v)| v);
                                 let _ = v;
-                                prop_assert_eq!(t.next(&slots, addr), want_next);
+                                prop_assert_eq!(t.next(&nodes, addr), want_next);
                             }
                         }
                     }
                 }
-                t.check(&slots, |s| s.key);
+                t.check(&nodes, |i| slots[i as usize].key);
                 let mut got = Vec::new();
-                let mut c = t.first(&slots);
+                let mut c = t.first(&nodes);
                 while c != Cursor::END {
-                    let v = t.get(&slots, c);
+                    let v = t.get(&nodes, c);
                     got.push((slots[v as usize].key, v));
-                    c = t.advance(&slots, c);
+                    c = t.advance(&nodes, c);
                 }
                 prop_assert_eq!(got, model.iter().map(|(&k, &v)| (k, v)).collect::<Vec<_>>());
             }
@@ -1106,19 +1185,15 @@ mod tests {
     fn fill_and_drain_in_every_order() {
         let n: u64 = if cfg!(miri) { 70 } else { 700 };
         for pattern in 0..4u64 {
-            let mut slots: Vec<S> = (0..n)
-                .map(|k| S {
-                    key: k,
-                    len: 1,
-                    node: Node::EMPTY,
-                })
-                .collect();
+            let slots: Vec<S> = (0..n).map(|k| S { key: k, len: 1 }).collect();
+            let nn = nodes_for(n as usize);
+            let mut nodes = std::vec![Node::EMPTY; nn];
             let mut t = Index::EMPTY;
             if pattern % 2 == 1 {
-                t.set_inner_range(0, (n / 16) as u32);
+                t.set_inner_range(0, (nn / 16) as u32);
             }
-            for i in 0..n as u32 {
-                t.add_node(&mut slots, i);
+            for i in 0..nn as u32 {
+                t.add_node(&mut nodes, i);
             }
             let order = |i: u64| match pattern {
                 0 => i,
@@ -1134,18 +1209,18 @@ mod tests {
             };
             for i in 0..n {
                 let k = order(i);
-                t.insert(&mut slots, k, k as u32);
+                t.insert(&mut nodes, k, k as u32);
             }
-            t.check(&slots, |s| s.key);
+            t.check(&nodes, |i| slots[i as usize].key);
             assert_eq!(u64::from(t.len), n);
             for i in 0..n {
                 let k = order((i * 11 + pattern) % n);
-                t.remove(&mut slots, k);
+                t.remove(&mut nodes, k);
                 if i % 16 == 0 {
-                    t.check(&slots, |s| s.key);
+                    t.check(&nodes, |i| slots[i as usize].key);
                 }
             }
-            t.check(&slots, |s| s.key);
+            t.check(&nodes, |i| slots[i as usize].key);
             assert_eq!(t.len, 0);
         }
     }

@@ -23,60 +23,71 @@
 //!   preallocates page tables, then [`Bind::commit`] applies everything with no failure path.
 //!   Dropping the batch instead leaves the VM exactly as it was.
 //!
-//! Nothing here allocates: VAs and VM-BOs live in slots the caller provides ([`Storage`]), and
-//! there is no `unsafe` code.
+//! Nothing here allocates: VAs, VM-BOs and the index's nodes live in storage the caller
+//! provides ([`Storage`]), and there is no `unsafe` code.
 //!
 //! # Cost
 //!
-//! The VAs are indexed by a B+tree over the caller's storage: nodes of up to 8 start addresses
-//! with `u32` slot indices, kept at least half full (and full when VAs are created in address
-//! order), leaves linked in address order. A request finds its first overlapped VA with one
-//! root-to-leaf descent — O(log n) for n mappings, but only about log_8 n nodes, 7 levels for a
-//! million VAs — and walks the k overlapped VAs leaf by leaf, O(1) each. The tree remembers the
-//! leaf it last worked in, so the removal, replacement and insertion a split/merge step makes
-//! next to the VA it found cost O(1), except when a leaf overflows or underflows and the tree
-//! splits, borrows or merges upwards in O(log n) (amortised O(1)). So a map or unmap that
-//! touches a bounded number of VAs is O(log n), and one that removes k VAs O(log n + k)
-//! amortised, O(log n + k log n) in the worst case. A VA costs 152 bytes for `D = ()`
-//! ([`VaSlot`]: 40 bytes of VA, the `Option<D>`, and the 104-byte tree node every slot lends to
-//! the index, so that the index needs no storage of its own), a VM-BO 72 bytes for a
+//! The VAs are indexed by a B+tree whose nodes ([`IndexNode`]) sit in a dense node storage of
+//! their own: nodes of up to 16 start addresses with `u32` slot indices, kept at least half
+//! full (nearly full when VAs are created in address order), leaves linked in address order.
+//! A request finds its first overlapped VA with one root-to-leaf descent that reads only
+//! nodes — O(log n) for n mappings, about log_16 n nodes, 5 or 6 levels for a million VAs —
+//! and walks the k overlapped VAs leaf by leaf, O(1) each. The tree remembers the leaf it last
+//! worked in, so the removal, replacement and insertion a split/merge step makes next to the
+//! VA it found cost O(1), except when a leaf overflows or underflows and the tree splits,
+//! borrows or merges upwards in O(log n) (amortised O(1)). So a map or unmap that touches a
+//! bounded number of VAs is O(log n), and one that removes k VAs O(log n + k) amortised,
+//! O(log n + k log n) in the worst case.
+//!
+//! Memory: a VA slot ([`VaSlot`]) is 48 bytes for `D = ()` (40 bytes of VA and the
+//! `Option<D>`), 56 for `D = u64`; the node storage holds [`IndexNode::needed`]`(n)` 200-byte
+//! nodes for n VA slots, at most 29 bytes per slot, of which the nodes in use take 14 bytes per
+//! VA when the VAs were created in address order and about 20 after random churn. So a VA
+//! costs 62 to 68 bytes of touched memory for `D = ()`, 77 bytes with the whole node reserve
+//! (it was 152 when every VA slot carried a tree node). A VM-BO costs 72 bytes for a
 //! pointer-sized object handle ([`BoSlot`]), a planned op 16 bytes ([`OpEntry`]).
 //!
 //! # Benchmark
 //!
 //! `cargo bench -p gpukit-gpuvm --bench sm` (criterion, `benches/sm.rs`) measures one `sm_map`
-//! over a random existing one-page mapping (one unmap op plus one map op), and one `sm_unmap`
-//! followed by `sm_map` of the same page, with n existing mappings, next to `rangemap` 1.8's
-//! `RangeMap::insert` / `remove` on the same ranges in the same run. Driver data is a `u64`
-//! (160-byte VA slots). Median times per iteration, each the median of three runs on the shared
-//! 2-core development machine while other builds ran (load average 6 to 7.5, so absolute times
-//! are about twice what an idle machine gives; single runs vary by up to ±30%, so only the
-//! ratios within a run mean much):
+//! over a random existing one-page mapping (one unmap op plus one map op, applied through the
+//! driver callbacks), and one `sm_unmap` followed by `sm_map` of the same page, with n
+//! existing mappings, next to `rangemap` 1.8's `RangeMap::insert` / `remove` on the same
+//! ranges from the same random sequence in the same run. Driver data is a `u64` (56-byte VA
+//! slots, index nodes in their own storage). Median times per iteration, each the median of
+//! three runs on the shared 2-core development machine (a VM, 4 KiB pages) while other builds
+//! ran (load average about 3; single runs vary by up to ±30%, so only the ratios within a run
+//! mean much):
 //!
 //! | n    | map: gpuvm | `rangemap` | ratio | unmap + map: gpuvm | `rangemap` | ratio |
 //! |------|------------|------------|-------|--------------------|------------|-------|
-//! | 10^3 | 0.24 µs    | 0.48 µs    | 1.98x | 0.23 µs            | 0.64 µs    | 2.62x |
-//! | 10^5 | 1.51 µs    | 1.27 µs    | 0.86x | 1.52 µs            | 1.75 µs    | 1.18x |
-//! | 10^6 | 2.91 µs    | 2.99 µs    | 0.97x | 3.79 µs            | 3.33 µs    | 0.89x |
+//! | 10^3 | 0.13 µs    | 0.22 µs    | 1.70x | 0.19 µs            | 0.30 µs    | 1.85x |
+//! | 10^5 | 0.53 µs    | 0.52 µs    | 0.95x | 0.70 µs            | 0.75 µs    | 1.19x |
+//! | 10^6 | 1.25 µs    | 1.35 µs    | 1.03x | 1.36 µs            | 1.66 µs    | 1.30x |
 //!
 //! (Ratio: `rangemap`'s time over gpuvm's in the same run, median of the three runs; above 1
 //! gpuvm is faster.) Walking the mappings in address order instead (`map_seq`, same requests
-//! otherwise) the tree's memory of its last leaf turns the search into a few compares: 0.14,
-//! 0.15 and 0.16 µs against `rangemap`'s 0.25, 0.50 and 0.58 µs (1.9x, 3.4x, 3.5x). In quieter
-//! runs (load average 1.5 to 3) the random `map` ratios were 0.8x to 1.0x at 10^5 and 0.87x to
-//! 0.9x at 10^6.
+//! otherwise) the tree's memory of its last leaf turns the search into a few compares: 0.11,
+//! 0.12 and 0.12 µs against `rangemap`'s 0.17, 0.29 and 0.32 µs (1.5x, 2.4x, 2.7x). The time
+//! per request grows with log n only while everything stays in cache (10^3 to 10^5 in address
+//! order: flat); for random requests the growth from 10^3 to 10^6 is cache and TLB misses, on
+//! both sides.
 //!
-//! With the binary (AVL) tree this replaced, the same benchmark gave 0.5x at 10^5 and 10^6 and
-//! 1.2x at 10^3. The target of twice `rangemap`'s throughput is met at 10^3 (everything in
-//! cache: 2x to 2.5x) but not at 10^5 and 10^6, where both sides are bound by cache and TLB
-//! misses. A profile at 10^6 puts about two thirds of the time in the search (in about equal
-//! parts the lowest inner level, the leaf, and the found VA's slot, each a miss), a tenth in
-//! unlinking the VA from its VM-BO's list (two VAs at random places) and most of the rest in
-//! inserting the new VA. `rangemap` keeps its values inside its B-tree leaves, so its chain of
-//! dependent misses is a descent; here it is a descent, then the VA slot, then its list
-//! neighbours — and every VA slot also carries its lent tree node, 160 bytes per VA against
-//! `rangemap`'s 30-odd, which costs cache and TLB reach. A separate, dense node pool would cut
-//! the slot to 56 bytes but needs its own storage argument in [`Gpuvm::new`].
+//! The target of twice `rangemap`'s throughput at 10^5 and 10^6 mappings is **not met**. With
+//! the index moved out of the VA slots into its own dense node storage (this version), a
+//! random `sm_map` is as fast as `rangemap`'s insert at 10^5 and 10^6 and an unmap plus map
+//! 1.2x to 1.3x faster; before, with every VA slot carrying a 104-byte tree node (160-byte
+//! slots), the same runs gave 0.86x and 0.97x for `map`, and 0.5x with the earlier AVL tree.
+//! At 10^6 a random request is a chain of dependent misses, each a cache miss and, with 4 KiB
+//! pages, a TLB miss: the leaf (the inner levels, 1 to 2 MB together, mostly hit), then the VA
+//! slot the leaf names (the op needs its range, object and offset), then the VA's two
+//! neighbours on its VM-BO's list, which unlinking it writes and which after random churn sit
+//! anywhere. `rangemap` keeps its values in its B-tree leaves and has no per-object lists, so
+//! its chain is the descent alone. An experiment that skipped the two list writes (not a valid
+//! VM; alternating runs under load) took `map` at 10^6 from 1.73–1.84 µs to 0.87–1.37 µs: even without them the chain of leaf
+//! and VA slot stays, and 2x would need the VA records inside the leaves, which the stable VA
+//! slots the VM-BO lists and the ops refer to rule out.
 //!
 //! # Examples
 //!
@@ -110,6 +121,9 @@ compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
 
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+mod kernel;
+
 #[cfg(feature = "alloc")]
 extern crate alloc;
 #[cfg(test)]
@@ -128,6 +142,7 @@ mod tree;
 mod vm;
 
 pub use bind::{Bind, OpEntry};
+pub use btree::Node as IndexNode;
 pub use error::Error;
 pub use gem::GemObject;
 pub use sm::{CommitOps, Op, OpMap, OpMapped, OpRemap, OpRemapped, OpUnmap, OpUnmapped, SmOps};

@@ -15,8 +15,8 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use crate::{
-    BoSlot, CommitOps, Error, GemObject, Gpuvm, Mapping, Op, OpMap, OpMapped, OpRemap, OpRemapped,
-    OpUnmap, OpUnmapped, SmOps, Storage, VaSlot, VmConfig,
+    BoSlot, CommitOps, Error, GemObject, Gpuvm, IndexNode, Mapping, Op, OpMap, OpMapped, OpRemap,
+    OpRemapped, OpUnmap, OpUnmapped, SmOps, Storage, VaSlot, VmConfig,
 };
 
 const P: u64 = 0x1000;
@@ -46,6 +46,10 @@ impl GemObject for Bo {
 struct TVec<T>(Vec<T>, usize);
 
 impl<T> Storage<T> for TVec<T> {
+    type Nodes = TVec<IndexNode>;
+    fn new_nodes(&self) -> Self::Nodes {
+        TVec(Vec::new(), usize::MAX)
+    }
     fn as_slice(&self) -> &[T] {
         &self.0
     }

@@ -43,6 +43,7 @@
 
 use core::marker::PhantomData;
 
+use crate::btree::Node as IndexNode;
 use crate::storage::Storage;
 use crate::tree::NIL;
 use crate::vm::{BoSlot, Core, Gpuvm, Mapping, Va, VaSlot};
@@ -507,11 +508,12 @@ impl<O: GemObject, D: Clone> SmOps<O, D> for CloneOps<D> {
     }
 }
 
-impl<O, D, VS, BS> Gpuvm<O, D, VS, BS>
+impl<O, D, VS, BS, NS> Gpuvm<O, D, VS, BS, NS>
 where
     O: GemObject,
     VS: Storage<VaSlot<D>>,
     BS: Storage<BoSlot<O>>,
+    NS: Storage<IndexNode>,
 {
     /// Maps `req`, handing the driver every op needed: unmaps and remaps of what the request
     /// overlaps in address order, then the map of the request itself.

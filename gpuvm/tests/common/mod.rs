@@ -5,8 +5,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use gpuvm::{
-    BoSlot, CommitOps, Error, GemObject, Gpuvm, Mapping, Op, OpEntry, OpMap, OpMapped, OpRemap,
-    OpRemapped, OpUnmap, OpUnmapped, SmOps, Storage, VaSlot, VmConfig,
+    BoSlot, CommitOps, Error, GemObject, Gpuvm, IndexNode, Mapping, Op, OpEntry, OpMap, OpMapped,
+    OpRemap, OpRemapped, OpUnmap, OpUnmapped, SmOps, Storage, VaSlot, VmConfig,
 };
 
 /// Page size used by the tests.
@@ -57,6 +57,10 @@ impl<T> VecStore<T> {
 }
 
 impl<T> Storage<T> for VecStore<T> {
+    type Nodes = VecStore<IndexNode>;
+    fn new_nodes(&self) -> Self::Nodes {
+        VecStore::new(usize::MAX)
+    }
     fn as_slice(&self) -> &[T] {
         &self.v
     }
