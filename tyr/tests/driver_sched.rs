@@ -108,6 +108,7 @@ fn chain_of_dependent_jobs_computes_in_order() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
     let r = rig();
     let umd = Umd::open(r.reg.device()).unwrap();
@@ -156,6 +157,7 @@ fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn many_groups_and_vms_share_the_eight_slots() {
     let r = rig();
     let umds: Vec<Umd> = (0..3).map(|_| Umd::open(r.reg.device()).unwrap()).collect();
@@ -190,6 +192,7 @@ fn many_groups_and_vms_share_the_eight_slots() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
     let modes: &[bool] = if cfg!(miri) { &[true] } else { &[false, true] };
     for &fail_reset_once in modes {
@@ -270,6 +273,7 @@ fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn a_page_fault_fails_the_job_and_makes_only_its_vm_unusable() {
     let r = rig();
     let umd = Umd::open(r.reg.device()).unwrap();
@@ -318,6 +322,7 @@ fn a_page_fault_fails_the_job_and_makes_only_its_vm_unusable() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
     let r = rig();
     let umd = Umd::open(r.reg.device()).unwrap();
@@ -415,6 +420,7 @@ fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn destroyed_groups_and_unplugged_devices_refuse_work_and_signal_everything() {
     let r = rig();
     let umd = Umd::open(r.reg.device()).unwrap();
@@ -483,6 +489,7 @@ fn bind_op(flags: u32, bo: u32, va: u64, size: u64, syncs: ObjArray) -> VmBindOp
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
 fn asynchronous_binds_are_ordered_with_jobs_by_syncobjs() {
     let r = rig();
     let umd = Umd::open(r.reg.device()).unwrap();
