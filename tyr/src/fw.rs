@@ -36,7 +36,7 @@ pub const MCU_BOOT_TIMEOUT: Duration = Duration::from_millis(100);
 /// Global control block: number of group slots.
 const GLB_GROUP_NUM: u64 = 0x10;
 /// Global control block: distance between group control blocks.
-const GLB_GROUP_STRIDE: u64 = 0x14;
+pub(crate) const GLB_GROUP_STRIDE: u64 = 0x14;
 /// Group control block: number of streams.
 const CSG_STREAM_NUM: u64 = 0x14;
 /// Group control block: distance between stream control blocks.

@@ -182,7 +182,7 @@ impl FwIface {
             off(w.rd32(base + glb::INPUT_VA))?,
             off(w.rd32(base + glb::OUTPUT_VA))?,
         );
-        let stride = u64::from(w.rd32(base + 0x14));
+        let stride = u64::from(w.rd32(base + crate::fw::GLB_GROUP_STRIDE));
         let mut csgs = Vec::new();
         let mut css = Vec::new();
         for n in 0..groups as u64 {
@@ -368,7 +368,7 @@ impl<B: Backend> RingHw<B> {
         self.insert
     }
 
-    fn write_job(&mut self, dma: &B::Dma, p: &JobPayload, target: u64) {
+    fn write_job(&mut self, dma: &B::Dma, p: &JobPayload) {
         let call: [u64; 3] = if p.stream_size == 0 {
             [instr::nop(); 3]
         } else {
@@ -378,7 +378,6 @@ impl<B: Backend> RingHw<B> {
                 instr::call(KREG, KREG + 2),
             ]
         };
-        let _ = target;
         let words = [
             call[0],
             call[1],
@@ -420,7 +419,7 @@ impl<B: Backend> JqBackend for RingHw<B> {
         let dma = dev.backend.dma();
         let target = self.emitted + 1;
         let p = job.payload();
-        self.write_job(dma, p, target);
+        self.write_job(dma, p);
         let fence = p.hw.clone();
         let pos = self.insert;
         self.insert += u64::from(JOB_INSTRS) * 8;
