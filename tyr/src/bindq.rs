@@ -172,33 +172,37 @@ struct Prep<B: Backend> {
 /// `VM_BIND` with `DRM_PANTHOR_VM_BIND_ASYNC`.
 pub(crate) fn vm_bind_async<B: Backend>(
     dev: &TyrDevice<B>,
-    args: &mut uapi::VmBind,
+    args: &uapi::VmBind,
     file: &File<B>,
     ops: &[uapi::VmBindOp],
 ) -> DrmResult<u32> {
     let vm = file.inner().vm(args.vm_id)?;
     let key = lock(&vm).key();
     let queue = dev.shared().bind_queue(key)?;
+    // Refuse what cannot fit before setting any memory aside (checked again at commit).
+    {
+        let q = lock(&queue);
+        if q.is_killed() {
+            return Err(DrmError::Invalid);
+        }
+        if q.pending_jobs() + ops.len() > JOB_SLOTS {
+            return Err(DrmError::Busy);
+        }
+    }
     let table = file.syncobjs();
     let alloc = HostAlloc::new();
     let mut preps: Vec<Prep<B>> = Vec::new();
     preps
         .try_reserve(ops.len())
         .map_err(|_| DrmError::NoMemory)?;
-    for (i, op) in ops.iter().enumerate() {
-        let fail = |e: Error, args: &mut uapi::VmBind| {
-            args.ops.count = i as u32;
-            DrmError::from(e)
-        };
-        let prep = prepare_op(op, file, &vm, &alloc, &preps, table);
-        match prep {
-            Ok(p) => preps.push(p),
-            Err(e) => return Err(fail(e, args)),
-        }
+    // Unlike a synchronous bind, a failing asynchronous one leaves `ops.count` alone (as
+    // panthor does); nothing of the call is queued.
+    for op in ops {
+        preps.push(prepare_op(op, file, &vm, &alloc, &preps, table)?);
     }
     let mut q = lock(&queue);
     if q.is_killed() {
-        return Err(DrmError::NoDevice);
+        return Err(DrmError::Invalid);
     }
     if q.pending_jobs() + preps.len() > JOB_SLOTS {
         return Err(DrmError::Busy);
@@ -239,7 +243,9 @@ fn prepare_op<B: Backend>(
                 || op.bo_offset != 0
                 || op.va != 0
                 || op.size != 0
+                || op.syncs.count == 0
             {
+                // A sync-only op exists for its syncs.
                 return Err(Error::Invalid);
             }
             None

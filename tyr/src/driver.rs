@@ -100,6 +100,8 @@ pub struct DevInner<B: Backend> {
     pub fw: crate::sched::FwIface,
     /// Groups, group slots and recovery state.
     pub sched: crate::sched::Sched<B>,
+    /// Destroyed VMs whose address space a running group still pins (released at unpin).
+    pub(crate) zombie_vms: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 /// Arguments of a new buffer object.
@@ -322,6 +324,11 @@ fn release_vm<B: Backend>(dev: &TyrDevice<B>, vm: &Mutex<TyrVm<B>>) {
     let key = lock(vm).key();
     dev.drop_bind_queue(key);
     let mut slots = lock(&dev.slots);
+    if slots.is_pinned(key) {
+        // A group of the VM holds a group slot: the address space goes when it is unbound.
+        lock(&dev.zombie_vms).insert(key);
+        return;
+    }
     if let Some(slot) = slots.release(key) {
         // A failure leaves the slot faulting; the VM's tables are freed only after this.
         let _ = mmu::disable(&dev.backend, slot, false);
@@ -446,6 +453,7 @@ pub fn probe<B: Backend>(
                     slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
                     sched: crate::sched::Sched::new(csif_info.csg_slot_count as usize),
                     fw: fw_iface,
+                    zombie_vms: Mutex::new(std::collections::BTreeSet::new()),
                     gpu_info,
                     csif_info,
                     fw_objects,

@@ -170,6 +170,11 @@ impl AsSlots {
         }
     }
 
+    /// Whether `vm` holds a slot that is pinned.
+    pub fn is_pinned(&self, vm: u64) -> bool {
+        self.slot_of(vm).is_some_and(|i| self.slots[i].pins > 0)
+    }
+
     /// The VM holding address space `slot`, if any.
     pub fn vm_in(&self, slot: usize) -> Option<u64> {
         if (self.first..self.count).contains(&slot) {

@@ -276,6 +276,8 @@ pub struct RingHw<B: Backend> {
     pub iface: u64,
     insert: u64,
     emitted: u64,
+    /// Sync-object value seen at the last timeout check.
+    progress_mark: u64,
     inflight: [Option<Inflight>; JOB_SLOTS],
     head: usize,
     len: usize,
@@ -310,6 +312,7 @@ impl<B: Backend> RingHw<B> {
             iface: m.iface,
             insert: 0,
             emitted: 0,
+            progress_mark: 0,
             inflight: core::array::from_fn(|_| None),
             head: 0,
             len: 0,
@@ -446,6 +449,26 @@ impl<B: Backend> JqBackend for RingHw<B> {
         job: TimedOutJob<'_, JobPayload>,
         _ctx: &SignalCtx<'_>,
     ) -> TimeoutAction {
+        let dead = self.group.dead.load(Ordering::Acquire);
+        if dead {
+            // Already being torn down (a fault, a destroy): no reset needed for it.
+            self.fail_inflight(FenceError::CANCELED);
+            return TimeoutAction::Kill;
+        }
+        // A job is on the ring from the moment it is written there, but it only runs once its
+        // group holds a slot and the jobs before it are done: waiting for either is not a hang.
+        let progress = self
+            .backend
+            .upgrade()
+            .map(|dev| self.completed(dev.backend.dma()));
+        let moved = progress.is_some_and(|p| p > self.progress_mark);
+        if let Some(p) = progress {
+            self.progress_mark = p;
+        }
+        let waiting = moved || self.group.slot.load(Ordering::Acquire) == NO_SLOT;
+        if waiting && job.extensions() < MAX_EXTENSIONS {
+            return TimeoutAction::Extend(JOB_TIMEOUT);
+        }
         if let Some(dev) = self.backend.upgrade() {
             dev_err!(
                 &dev.backend,
@@ -475,8 +498,14 @@ pub(crate) fn ring_doorbell<B: Backend>(b: &B, slot: usize) {
 
 /// The configuration of a queue with a ring of `ring_size` bytes.
 pub fn queue_config(ring_size: u32) -> QueueConfig {
-    QueueConfig::new(ring_size / 8).with_timeout(JOB_TIMEOUT)
+    QueueConfig::new(ring_size / 8)
+        .with_timeout(JOB_TIMEOUT)
+        .with_max_extensions(MAX_EXTENSIONS)
 }
+
+/// How often a job's deadline is pushed back while its group waits for a slot or the jobs
+/// before it make progress (a job waiting longer than this many timeouts fails anyway).
+pub const MAX_EXTENSIONS: u32 = 120;
 
 /// One queue of a group.
 pub struct GroupQueue<B: Backend> {

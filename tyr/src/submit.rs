@@ -125,7 +125,7 @@ pub(crate) fn group_create<B: Backend>(
         uapi::PANTHOR_GROUP_PRIORITY_HIGH | uapi::PANTHOR_GROUP_PRIORITY_REALTIME => {
             let o = file.options();
             if !(o.sys_admin || o.master) {
-                return Err(DrmError::Permission);
+                return Err(DrmError::Access);
             }
             true
         }
@@ -308,6 +308,8 @@ impl<B: Backend> DevInner<B> {
             } else {
                 first
             };
+            // Jobs the GPU finished keep their result.
+            jq.backend_mut().complete(self.backend.dma());
             jq.backend_mut().fail_inflight(err);
             jq.run();
             jq.kill();
@@ -315,6 +317,15 @@ impl<B: Backend> DevInner<B> {
         let size = g.mem.0.size() as u64;
         self.unmap_group_mem(&g.vm, g.mem_va, size);
         self.sched.free_iface(&g.iface_slots);
+        // The last group of a VM its file already destroyed: its address space goes too.
+        if Arc::strong_count(&g.vm) == 1 {
+            let mut slots = lock(&self.slots);
+            if !slots.is_pinned(g.vm_key) {
+                if let Some(a) = slots.release(g.vm_key) {
+                    let _ = mmu::disable(&self.backend, a, false);
+                }
+            }
+        }
         lock(&self.sched.groups).remove(&g.key);
     }
 
@@ -380,8 +391,12 @@ pub(crate) fn group_submit<B: Backend>(
         .inner()
         .group(args.group_handle)
         .ok_or(DrmError::Invalid)?;
+    if dev.sched.broken.load(Ordering::Acquire) {
+        return Err(DrmError::NoDevice);
+    }
+    // A group that timed out, faulted or is being destroyed cannot run (panthor: EINVAL).
     if g.state.dead.load(Ordering::Acquire) {
-        return Err(DrmError::Other(-125));
+        return Err(DrmError::Invalid);
     }
     let subs: Vec<uapi::QueueSubmit> =
         read_array(file.user(), &args.queue_submits, JOB_SLOTS as u32)?;
@@ -457,7 +472,7 @@ pub(crate) fn group_submit<B: Backend>(
         }
         let jq = lock(&q.jq);
         if jq.is_killed() || g.state.dead.load(Ordering::Acquire) {
-            return Err(DrmError::Other(-125));
+            return Err(DrmError::Invalid);
         }
         if jq.pending_jobs() + n > JOB_SLOTS {
             return Err(DrmError::Busy);
@@ -616,7 +631,7 @@ impl<B: Backend> DevInner<B> {
             let Some(key) = lock(&self.slots).vm_in(a) else {
                 continue;
             };
-            for g in self.sched.group_list() {
+            for g in lock(&self.sched.groups).values() {
                 if g.vm_key == key {
                     lock(&g.vm).set_unusable();
                     g.state
@@ -631,7 +646,7 @@ impl<B: Backend> DevInner<B> {
     /// Signals the hardware fences of every completed job of the groups holding a slot.
     fn collect_completions(&self) {
         let dma = self.backend.dma();
-        for g in self.sched.group_list() {
+        for g in lock(&self.sched.groups).values() {
             if g.state.slot.load(Ordering::Acquire) == NO_SLOT {
                 continue;
             }
@@ -656,6 +671,11 @@ impl<B: Backend> DevInner<B> {
 
     /// Puts `g` into group slot `n`: address space, stream configuration, start.
     fn bind_group(&self, n: usize, g: &Group<B>) -> Result {
+        // A concurrent GROUP_DESTROY must see either no slot or the whole binding.
+        let _serial = lock(&g.teardown);
+        if g.state.dead.load(Ordering::Acquire) || g.state.torn_down.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let as_slot = {
             let vm = lock(&g.vm);
             if vm.is_unusable() {
@@ -729,7 +749,14 @@ impl<B: Backend> DevInner<B> {
         if let Some(s) = lock(&self.sched.slots).get_mut(n) {
             *s = None;
         }
-        lock(&self.slots).unpin(g.vm_key);
+        let mut slots = lock(&self.slots);
+        slots.unpin(g.vm_key);
+        // A VM destroyed while its group ran keeps its address space until now.
+        if !slots.is_pinned(g.vm_key) && lock(&self.zombie_vms).remove(&g.vm_key) {
+            if let Some(a) = slots.release(g.vm_key) {
+                let _ = mmu::disable(&self.backend, a, false);
+            }
+        }
     }
 
     /// Gives slots to groups with work. While some group waits, resident groups with nothing
@@ -804,6 +831,23 @@ impl<B: Backend> DevInner<B> {
                 break;
             }
             dev_err!(b, "GPU reset attempt {attempt} failed");
+        }
+        // The firmware restarts with nothing requested: clear the input blocks so that every
+        // request word agrees with the (fresh) acknowledge words.
+        if ok {
+            let w = self.fw_words();
+            let base = self.fw.base;
+            for off in [glb::REQ, glb::DOORBELL_REQ] {
+                w.wr32(base + self.fw.glb.0 + off, 0);
+            }
+            for (n, &(cin, _)) in self.fw.csg.iter().enumerate() {
+                for off in [csg::REQ, csg::DOORBELL_REQ, csg::CS_IRQ_ACK] {
+                    w.wr32(base + cin + off, 0);
+                }
+                for &(sin, _) in &self.fw.cs[n] {
+                    w.wr32(base + sin + cs::REQ, 0);
+                }
+            }
         }
         let booted = ok
             && gpu::l2_power_on(b).is_ok()

@@ -199,8 +199,17 @@ impl Gpu {
                 self.mcu_wr32(sc + cs::FEATURES, cs::FEATURES_VALUE)?;
                 self.mcu_wr32(sc + cs::INPUT_VA, shared(csf::cs_input(n, s)) as u32)?;
                 self.mcu_wr32(sc + cs::OUTPUT_VA, shared(csf::cs_output(n, s)) as u32)?;
+                // A freshly booted firmware has acknowledged nothing: every stream stopped.
+                self.mcu_wr32(shared(csf::cs_output(n, s)) + cs::ACK, 0)?;
+            }
+            let out = shared(csf::csg_output(n));
+            for off in [csg::ACK, csg::DOORBELL_ACK, csg::CS_IRQ_REQ] {
+                self.mcu_wr32(out + off, 0)?;
             }
         }
+        let out = shared(csf::GLB_OUTPUT);
+        self.mcu_wr32(out + glb::ACK, 0)?;
+        self.mcu_wr32(out + glb::DOORBELL_ACK, 0)?;
         Ok(())
     }
 
