@@ -66,6 +66,9 @@ compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
 
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+pub mod kernel;
+
 #[cfg(test)]
 extern crate std;
 

@@ -59,6 +59,9 @@ compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
 
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+pub mod kernel;
+
 pub mod error;
 pub mod exec;
 pub mod fence;

@@ -60,6 +60,9 @@ compile_error!(
     "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
 );
 
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+pub mod kernel;
+
 #[cfg(feature = "alloc")]
 extern crate alloc;
 #[cfg(any(test, feature = "std"))]

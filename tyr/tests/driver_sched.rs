@@ -581,7 +581,10 @@ fn asynchronous_binds_are_ordered_with_jobs_by_syncobjs() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "minutes under Miri; the chain test covers this path there")]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; the chain test covers this path there"
+)]
 fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error() {
     let r = rig();
     let umd = Umd::open(r.reg.device()).unwrap();

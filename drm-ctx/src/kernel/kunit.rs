@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! KUnit suite `gpukit_drm_ctx`: the device-context typestate in kernel memory.
+
+use ::kernel::prelude::*;
+
+#[kunit_tests(gpukit_drm_ctx)]
+mod tests {
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::device;
+    use crate::drm::{self, gem, AnyCtx};
+    use crate::kernel::{KernelAlloc, KernelUserMemory};
+    use crate::uaccess::UserMemory;
+    use crate::Error;
+    use ::kernel::prelude::*;
+
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+    struct TestDriver;
+    struct Data;
+    struct Bo;
+    struct TestFile;
+
+    impl Drop for Data {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl drm::Driver for TestDriver {
+        type Data = Data;
+        type Object = Bo;
+        type File = TestFile;
+        const INFO: drm::DriverInfo = drm::DriverInfo {
+            major: 1,
+            minor: 0,
+            patchlevel: 0,
+            name: "gpukit-kunit",
+            desc: "drm-ctx KUnit driver",
+        };
+        const IOCTLS: &'static [drm::ioctl::Descriptor<Self>] = &[];
+    }
+
+    impl gem::DriverObject for Bo {
+        type Driver = TestDriver;
+        type Args = ();
+
+        fn new(_size: usize, _args: ()) -> crate::Result<Self> {
+            Ok(Bo)
+        }
+    }
+
+    impl drm::DriverFile for TestFile {
+        type Driver = TestDriver;
+
+        fn open(_device: &drm::Device<TestDriver>) -> crate::Result<Self> {
+            Ok(TestFile)
+        }
+    }
+
+    #[test]
+    fn parent_device_in_kernel_memory() -> Result {
+        let parent = device::Device::new_in::<KernelAlloc>("gpukit-parent")?;
+        let second = parent.clone();
+        assert_eq!(second.name(), "gpukit-parent");
+        assert!(parent.same_device(&*second));
+        Ok(())
+    }
+
+    #[test]
+    fn objects_before_registration_then_registered_device() -> Result {
+        let before = DROPPED.load(Ordering::SeqCst);
+        let parent = device::Device::new_in::<KernelAlloc>("gpukit-parent")?;
+        let unreg =
+            drm::UnregisteredDevice::<TestDriver>::new_with_in::<KernelAlloc>(&parent, |init| {
+                // Firmware-style object created before userspace can see the device.
+                let fw = gem::Object::<Bo, AnyCtx>::new_for_init(init, 100, ())?;
+                assert_eq!(fw.size(), 4096);
+                Ok(Data)
+            })?;
+        assert!(!unreg.is_registered());
+        let reg = drm::Registration::new(unreg, 0)?;
+        let dev = reg.device();
+        assert!(dev.is_registered());
+        let bo = gem::Object::<Bo>::new(dev, 8192, ())?;
+        assert_eq!(bo.size(), 8192);
+        assert!(bo.belongs_to(dev));
+        let off = bo.create_mmap_offset()?;
+        assert_eq!(bo.mmap_offset(), Some(off));
+        drop(bo);
+        drop(reg);
+        // The driver data went exactly once, with the last reference.
+        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
+        Ok(())
+    }
+
+    #[test]
+    fn flags_and_sizes_are_checked() -> Result {
+        let parent = device::Device::new_in::<KernelAlloc>("gpukit-parent")?;
+        let unreg = drm::UnregisteredDevice::<TestDriver>::new_in::<KernelAlloc>(&parent, Data)?;
+        assert_eq!(
+            gem::Object::<Bo, AnyCtx>::new(&unreg, 0, ()).err(),
+            Some(Error::Invalid)
+        );
+        let bad = drm::Registration::new(unreg, 1);
+        assert_eq!(bad.err(), Some(Error::Invalid));
+        Ok(())
+    }
+
+    #[test]
+    fn user_copies_fault_on_kernel_addresses() {
+        let mut buf = [0u8; 8];
+        // Address 0 is never a valid user buffer: the kernel's copy routines refuse it.
+        assert_eq!(KernelUserMemory.read(0, &mut buf), Err(Error::Fault));
+        assert_eq!(KernelUserMemory.write(0, &buf), Err(Error::Fault));
+        let e: ::kernel::error::Error = Error::Fault.into();
+        assert_eq!(e.to_errno(), EFAULT.to_errno());
+        let e: ::kernel::error::Error = Error::NoDevice.into();
+        assert_eq!(e.to_errno(), ENODEV.to_errno());
+    }
+}

@@ -1,0 +1,897 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `cargo xtask kernel-build` and `cargo xtask kernel-test`: the library crates inside Linux.
+//!
+//! Linux builds its third-party Rust crates (`zerocopy`, `pin-init`) from `rust/` with explicit
+//! `rustc` rules in `rust/Makefile`, not with Cargo. The crate family goes in the same way:
+//!
+//! 1. The user's tree (`--kdir`, default: what `shared/tools/linux-src` prints) is never written.
+//!    The tool owns an overlay of it under `~/.cache/gpukit/kernel/<version>-<hash>/src`: a tree
+//!    of hard links (a copy where links are impossible) made once, plus the files the tool adds
+//!    or replaces. Objects go to `.../build` (`make O=`), so the overlay stays clean.
+//! 2. The library crates' `src/` trees and the third-party crates they need that Linux does not
+//!    ship (`bitflags`, and the `paste` proc macro) are copied to `rust/gpukit/` of the overlay,
+//!    and rules written like `zerocopy`'s are appended to the overlay's `rust/Makefile`: each crate
+//!    is a `rustc_library` with `--cfg feature="kernel" --cfg gpukit_kernel --extern kernel`.
+//!    A file is only rewritten when its content changed, so `make` sees unchanged timestamps and
+//!    a second run (or a fresh clone with the same sources) rebuilds only what changed.
+//! 3. `tools/testing/kunit/kunit.py` configures (`CONFIG_RUST`, `CONFIG_KUNIT`) and builds an
+//!    x86_64 kernel with `LLVM=-19`; `kernel-test` also boots it under QEMU with TCG (KVM stops
+//!    with "emulation failure" on these machines) and fails unless every suite passes.
+//!
+//! The KUnit suites live in each crate (`src/kernel/kunit.rs`), compiled only in this build.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::workspace::{Cmd, Workspace};
+use crate::Tally;
+
+/// `LLVM=` suffix of the Clang/LLVM toolchain the kernel is built with.
+const LLVM_SUFFIX: &str = "-19";
+/// Parallel make jobs (the machines have two cores, shared).
+const JOBS: &str = "2";
+/// Seconds `kunit.py` waits for the test run before giving up (QEMU under TCG is slow).
+const KUNIT_TIMEOUT: &str = "1200";
+
+/// A library crate vendored into the kernel build.
+struct Vendored {
+    /// Directory in the workspace.
+    dir: &'static str,
+    /// Crate name (the `[lib] name`), also the object's name in `rust/gpukit/`.
+    name: &'static str,
+    /// `--extern` crates it needs besides `kernel` and `pin_init`.
+    externs: &'static [&'static str],
+    /// C files (relative to the crate's `src/`) built into the kernel next to it.
+    c_files: &'static [&'static str],
+    /// Whether its KUnit suite (`src/kernel/kunit.rs`) is a crate of its own, `<name>_kunit`
+    /// (for a crate that forbids `unsafe` code, which the suite registration needs).
+    kunit_crate: bool,
+}
+
+/// The library crates in dependency order.
+const CRATES: &[Vendored] = &[
+    Vendored {
+        dir: "bounded",
+        name: "bounded",
+        externs: &[],
+        c_files: &[],
+        kunit_crate: false,
+    },
+    Vendored {
+        dir: "register",
+        name: "register",
+        externs: &["bounded", "paste"],
+        c_files: &[],
+        kunit_crate: false,
+    },
+    Vendored {
+        dir: "drm-ctx",
+        name: "drm_ctx",
+        externs: &[],
+        c_files: &[],
+        kunit_crate: false,
+    },
+    Vendored {
+        dir: "io-pgtable",
+        name: "io_pgtable",
+        externs: &["bitflags"],
+        c_files: &["kernel/phys.c"],
+        kunit_crate: false,
+    },
+    Vendored {
+        dir: "gpuvm",
+        name: "gpuvm",
+        externs: &[],
+        c_files: &[],
+        kunit_crate: true,
+    },
+    Vendored {
+        dir: "jobqueue",
+        name: "jobqueue",
+        externs: &[],
+        c_files: &[],
+        kunit_crate: false,
+    },
+];
+
+/// A third-party crate from the Cargo registry that Linux does not provide.
+struct ThirdParty {
+    name: &'static str,
+    /// Major version the workspace asks for (`Cargo.lock` may hold several).
+    major: &'static str,
+    proc_macro: bool,
+}
+
+const THIRD_PARTY: &[ThirdParty] = &[
+    ThirdParty {
+        name: "bitflags",
+        major: "2.",
+        proc_macro: false,
+    },
+    ThirdParty {
+        name: "paste",
+        major: "1.",
+        proc_macro: true,
+    },
+];
+
+/// Command-line options of both subcommands.
+pub(crate) struct Options {
+    kdir: Option<PathBuf>,
+}
+
+impl Options {
+    /// Parses `[--kdir DIR]`.
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+        let mut kdir = None;
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--kdir" => {
+                    let d = it.next().ok_or("--kdir needs a directory")?;
+                    kdir = Some(PathBuf::from(d));
+                }
+                other => return Err(format!("unknown option `{other}`")),
+            }
+        }
+        Ok(Options { kdir })
+    }
+}
+
+/// Where everything lives for one source tree.
+struct Layout {
+    kdir: PathBuf,
+    cache: PathBuf,
+    src: PathBuf,
+    build: PathBuf,
+}
+
+impl Layout {
+    fn new(ws: &Workspace, opts: &Options) -> Result<Self, String> {
+        let kdir = match &opts.kdir {
+            Some(d) => d.clone(),
+            None => {
+                let tool = ws.root.join("../shared/tools/linux-src");
+                let tool = if tool.exists() {
+                    tool
+                } else {
+                    PathBuf::from("/work/shared/tools/linux-src")
+                };
+                let out = Command::new(&tool)
+                    .output()
+                    .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
+                if !out.status.success() {
+                    return Err(format!("{} failed", tool.display()));
+                }
+                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            }
+        };
+        let kdir =
+            fs::canonicalize(&kdir).map_err(|e| format!("kernel tree {}: {e}", kdir.display()))?;
+        let version = kernel_version(&kdir)?;
+        let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(home).join(".cache"));
+        let key = format!(
+            "linux-{version}-{:016x}",
+            fnv1a(kdir.to_string_lossy().as_bytes())
+        );
+        let cache = base.join("gpukit").join("kernel").join(key);
+        Ok(Layout {
+            src: cache.join("src"),
+            build: cache.join("build"),
+            kdir,
+            cache,
+        })
+    }
+}
+
+/// 64-bit FNV-1a: a stable, dependency-free hash for cache directory names.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// `VERSION.PATCHLEVEL.SUBLEVEL` from the tree's top-level Makefile.
+fn kernel_version(kdir: &Path) -> Result<String, String> {
+    let mk = fs::read_to_string(kdir.join("Makefile"))
+        .map_err(|e| format!("{} is not a Linux tree: {e}", kdir.display()))?;
+    let field = |name: &str| {
+        mk.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim()
+                    .strip_prefix('=')
+                    .map(str::trim)
+            })
+            .unwrap_or("0")
+            .to_string()
+    };
+    Ok(format!(
+        "{}.{}.{}",
+        field("VERSION"),
+        field("PATCHLEVEL"),
+        field("SUBLEVEL")
+    ))
+}
+
+/// Installs what the kernel build needs, only where it is missing.
+fn install_tools(with_qemu: bool) -> Result<(), String> {
+    let have = |cmd: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {cmd}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let mut packages = Vec::new();
+    let mut want = |ok: bool, pkg: &'static str| {
+        if !ok {
+            packages.push(pkg);
+        }
+    };
+    want(have(&format!("clang{LLVM_SUFFIX}")), "clang-19");
+    want(have(&format!("ld.lld{LLVM_SUFFIX}")), "lld-19");
+    want(have(&format!("llvm-ar{LLVM_SUFFIX}")), "llvm-19");
+    want(
+        Path::new("/usr/lib/llvm-19/lib/libclang.so.1").exists()
+            || Path::new("/usr/lib/llvm-19/lib/libclang.so").exists(),
+        "libclang-19-dev",
+    );
+    want(have("bc"), "bc");
+    want(have("flex"), "flex");
+    want(have("bison"), "bison");
+    want(have("cpio"), "cpio");
+    want(Path::new("/usr/include/libelf.h").exists(), "libelf-dev");
+    want(
+        Path::new("/usr/include/openssl/ssl.h").exists(),
+        "libssl-dev",
+    );
+    if with_qemu {
+        want(have("qemu-system-x86_64"), "qemu-system-x86");
+    }
+    if !packages.is_empty() {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        let apt = |args: &[&str]| {
+            let mut cmd = if root {
+                Cmd::new("apt-get")
+            } else {
+                Cmd::new("sudo").args(["apt-get"])
+            };
+            cmd = cmd.args(args.iter().copied());
+            cmd.env("DEBIAN_FRONTEND", "noninteractive").status()
+        };
+        apt(&["update"])?;
+        let mut args = vec!["install", "-y"];
+        args.extend(packages.iter().copied());
+        apt(&args)?;
+    }
+    if !have("bindgen") {
+        Cmd::cargo(&["install", "--locked", "bindgen-cli"]).status()?;
+    }
+    let components = Command::new("rustup")
+        .args(["component", "list", "--installed"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if !components.lines().any(|l| l.starts_with("rust-src")) {
+        Cmd::new("rustup")
+            .args(["component", "add", "rust-src"])
+            .status()?;
+    }
+    Ok(())
+}
+
+/// Makes the overlay of the user's tree, once.
+fn ensure_overlay(l: &Layout) -> Result<(), String> {
+    let marker = l.cache.join("overlay-complete");
+    if marker.exists() {
+        return Ok(());
+    }
+    for dirty in [".config", "include/config", "include/generated"] {
+        if l.kdir.join(dirty).exists() {
+            return Err(format!(
+                "{} is not clean (it has {dirty}); an out-of-tree build needs a clean source tree \
+                 (`make mrproper` there, or pass another --kdir)",
+                l.kdir.display()
+            ));
+        }
+    }
+    if l.src.exists() {
+        fs::remove_dir_all(&l.src).map_err(|e| format!("{}: {e}", l.src.display()))?;
+    }
+    fs::create_dir_all(&l.cache).map_err(|e| format!("{}: {e}", l.cache.display()))?;
+    eprintln!(
+        "kernel: overlay {} -> {}",
+        l.kdir.display(),
+        l.src.display()
+    );
+    let src = l.kdir.to_string_lossy().into_owned();
+    let dst = l.src.to_string_lossy().into_owned();
+    // Hard links cost no space and keep the user's files untouched as long as the tool only ever
+    // *replaces* files in the overlay (write to a new file, then rename), which it does.
+    if Cmd::new("cp").args(["-al", &src, &dst]).status().is_err() {
+        let _ = fs::remove_dir_all(&l.src);
+        Cmd::new("cp").args(["-a", &src, &dst]).status()?;
+    }
+    fs::write(&marker, b"").map_err(|e| format!("{}: {e}", marker.display()))
+}
+
+/// Writes `content` to `path` unless it already holds exactly that; replaces rather than
+/// rewrites (the old file may be a hard link into the user's tree). Returns whether it wrote.
+fn sync_file(path: &Path, content: &[u8]) -> Result<bool, String> {
+    if fs::read(path).is_ok_and(|old| old == content) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let tmp = path.with_extension("gpukit-tmp");
+    fs::write(&tmp, content).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(true)
+}
+
+/// Copies every file under `from` to `to` (content-compared); returns the relative paths seen.
+fn sync_tree(from: &Path, to: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<usize, String> {
+    let mut written = 0;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = from.join(&rel);
+        let entries = fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let rel = rel.join(entry.file_name());
+            let ty = entry.file_type().map_err(|e| e.to_string())?;
+            if ty.is_dir() {
+                stack.push(rel);
+            } else if ty.is_file() {
+                let content = fs::read(entry.path()).map_err(|e| e.to_string())?;
+                if sync_file(&to.join(&rel), &content)? {
+                    written += 1;
+                }
+                seen.insert(to.join(&rel));
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Removes files under `root` that are not in `keep` (a source file deleted in the workspace).
+fn prune(root: &Path, keep: &BTreeSet<PathBuf>) -> Result<(), String> {
+    let Ok(entries) = fs::read_dir(root) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            prune(&p, keep)?;
+        } else if !keep.contains(&p) {
+            fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The source directory of a registry crate at the version `Cargo.lock` pins.
+fn registry_crate(ws: &Workspace, tp: &ThirdParty) -> Result<PathBuf, String> {
+    let lock = fs::read_to_string(ws.root.join("Cargo.lock")).map_err(|e| e.to_string())?;
+    let mut version = None;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() == format!("name = \"{}\"", tp.name) {
+            if let Some(v) = lines
+                .next()
+                .and_then(|v| v.trim().strip_prefix("version = "))
+            {
+                let v = v.trim_matches('"');
+                if v.starts_with(tp.major) {
+                    version = Some(v.to_string());
+                }
+            }
+        }
+    }
+    let version = version.ok_or_else(|| format!("{} is not in Cargo.lock", tp.name))?;
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let find = || -> Option<PathBuf> {
+        let reg = home.join("registry").join("src");
+        fs::read_dir(reg).ok()?.flatten().find_map(|idx| {
+            let d = idx.path().join(format!("{}-{version}", tp.name));
+            d.join("src/lib.rs").exists().then_some(d)
+        })
+    };
+    if let Some(d) = find() {
+        return Ok(d);
+    }
+    Cmd::cargo(&["fetch"]).status()?;
+    find().ok_or_else(|| format!("{}-{version} not found in the Cargo registry", tp.name))
+}
+
+/// The rules appended to the overlay's `rust/Makefile`.
+fn makefile_rules() -> String {
+    let mut m = String::new();
+    let w = |m: &mut String, s: &str| {
+        m.push_str(s);
+        m.push('\n');
+    };
+    w(
+        &mut m,
+        "\n# gpukit: generated by `cargo xtask kernel-build`; not part of Linux.",
+    );
+    w(&mut m, "ifdef CONFIG_RUST");
+    w(
+        &mut m,
+        "libgpukit_paste_name := $(patsubst lib%,gpukit/lib%,$(call procmacro-name,paste))",
+    );
+    w(&mut m, "always-$(CONFIG_RUST) += $(libgpukit_paste_name)");
+    let objs: Vec<String> = std::iter::once("gpukit/bitflags.o".to_string())
+        .chain(CRATES.iter().map(|c| format!("gpukit/{}.o", c.name)))
+        .chain(
+            CRATES
+                .iter()
+                .filter(|c| c.kunit_crate)
+                .map(|c| format!("gpukit/{}_kunit.o", c.name)),
+        )
+        .chain(CRATES.iter().flat_map(|c| {
+            c.c_files
+                .iter()
+                .map(move |f| format!("gpukit/{}/src/{}", c.dir, f.replace(".c", ".o")))
+        }))
+        .collect();
+    w(&mut m, &format!("obj-$(CONFIG_RUST) += {}", objs.join(" ")));
+    // Every crate of the family: the `kernel` feature on, the cfg that lifts the
+    // outside-a-Linux-tree `compile_error!`, the kernel crates, and the one unstable feature
+    // the expansion of `#[kunit_tests]` needs (`#[used(compiler)]`), as drivers get it.
+    w(
+        &mut m,
+        "gpukit-flags := --cfg='feature=\"kernel\"' --cfg=gpukit_kernel \\\n    \
+         -L$(objtree)/$(obj)/gpukit --extern kernel --extern pin_init \\\n    \
+         -Zcrate-attr='feature(used_with_arg)'",
+    );
+    w(&mut m, "");
+    w(
+        &mut m,
+        "$(obj)/$(libgpukit_paste_name): private skip_clippy = 1",
+    );
+    w(
+        &mut m,
+        "$(obj)/$(libgpukit_paste_name): private rustc_target_flags = --cap-lints=allow",
+    );
+    w(
+        &mut m,
+        "$(obj)/$(libgpukit_paste_name): $(src)/gpukit/paste/src/lib.rs FORCE",
+    );
+    w(&mut m, "\t+$(call if_changed_dep,rustc_procmacro)");
+    w(&mut m, "");
+    w(&mut m, "$(obj)/gpukit/bitflags.o: private skip_clippy = 1");
+    w(
+        &mut m,
+        "$(obj)/gpukit/bitflags.o: private skip_gendwarfksyms = 1",
+    );
+    w(
+        &mut m,
+        "$(obj)/gpukit/bitflags.o: private rustc_target_flags = --cap-lints=allow",
+    );
+    w(
+        &mut m,
+        "$(obj)/gpukit/bitflags.o: $(src)/gpukit/bitflags/src/lib.rs $(obj)/compiler_builtins.o FORCE",
+    );
+    w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
+    for c in CRATES {
+        let target = format!("$(obj)/gpukit/{}.o", c.name);
+        let mut flags = String::from("$(gpukit-flags)");
+        let mut deps = String::from("$(obj)/kernel.o");
+        for e in c.externs {
+            if *e == "paste" {
+                flags.push_str(" --extern paste=$(objtree)/$(obj)/$(libgpukit_paste_name)");
+                deps.push_str(" $(obj)/$(libgpukit_paste_name)");
+            } else {
+                flags.push_str(&format!(" --extern {e}"));
+                deps.push_str(&format!(" $(obj)/gpukit/{e}.o"));
+            }
+        }
+        w(&mut m, "");
+        w(&mut m, &format!("{target}: private skip_gendwarfksyms = 1"));
+        w(
+            &mut m,
+            &format!("{target}: private rustc_target_flags = {flags}"),
+        );
+        w(
+            &mut m,
+            &format!("{target}: $(src)/gpukit/{}/src/lib.rs {deps} FORCE", c.dir),
+        );
+        w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
+        if c.kunit_crate {
+            let suite = format!("$(obj)/gpukit/{}_kunit.o", c.name);
+            w(&mut m, "");
+            w(&mut m, &format!("{suite}: private skip_gendwarfksyms = 1"));
+            w(
+                &mut m,
+                &format!(
+                    "{suite}: private rustc_target_flags = {flags} --extern {}",
+                    c.name
+                ),
+            );
+            w(
+                &mut m,
+                &format!(
+                    "{suite}: $(src)/gpukit/{}/src/kernel/kunit.rs {target} FORCE",
+                    c.dir
+                ),
+            );
+            w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
+        }
+    }
+    w(&mut m, "endif # CONFIG_RUST");
+    m
+}
+
+/// Brings the overlay's vendored files up to date; returns how many files changed.
+fn vendor(ws: &Workspace, l: &Layout) -> Result<usize, String> {
+    let libs: BTreeSet<String> = ws
+        .library_crates()
+        .iter()
+        .map(|m| m.package.trim_start_matches("gpukit-").to_string())
+        // The driver composes the libraries; its kernel backend is not built here.
+        .filter(|d| d != "tyr")
+        .collect();
+    let known: BTreeSet<String> = CRATES.iter().map(|c| c.dir.to_string()).collect();
+    if libs != known {
+        return Err(format!(
+            "the library crates {libs:?} differ from the ones xtask/src/kernel.rs vendors \
+             {known:?}: update its CRATES table"
+        ));
+    }
+    let root = l.src.join("rust").join("gpukit");
+    let mut seen = BTreeSet::new();
+    let mut changed = 0;
+    for c in CRATES {
+        changed += sync_tree(
+            &ws.root.join(c.dir).join("src"),
+            &root.join(c.dir).join("src"),
+            &mut seen,
+        )?;
+    }
+    for tp in THIRD_PARTY {
+        let dir = registry_crate(ws, tp)?;
+        changed += sync_tree(&dir.join("src"), &root.join(tp.name).join("src"), &mut seen)?;
+        let _ = tp.proc_macro;
+    }
+    prune(&root, &seen)?;
+    let pristine = fs::read_to_string(l.kdir.join("rust/Makefile"))
+        .map_err(|e| format!("rust/Makefile: {e}"))?;
+    if !pristine.contains("$(obj)/zerocopy.o") {
+        return Err(
+            "this tree's rust/Makefile does not build zerocopy: Linux 7.2 is needed".into(),
+        );
+    }
+    let makefile = format!("{pristine}{}", makefile_rules());
+    if sync_file(&l.src.join("rust/Makefile"), makefile.as_bytes())? {
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+/// Writes the kunitconfig, the TCG QEMU configuration and the QEMU wrapper.
+fn kunit_files(l: &Layout) -> Result<(), String> {
+    sync_file(
+        &l.cache.join("kunitconfig"),
+        b"CONFIG_KUNIT=y\nCONFIG_RUST=y\n",
+    )?;
+    sync_file(
+        &l.cache.join("qemu_x86_64_tcg.py"),
+        b"from ..qemu_config import QemuArchParams\n\n\
+          # Written by `cargo xtask kernel-test`: x86_64 under TCG only (see bin/).\n\
+          QEMU_ARCH = QemuArchParams(linux_arch='x86_64',\n\
+          \x20                          kconfig='''\n\
+          CONFIG_SERIAL_8250=y\n\
+          CONFIG_SERIAL_8250_CONSOLE=y''',\n\
+          \x20                          qemu_arch='x86_64-gpukit-tcg',\n\
+          \x20                          kernel_path='arch/x86/boot/bzImage',\n\
+          \x20                          kernel_command_line='console=ttyS0',\n\
+          \x20                          extra_qemu_params=['-bios', 'qboot.rom', '-cpu', 'max'])\n",
+    )?;
+    let wrapper = l.cache.join("bin").join("qemu-system-x86_64-gpukit-tcg");
+    sync_file(
+        &wrapper,
+        b"#!/bin/bash\n\
+          # Written by `cargo xtask kernel-test`. kunit.py asks QEMU for KVM first; under KVM\n\
+          # the guest stops with \"emulation failure\" on these hosts, so drop every -accel\n\
+          # option and use TCG.\n\
+          args=()\n\
+          while [ $# -gt 0 ]; do\n\
+          \x20 if [ \"$1\" = -accel ]; then shift 2; continue; fi\n\
+          \x20 args+=(\"$1\"); shift\n\
+          done\n\
+          exec qemu-system-x86_64 -accel tcg \"${args[@]}\"\n",
+    )?;
+    Cmd::new("chmod")
+        .args(["+x", &wrapper.to_string_lossy()])
+        .status()
+}
+
+/// Runs `kunit.py <sub>` (`build` or `exec`) in the overlay and returns its standard output.
+fn kunit(l: &Layout, sub: &str) -> Result<String, String> {
+    let path = format!(
+        "{}:{}",
+        l.cache.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let build_dir = format!("--build_dir={}", l.build.display());
+    let kunitconfig = format!("--kunitconfig={}", l.cache.join("kunitconfig").display());
+    let qemu = format!(
+        "--qemu_config={}",
+        l.cache.join("qemu_x86_64_tcg.py").display()
+    );
+    let llvm = format!("LLVM={LLVM_SUFFIX}");
+    let mut args = vec![
+        "tools/testing/kunit/kunit.py",
+        sub,
+        "--arch=x86_64",
+        &build_dir,
+        &kunitconfig,
+        &qemu,
+        "--make_options",
+        &llvm,
+    ];
+    if sub == "exec" {
+        args.extend(["--timeout", KUNIT_TIMEOUT]);
+    } else {
+        args.extend(["--jobs", JOBS]);
+    }
+    eprintln!("$ (cd {} && python3 {})", l.src.display(), args.join(" "));
+    let mut child = Command::new("python3")
+        .args(&args)
+        .current_dir(&l.src)
+        .env("PATH", path)
+        // Keep the workspace's toolchain choice (if any) out of the kernel build.
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO_TARGET_DIR")
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start kunit.py: {e}"))?;
+    let mut seen = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = std::io::stderr().lock();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(out, "{line}");
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(seen)
+    } else {
+        Err(format!("kunit.py {sub} failed ({status})"))
+    }
+}
+
+/// Checks that `cargo check --features kernel` outside a Linux tree stops with the crate's own
+/// message rather than with an unresolved-crate error.
+fn feature_guard(ws: &Workspace) -> Result<(), String> {
+    const MESSAGE: &str = "the `kernel` feature only builds inside a Linux tree";
+    let target = ws.target_dir("kernel-guard");
+    for m in ws.library_crates() {
+        let out = Command::new("cargo")
+            .args(["check", "--quiet", "--lib", "-p", &m.package])
+            .args(["--no-default-features", "--features", "kernel"])
+            .current_dir(&ws.root)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || !stderr.contains(MESSAGE) || stderr.contains("E0433") {
+            return Err(format!(
+                "`cargo check -p {} --features kernel` should stop with \"{MESSAGE}\"; got:\n{stderr}",
+                m.package
+            ));
+        }
+    }
+    eprintln!("kernel: every crate refuses `--features kernel` outside a Linux tree (ok)");
+    Ok(())
+}
+
+/// Appends a measurement to `timings.log` in the cache and prints it.
+fn record(l: &Layout, what: &str, secs: f64) {
+    let line = format!("{what}: {secs:.1} s\n");
+    eprint!("kernel: {line}");
+    if let Ok(mut f) = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(l.cache.join("timings.log"))
+    {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// Exclusive use of one cache directory: two runs (a CI job and a developer, say) must not
+/// vendor into and build in the same overlay at once. A directory created atomically holds the
+/// owner's process id; a lock whose owner is gone is taken over.
+struct CacheLock(PathBuf);
+
+impl CacheLock {
+    fn take(cache: &Path) -> Result<Self, String> {
+        fs::create_dir_all(cache).map_err(|e| format!("{}: {e}", cache.display()))?;
+        let dir = cache.join("lock");
+        let mut waited = false;
+        loop {
+            if fs::create_dir(&dir).is_ok() {
+                let _ = fs::write(dir.join("pid"), std::process::id().to_string());
+                return Ok(CacheLock(dir));
+            }
+            let owner = fs::read_to_string(dir.join("pid")).unwrap_or_default();
+            let alive = !owner.trim().is_empty() && Path::new("/proc").join(owner.trim()).exists();
+            if !alive {
+                // Give a new owner a moment to write its pid before calling the lock stale.
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                if fs::read_to_string(dir.join("pid")).unwrap_or_default() == owner {
+                    let _ = fs::remove_dir_all(&dir);
+                }
+                continue;
+            }
+            if !waited {
+                eprintln!(
+                    "kernel: waiting for process {} to release {}",
+                    owner.trim(),
+                    dir.display()
+                );
+                waited = true;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    }
+}
+
+impl Drop for CacheLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Prepares the overlay and builds the kernel; returns the layout for a test run and the lock
+/// on its cache.
+fn build_inner(
+    ws: &Workspace,
+    opts: &Options,
+    with_qemu: bool,
+) -> Result<(Layout, CacheLock), String> {
+    install_tools(with_qemu)?;
+    feature_guard(ws)?;
+    let l = Layout::new(ws, opts)?;
+    let lock = CacheLock::take(&l.cache)?;
+    let first = !l.build.join("vmlinux").exists();
+    ensure_overlay(&l)?;
+    let changed = vendor(ws, &l)?;
+    kunit_files(&l)?;
+    eprintln!(
+        "kernel: {changed} vendored file(s) changed; building in {}",
+        l.build.display()
+    );
+    let t = Instant::now();
+    kunit(&l, "build")?;
+    let kind = if first { "first build" } else { "rebuild" };
+    record(
+        &l,
+        &format!("{kind} ({changed} files changed)"),
+        t.elapsed().as_secs_f64(),
+    );
+    Ok((l, lock))
+}
+
+/// `cargo xtask kernel-build`.
+pub(crate) fn build(ws: &Workspace, opts: &Options) -> Result<(), String> {
+    build_inner(ws, opts, false).map(|_| ())
+}
+
+/// Per-suite results parsed from kunit.py's report.
+#[derive(Default)]
+struct Suite {
+    name: String,
+    passed: u64,
+    failed: u64,
+    skipped: u64,
+}
+
+/// Reads kunit.py's parsed report: `==== name (N subtests) ====` opens a suite, `[PASSED] x`
+/// (and `FAILED`, `SKIPPED`) lines inside it are its cases, `==== [PASSED] name ====` closes it.
+fn parse_report(out: &str) -> Vec<Suite> {
+    let mut suites: Vec<Suite> = Vec::new();
+    let mut open = false;
+    for line in out.lines() {
+        // Drop the `[hh:mm:ss] ` time stamp.
+        let line = match line.find("] ") {
+            Some(i) if line.starts_with('[') => &line[i + 2..],
+            _ => line,
+        };
+        let body = line.trim_matches('=').trim();
+        if line.starts_with('=') {
+            if let Some(name) = body
+                .strip_suffix(" subtests)")
+                .and_then(|b| b.rsplit_once(" ("))
+            {
+                suites.push(Suite {
+                    name: name.0.to_string(),
+                    ..Suite::default()
+                });
+                open = true;
+            } else {
+                open = false;
+            }
+            continue;
+        }
+        if !open {
+            continue;
+        }
+        let Some(s) = suites.last_mut() else { continue };
+        if line.starts_with("[PASSED] ") {
+            s.passed += 1;
+        } else if line.starts_with("[FAILED] ") {
+            s.failed += 1;
+        } else if line.starts_with("[SKIPPED] ") {
+            s.skipped += 1;
+        }
+    }
+    suites
+}
+
+/// `cargo xtask kernel-test`: builds (incrementally), boots under QEMU, checks every suite.
+pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<(), String> {
+    let (l, _lock) = build_inner(ws, opts, true)?;
+    let t = Instant::now();
+    // `exec`, not `run`: the kernel was just built; `run` would only run make again.
+    let run = kunit(&l, "exec");
+    record(&l, "kunit.py exec (QEMU, TCG)", t.elapsed().as_secs_f64());
+    let out = run?;
+    let suites = parse_report(&out);
+    eprintln!("\nKUnit summary:");
+    eprintln!(
+        "  {:<28} {:>6} {:>6} {:>7}",
+        "suite", "passed", "failed", "skipped"
+    );
+    for s in &suites {
+        eprintln!(
+            "  {:<28} {:>6} {:>6} {:>7}",
+            s.name, s.passed, s.failed, s.skipped
+        );
+        tally.passed += s.passed;
+        tally.failed += s.failed;
+        tally.ignored += s.skipped;
+    }
+    if let Some(total) = out.lines().find(|l| l.contains("Testing complete.")) {
+        eprintln!("  {}", total.trim());
+    }
+    let mut missing = Vec::new();
+    for c in CRATES {
+        let name = format!("gpukit_{}", c.name);
+        match suites.iter().find(|s| s.name == name) {
+            Some(s) if s.passed > 0 && s.failed == 0 => {}
+            Some(_) => return Err(format!("KUnit suite {name} did not pass")),
+            None => missing.push(name),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!("KUnit suites missing from the run: {missing:?}"));
+    }
+    if let Some(bad) = suites.iter().find(|s| s.failed > 0) {
+        return Err(format!("KUnit suite {} failed", bad.name));
+    }
+    Ok(())
+}
