@@ -37,7 +37,8 @@
 //!   that was running with `EFAULT`, marks the group `FATAL_FAULT` (the queue in
 //!   `fatal_queues`) and the VM unusable, and kills the group's queues. Other groups and VMs
 //!   are untouched.
-//! - A group that is dead refuses new submissions with `ECANCELED`.
+//! - A group that is dead refuses new submissions with `EINVAL` (as panthor does for a group
+//!   that cannot run).
 //!
 //! Every done fence signals: completed, failed, or cancelled when its queue is killed.
 
