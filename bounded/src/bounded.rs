@@ -348,8 +348,8 @@ impl<T: Integer, const N: u32> Bounded<T, N> {
         unsafe { Bounded::new_unchecked(raw::convert::<T, U>(self.get())) }
     }
 
-    /// Shifts right by `SHIFT` bits, giving a `Bounded` of `RES` bits. `RES` must be at least
-    /// `N - SHIFT` (and `SHIFT` less than `T::BITS`), or the program does not build.
+    /// Shifts right by `BY` bits, giving a `Bounded` of `W` bits. `W` must be at least
+    /// `N - BY` (and `BY` less than `T::BITS`), or the program does not build.
     ///
     /// Signed values are shifted arithmetically (the sign is kept), like `>>` on `T`.
     ///
@@ -370,25 +370,25 @@ impl<T: Integer, const N: u32> Bounded<T, N> {
     /// let _ = Bounded::<u32, 16>::new::<0xab00>().shr::<8, 7>();
     /// ```
     #[inline(always)]
-    pub fn shr<const SHIFT: u32, const RES: u32>(self) -> Bounded<T, RES> {
+    pub fn shr<const BY: u32, const W: u32>(self) -> Bounded<T, W> {
         const {
             assert!(
-                SHIFT < T::BITS,
-                "Bounded::shr: SHIFT must be less than T::BITS"
+                BY < T::BITS,
+                "Bounded::shr: the shift amount must be smaller than the width of T"
             );
             assert!(
-                RES.saturating_add(SHIFT) >= N,
-                "Bounded::shr: RES must be at least N - SHIFT"
+                W.saturating_add(BY) >= N,
+                "Bounded::shr: the result needs at least N - BY bits"
             );
         };
-        // SAFETY: an `N`-bit value shifted right by `SHIFT` (arithmetically for signed types)
-        // fits in `N - SHIFT` bits, at most `RES` as checked above (and in 1 bit if
-        // `SHIFT >= N`, while `RES >= 1` is checked by `Bounded<T, RES>`).
-        unsafe { Bounded::new_unchecked(self.get() >> SHIFT) }
+        // SAFETY: an `N`-bit value shifted right by `BY` (arithmetically for signed types)
+        // fits in `N - BY` bits, at most `W` as checked above (and in 1 bit if
+        // `BY >= N`, while `W >= 1` is checked by `Bounded<T, W>`).
+        unsafe { Bounded::new_unchecked(self.get() >> BY) }
     }
 
-    /// Shifts left by `SHIFT` bits, giving a `Bounded` of `RES` bits. `RES` must be at least
-    /// `N + SHIFT` (and at most `T::BITS`), so no bit is ever lost, or the program does not
+    /// Shifts left by `BY` bits, giving a `Bounded` of `W` bits. `W` must be at least
+    /// `N + BY` (and at most `T::BITS`), so no bit is ever lost, or the program does not
     /// build.
     ///
     /// # Examples
@@ -407,17 +407,17 @@ impl<T: Integer, const N: u32> Bounded<T, N> {
     /// let _ = Bounded::<u32, 8>::new::<0xab>().shl::<8, 15>();
     /// ```
     #[inline(always)]
-    pub fn shl<const SHIFT: u32, const RES: u32>(self) -> Bounded<T, RES> {
+    pub fn shl<const BY: u32, const W: u32>(self) -> Bounded<T, W> {
         const {
             assert!(
-                RES >= N.saturating_add(SHIFT),
-                "Bounded::shl: RES must be at least N + SHIFT"
+                W >= N.saturating_add(BY),
+                "Bounded::shl: the result needs at least N + BY bits"
             )
         };
-        // SAFETY: an `N`-bit value shifted left by `SHIFT` fits in `N + SHIFT` bits, at most
-        // `RES` as checked above. `Bounded<T, RES>` checks `RES <= T::BITS`, so `SHIFT < T::BITS`
+        // SAFETY: an `N`-bit value shifted left by `BY` fits in `N + BY` bits, at most
+        // `W` as checked above. `Bounded<T, W>` checks `W <= T::BITS`, so `BY < T::BITS`
         // and no bit is shifted out (for signed types the sign bit is preserved as well).
-        unsafe { Bounded::new_unchecked(self.get() << SHIFT) }
+        unsafe { Bounded::new_unchecked(self.get() << BY) }
     }
 }
 

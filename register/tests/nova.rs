@@ -160,18 +160,18 @@ nv_reg! {
         30:30   ecc_mode_enabled => bool;
     }
 
-    NV_PGC6_AON_SECURE_SCRATCH_GROUP_05[1] @ 0x00118234 {}
+    NV_AON_SCRATCH_05[1] @ 0x00118234 {}
 
-    NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_0_GFW_BOOT => NV_PGC6_AON_SECURE_SCRATCH_GROUP_05[0] {
+    NV_GFW_BOOT_PROGRESS => NV_AON_SCRATCH_05[0] {
         /// Progress of GFW boot (0xff means completed).
         7:0    progress;
     }
 
-    NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 @ 0x001183a4 {
+    NV_AON_SCRATCH_42 @ 0x001183a4 {
         31:0    value;
     }
 
-    NV_USABLE_FB_SIZE_IN_MB => NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 {
+    NV_FB_USABLE_MIB => NV_AON_SCRATCH_42 {
         /// Usable framebuffer size, in megabytes.
         31:0    value;
     }
@@ -365,15 +365,15 @@ fn scratch_array_and_alias() {
         Some(Error::IndexOutOfRange)
     );
 
-    bar.write_reg(NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_0_GFW_BOOT::zeroed().with_progress(0xffu8));
+    bar.write_reg(NV_GFW_BOOT_PROGRESS::zeroed().with_progress(0xffu8));
     assert_eq!(
-        bar.read(NV_PGC6_AON_SECURE_SCRATCH_GROUP_05::at(0))
+        bar.read(NV_AON_SCRATCH_05::at(0))
             .as_raw(),
         0xff
     );
 
-    NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::from(4096).write(bar);
-    assert_eq!(NV_USABLE_FB_SIZE_IN_MB::read(bar).value(), 4096);
+    NV_AON_SCRATCH_42::from(4096).write(bar);
+    assert_eq!(NV_FB_USABLE_MIB::read(bar).value(), 4096);
 
     let range = NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::zeroed()
         .set_ecc_mode_enabled(true)

@@ -83,8 +83,8 @@ pub struct SyncobjTable {
 }
 
 impl core::fmt::Debug for SyncobjTable {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SyncobjTable")
+    fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        out.debug_struct("SyncobjTable")
             .field("handles", &self.lock().keys().collect::<Vec<_>>())
             .finish()
     }
