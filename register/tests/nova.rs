@@ -366,11 +366,7 @@ fn scratch_array_and_alias() {
     );
 
     bar.write_reg(NV_GFW_BOOT_PROGRESS::zeroed().with_progress(0xffu8));
-    assert_eq!(
-        bar.read(NV_AON_SCRATCH_05::at(0))
-            .as_raw(),
-        0xff
-    );
+    assert_eq!(bar.read(NV_AON_SCRATCH_05::at(0)).as_raw(), 0xff);
 
     NV_AON_SCRATCH_42::from(4096).write(bar);
     assert_eq!(NV_FB_USABLE_MIB::read(bar).value(), 4096);

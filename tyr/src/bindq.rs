@@ -252,31 +252,13 @@ fn prepare_op<B: Backend>(
         } else {
             crate::driver::decode_op(op, file)?
         };
-    let mut waits = Vec::new();
-    let mut signals = Vec::new();
-    for s in &syncs {
-        crate::submit::check_sync_op(s)?;
-        if s.flags & DRM_PANTHOR_SYNC_OP_SIGNAL != 0 {
-            if !table.contains(s.handle) {
-                return Err(Error::Invalid);
-            }
-            signals.push(s.handle);
-        } else {
-            let earlier_fence = earlier
-                .iter()
-                .rev()
-                .find(|p| p.signals.contains(&s.handle))
-                .map(|p| p.job.done_fence().clone());
-            let f = match earlier_fence {
-                Some(f) => f,
-                None => match table.fence(s.handle)? {
-                    Some(f) => crate::submit::job_fence(&f)?,
-                    None => return Err(Error::Invalid),
-                },
-            };
-            waits.push(f);
-        }
-    }
+    let (waits, signals) = crate::submit::resolve_syncs(&syncs, table, |h| {
+        earlier
+            .iter()
+            .rev()
+            .find(|p| p.signals.contains(&h))
+            .map(|p| p.job.done_fence().clone())
+    })?;
     let (va, size, map) = decoded.unwrap_or((0, 0, None));
     let res = {
         let mut v = lock(vm);

@@ -112,6 +112,39 @@ pub(crate) fn check_sync_op(op: &uapi::SyncOp) -> Result {
     }
 }
 
+/// Splits the sync ops of one job into the fences it waits on and the syncobjs it signals.
+///
+/// A wait on a syncobj that an earlier job of the same call signals depends on that job
+/// (`earlier` finds its done fence); otherwise the syncobj must exist (`ENOENT`) and hold a fence
+/// (`EINVAL`). Signalled syncobjs must exist (`EINVAL`), as panthor checks them.
+pub(crate) fn resolve_syncs(
+    syncs: &[uapi::SyncOp],
+    table: &drm_ctx::host::syncobj::SyncobjTable,
+    earlier: impl Fn(u32) -> Option<HostFence>,
+) -> Result<(Vec<HostFence>, Vec<u32>)> {
+    let mut waits = Vec::new();
+    let mut signals = Vec::new();
+    for op in syncs {
+        check_sync_op(op)?;
+        if op.flags & uapi::DRM_PANTHOR_SYNC_OP_SIGNAL != 0 {
+            if !table.contains(op.handle) {
+                return Err(Error::Invalid);
+            }
+            signals.push(op.handle);
+        } else {
+            let fence = match earlier(op.handle) {
+                Some(f) => f,
+                None => match table.fence(op.handle)? {
+                    Some(f) => job_fence(&f)?,
+                    None => return Err(Error::Invalid),
+                },
+            };
+            waits.push(fence);
+        }
+    }
+    Ok((waits, signals))
+}
+
 // ---------------------------------------------------------------- GROUP_CREATE / DESTROY
 
 pub(crate) fn group_create<B: Backend>(
@@ -419,32 +452,14 @@ pub(crate) fn group_submit<B: Backend>(
             return Err(DrmError::Invalid);
         }
         let syncs: Vec<uapi::SyncOp> = read_array(file.user(), &qs.syncs, MAX_SYNCS)?;
-        let mut waits = Vec::new();
-        let mut signals = Vec::new();
-        for op in &syncs {
-            check_sync_op(op)?;
-            if op.flags & uapi::DRM_PANTHOR_SYNC_OP_SIGNAL != 0 {
-                if !table.contains(op.handle) {
-                    return Err(DrmError::Invalid);
-                }
-                signals.push(op.handle);
-            } else {
-                // A syncobj an earlier job of this submission signals: depend on that job.
-                let earlier = preps
-                    .iter()
-                    .rev()
-                    .find(|p| p.signals.contains(&op.handle))
-                    .map(|p| p.job.done_fence().clone());
-                let fence = match earlier {
-                    Some(f) => f,
-                    None => match table.fence(op.handle)? {
-                        Some(f) => job_fence(&f)?,
-                        None => return Err(DrmError::Invalid),
-                    },
-                };
-                waits.push(fence);
-            }
-        }
+        let (waits, signals) = resolve_syncs(&syncs, table, |h| {
+            // A syncobj an earlier job of this submission signals: depend on that job.
+            preps
+                .iter()
+                .rev()
+                .find(|p| p.signals.contains(&h))
+                .map(|p| p.job.done_fence().clone())
+        })?;
         let q = &g.queues[qs.queue_index as usize];
         let payload = JobPayload {
             stream_addr: qs.stream_addr,
