@@ -18,6 +18,16 @@
 //! after the random churn are at random places) and runs the driver callbacks with their
 //! proof tokens. Driver data is a `u64` (56-byte VA slots); the index nodes sit in their own
 //! storage, sized with `IndexNode::needed`.
+//!
+//! `chain_floor` is not a VA manager: it measures what this machine's memory charges for the
+//! one thing every random request of a manager with drm_gpuvm's data model has to do. Finding
+//! and unlinking a VA means reading an index leaf, then the VA record the leaf names, then
+//! writing the VA's two neighbours on its VM-BO's list, whose places the record holds: three
+//! dependent cache-line accesses, the last two in parallel. `chain_floor` does exactly that
+//! over arrays as large as the VM's at `n` (one 64-byte line per leaf of 16 VAs, one per VA
+//! record, random links), and nothing else: no search inside the leaf, no inner levels, no ops.
+//! Each access depends on the one before, and each iteration on the last, as the requests of
+//! a VM_BIND do when each op is far longer than the CPU can look ahead.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -150,6 +160,27 @@ fn bench(c: &mut Criterion) {
         });
         assert_eq!(vm.len() as u64, n);
         black_box(rm.iter().count());
+        drop((vas, nodes, rm));
+
+        let leaves = (n / 16).max(1);
+        let mut rng = Lcg(3);
+        let leaf: Vec<[u64; 8]> = (0..leaves).map(|_| [rng.below(n); 8]).collect();
+        let mut rec: Vec<[u64; 8]> = (0..n)
+            .map(|_| [rng.below(n), rng.below(n), 0, 0, 0, 0, 0, 0])
+            .collect();
+        let mut rng = Lcg(4);
+        let mut carry = 0u64;
+        group.bench_function(BenchmarkId::new("chain_floor", n), |b| {
+            b.iter(|| {
+                let l = (rng.below(leaves) ^ (carry & 1)) as usize % leaf.len();
+                let va = leaf[l][0] as usize;
+                let [prev, next, ..] = rec[va];
+                rec[prev as usize][2] += 1;
+                rec[next as usize][3] += 1;
+                carry = rec[prev as usize][2] ^ rec[next as usize][3];
+            })
+        });
+        black_box(rec.len());
     }
     group.finish();
 }

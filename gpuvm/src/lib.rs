@@ -56,38 +56,39 @@
 //! existing mappings, next to `rangemap` 1.8's `RangeMap::insert` / `remove` on the same
 //! ranges from the same random sequence in the same run. Driver data is a `u64` (56-byte VA
 //! slots, index nodes in their own storage). Median times per iteration, each the median of
-//! three runs on the shared 2-core development machine (a VM, 4 KiB pages) while other builds
-//! ran (load average about 3; single runs vary by up to ±30%, so only the ratios within a run
-//! mean much):
+//! three runs on the shared 2-core development machine (a VM, 4 KiB pages, about 170 to
+//! 190 ns to DRAM, 8 to 10 MB of last-level cache in practice; single runs vary by up to ±30%,
+//! so only the ratios within a run mean much):
 //!
-//! | n    | map: gpuvm | `rangemap` | ratio | unmap + map: gpuvm | `rangemap` | ratio |
-//! |------|------------|------------|-------|--------------------|------------|-------|
-//! | 10^3 | 0.13 µs    | 0.22 µs    | 1.70x | 0.19 µs            | 0.30 µs    | 1.85x |
-//! | 10^5 | 0.53 µs    | 0.52 µs    | 0.95x | 0.70 µs            | 0.75 µs    | 1.19x |
-//! | 10^6 | 1.25 µs    | 1.35 µs    | 1.03x | 1.36 µs            | 1.66 µs    | 1.30x |
+//! | n    | map: gpuvm | `rangemap` | ratio | unmap + map: gpuvm | `rangemap` | ratio | floor   |
+//! |------|------------|------------|-------|--------------------|------------|-------|---------|
+//! | 10^3 | 0.13 µs    | 0.22 µs    | 1.62x | 0.14 µs            | 0.34 µs    | 2.45x | 0.01 µs |
+//! | 10^5 | 0.39 µs    | 0.48 µs    | 1.21x | 0.50 µs            | 0.74 µs    | 1.47x | 0.04 µs |
+//! | 10^6 | 0.87 µs    | 1.02 µs    | 1.19x | 0.89 µs            | 1.26 µs    | 1.36x | 0.53 µs |
 //!
-//! (Ratio: `rangemap`'s time over gpuvm's in the same run, median of the three runs; above 1
+//! (Ratio: `rangemap`'s time over gpuvm's in each run, median of the three runs; above 1
 //! gpuvm is faster.) Walking the mappings in address order instead (`map_seq`, same requests
-//! otherwise) the tree's memory of its last leaf turns the search into a few compares: 0.11,
-//! 0.12 and 0.12 µs against `rangemap`'s 0.17, 0.29 and 0.32 µs (1.5x, 2.4x, 2.7x). The time
-//! per request grows with log n only while everything stays in cache (10^3 to 10^5 in address
+//! otherwise) the tree's memory of its last leaf turns the search into a few compares: 0.10,
+//! 0.10 and 0.09 µs against `rangemap`'s 0.12, 0.24 and 0.26 µs (1.2x, 2.5x, 2.7x). The time
+//! per request grows with log n only while everything stays in cache (10^3 to 10^6 in address
 //! order: flat); for random requests the growth from 10^3 to 10^6 is cache and TLB misses, on
 //! both sides.
 //!
-//! The target of twice `rangemap`'s throughput at 10^5 and 10^6 mappings is **not met**. With
-//! the index moved out of the VA slots into its own dense node storage (this version), a
-//! random `sm_map` is as fast as `rangemap`'s insert at 10^5 and 10^6 and an unmap plus map
-//! 1.2x to 1.3x faster; before, with every VA slot carrying a 104-byte tree node (160-byte
-//! slots), the same runs gave 0.86x and 0.97x for `map`, and 0.5x with the earlier AVL tree.
-//! At 10^6 a random request is a chain of dependent misses, each a cache miss and, with 4 KiB
-//! pages, a TLB miss: the leaf (the inner levels, 1 to 2 MB together, mostly hit), then the VA
-//! slot the leaf names (the op needs its range, object and offset), then the VA's two
-//! neighbours on its VM-BO's list, which unlinking it writes and which after random churn sit
-//! anywhere. `rangemap` keeps its values in its B-tree leaves and has no per-object lists, so
-//! its chain is the descent alone. An experiment that skipped the two list writes (not a valid
-//! VM; alternating runs under load) took `map` at 10^6 from 1.73–1.84 µs to 0.87–1.37 µs: even without them the chain of leaf
-//! and VA slot stays, and 2x would need the VA records inside the leaves, which the stable VA
-//! slots the VM-BO lists and the ops refer to rule out.
+//! The target of twice `rangemap`'s throughput at 10^5 and 10^6 mappings is **not met**, and
+//! at 10^6 this machine rules it out for any VA manager that keeps drm_gpuvm's per-VM-BO VA
+//! lists. Removing a VA found by address means reading the index leaf that holds it, then the
+//! VA record that leaf names (its object, offset and list links), then writing its two
+//! neighbours on the VM-BO's list, which after random churn sit anywhere: three dependent
+//! misses. The `floor` column (`chain_floor` in the benchmark) is that chain alone, over
+//! arrays the size of the VM's, with no search, no inner levels and no ops: 0.53 µs at 10^6,
+//! more than half of `rangemap`'s 1.02 µs before gpuvm has done any of its own work.
+//! `rangemap` keeps its values in its B-tree leaves and has no per-object lists, so its chain
+//! is the descent alone. At 10^5 the chain fits in cache (0.04 µs) and the target is not
+//! excluded that way; what gpuvm spends there beyond its 0.13 µs in-cache cost is the index
+//! nodes' and VA slots' lines falling out of a last-level cache about the size of the VM.
+//! Earlier versions: 0.86x and 0.97x for `map` at 10^5 and 10^6 with the tree nodes inside
+//! the VA slots (160-byte slots), 0.5x with an AVL tree. Aligning nodes and slots to cache
+//! lines (256-byte nodes, 64-byte slots) made no difference beyond the noise.
 //!
 //! # Examples
 //!
