@@ -75,20 +75,25 @@
 //! both sides.
 //!
 //! The target of twice `rangemap`'s throughput at 10^5 and 10^6 mappings is **not met**, and
-//! at 10^6 this machine rules it out for any VA manager that keeps drm_gpuvm's per-VM-BO VA
-//! lists. Removing a VA found by address means reading the index leaf that holds it, then the
-//! VA record that leaf names (its object, offset and list links), then writing its two
-//! neighbours on the VM-BO's list, which after random churn sit anywhere: three dependent
-//! misses. The `floor` column (`chain_floor` in the benchmark) is that chain alone, over
-//! arrays the size of the VM's, with no search, no inner levels and no ops: 0.53 µs at 10^6,
-//! more than half of `rangemap`'s 1.02 µs before gpuvm has done any of its own work.
-//! `rangemap` keeps its values in its B-tree leaves and has no per-object lists, so its chain
-//! is the descent alone. At 10^5 the chain fits in cache (0.04 µs) and the target is not
-//! excluded that way; what gpuvm spends there beyond its 0.13 µs in-cache cost is the index
-//! nodes' and VA slots' lines falling out of a last-level cache about the size of the VM.
-//! Earlier versions: 0.86x and 0.97x for `map` at 10^5 and 10^6 with the tree nodes inside
-//! the VA slots (160-byte slots), 0.5x with an AVL tree. Aligning nodes and slots to cache
-//! lines (256-byte nodes, 64-byte slots) made no difference beyond the noise.
+//! at 10^6 this machine rules it out for a VA manager that keeps drm_gpuvm's per-VM-BO VA
+//! lists and, like drm_gpuvm, takes a VA off its list when the VA is removed. Removing a VA
+//! found by address means reading the index leaf that holds it, then the VA record that leaf
+//! names (its object, offset and list links), then writing its two neighbours on the VM-BO's
+//! list, which after random churn sit anywhere: three dependent misses. The `floor` column
+//! (`chain_floor` in the benchmark) is that chain alone, over arrays the size of the VM's,
+//! with no search, no inner levels and no ops, one request after the other (a request is far
+//! longer than the CPU looks ahead, so consecutive ones do not overlap): 0.53 µs at 10^6, more
+//! than half of `rangemap`'s 1.02 µs before gpuvm has done any of its own work. `rangemap`
+//! keeps its values in its B-tree leaves and has no per-object lists, so its chain is the
+//! descent alone. At 10^5 the chain fits in cache (0.04 µs) and the target is not excluded
+//! that way; what gpuvm spends there beyond its 0.13 µs in-cache cost is the index nodes' and
+//! VA slots' lines falling out of a last-level cache about the size of the VM.
+//!
+//! Tried and dropped, each within the noise of this machine: nodes and slots aligned to cache
+//! lines (256-byte nodes, 64-byte slots), and, as an upper bound for unlinking VAs lazily in
+//! batches, skipping the list writes altogether (not a valid VM). Earlier versions: 0.86x and
+//! 0.97x for `map` at 10^5 and 10^6 with the tree nodes inside the VA slots (160-byte slots),
+//! 0.5x with an AVL tree.
 //!
 //! # Examples
 //!
