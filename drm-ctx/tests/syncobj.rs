@@ -11,38 +11,51 @@ use drm_ctx::host::syncobj::*;
 use drm_ctx::host::Client;
 use drm_ctx::Error;
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
 
 /// A fence the test signals by hand.
 #[derive(Default)]
-struct Manual {
+struct Manual(Arc<ManualState>);
+
+#[derive(Default)]
+struct ManualState {
     done: AtomicBool,
-    wakers: Mutex<Vec<Waker>>,
+    /// Queued wakers, each with the number of its registration.
+    wakers: Mutex<Vec<(u64, Waker)>>,
+    next_id: AtomicU64,
 }
 
 impl Manual {
     fn signal(&self) {
-        self.done.store(true, Ordering::SeqCst);
-        for w in self.wakers.lock().unwrap().drain(..) {
+        self.0.done.store(true, Ordering::SeqCst);
+        for (_, w) in self.0.wakers.lock().unwrap().drain(..) {
             w.wake();
         }
+    }
+
+    /// Wakers queued and not taken back.
+    fn queued(&self) -> usize {
+        self.0.wakers.lock().unwrap().len()
     }
 }
 
 impl SyncFence for Manual {
     fn status(&self) -> Option<Result<(), i32>> {
-        self.done.load(Ordering::SeqCst).then_some(Ok(()))
+        self.0.done.load(Ordering::SeqCst).then_some(Ok(()))
     }
-    fn wake_on_signal(&self, waker: &Waker) {
-        let mut w = self.wakers.lock().unwrap();
-        if self.done.load(Ordering::SeqCst) {
+    fn wake_on_signal(&self, waker: &Waker) -> Registration {
+        let mut w = self.0.wakers.lock().unwrap();
+        if self.0.done.load(Ordering::SeqCst) {
             waker.wake_by_ref();
-        } else {
-            w.push(waker.clone());
+            return Registration::done();
         }
+        let id = self.0.next_id.fetch_add(1, Ordering::SeqCst);
+        w.push((id, waker.clone()));
+        let state = self.0.clone();
+        Registration::new(move || state.wakers.lock().unwrap().retain(|(i, _)| *i != id))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -127,6 +140,16 @@ fn create_signal_wait_reset_destroy() {
         ),
         Err(Error::Other(ETIME))
     );
+    // Waits that give up take their wakers back, however often they are repeated: polling
+    // a pending fence with a deadline in the past leaves nothing queued on it.
+    assert_eq!(pending.queued(), 0);
+    for _ in 0..100 {
+        assert_eq!(
+            wait(&client, &[empty], 0, Duration::ZERO),
+            Err(Error::Other(ETIME))
+        );
+    }
+    assert_eq!(pending.queued(), 0);
     // A waiter is woken by the signal from another thread.
     let p2 = pending.clone();
     let t = std::thread::spawn(move || {

@@ -72,6 +72,29 @@ pub trait Fence: Clone + Send + Sync {
     /// Must not allocate. The waker is woken at most once per registration.
     fn add_callback(&self, cb: &Self::Callback, waker: &Waker) -> AddCallback;
 
+    /// Takes `cb` off this fence if it is still queued here, dropping its waker unwoken.
+    ///
+    /// Returns `true` if it was queued on this fence; `false` if the fence has signalled (the
+    /// waker was or is being woken) or `cb` is not queued here. Afterwards `cb` can be queued
+    /// again. This is what a waiter that gives up (a timeout, a cancelled job) calls so that
+    /// a long-pending fence does not collect stale callbacks. Must not allocate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::task::Waker;
+    /// use jobqueue::{AddCallback, Fence, SignalFence};
+    /// use jobqueue::host::HostFence;
+    ///
+    /// let fence = HostFence::new();
+    /// let cb = HostFence::new_callback();
+    /// assert_eq!(fence.add_callback(&cb, Waker::noop()), AddCallback::Queued);
+    /// assert!(fence.remove_callback(&cb));
+    /// assert!(!fence.remove_callback(&cb)); // no longer queued
+    /// assert_eq!(fence.add_callback(&cb, Waker::noop()), AddCallback::Queued);
+    /// ```
+    fn remove_callback(&self, cb: &Self::Callback) -> bool;
+
     /// Returns `true` once the fence has signalled.
     fn is_signalled(&self) -> bool {
         self.status().is_some()

@@ -195,6 +195,19 @@ impl HostFence {
         self.0.signal_calls.load(Ordering::SeqCst)
     }
 
+    /// How many callbacks are queued on the fence, waiting for it to signal (for tests that
+    /// check waiters that give up take their callbacks back). Walks the list.
+    pub fn queued_callbacks(&self) -> usize {
+        let state = lock(&self.0.state);
+        let mut n = 0;
+        let mut cur = state.head.clone();
+        while let Some(node) = cur {
+            n += 1;
+            cur = lock(&node.link).next.clone();
+        }
+        n
+    }
+
     /// Whether `self` and `other` are the same fence.
     pub fn ptr_eq(&self, other: &HostFence) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -224,6 +237,39 @@ impl Fence for HostFence {
         state.head = Some(cb.0.clone());
         AddCallback::Queued
     }
+
+    fn remove_callback(&self, cb: &HostCallback) -> bool {
+        let mut state = lock(&self.0.state);
+        // Once signalled the list has been handed to `signal`, which unlinks every node.
+        let Some(head) = state.head.clone() else {
+            return false;
+        };
+        if Arc::ptr_eq(&head, &cb.0) {
+            state.head = unlink(&head);
+            return true;
+        }
+        // Under the fence lock no other thread changes this fence's links.
+        let mut prev = head;
+        loop {
+            let next = lock(&prev.link).next.clone();
+            match next {
+                Some(node) if Arc::ptr_eq(&node, &cb.0) => {
+                    lock(&prev.link).next = unlink(&node);
+                    return true;
+                }
+                Some(node) => prev = node,
+                None => return false,
+            }
+        }
+    }
+}
+
+/// Marks `node` unqueued, drops its waker, and returns the node after it.
+fn unlink(node: &CallbackNode) -> Option<Arc<CallbackNode>> {
+    let mut link = lock(&node.link);
+    link.linked = false;
+    link.waker = None;
+    link.next.take()
 }
 
 impl SignalFence for HostFence {
@@ -542,6 +588,39 @@ mod tests {
         }
         f.signal(Ok(()));
         assert_eq!(count.0.load(Ordering::SeqCst), 100);
+    }
+
+    #[test]
+    fn removed_callbacks_are_not_woken() {
+        let (count, waker) = counter();
+        let f = HostFence::new();
+        let cbs: Vec<_> = (0..5).map(|_| HostFence::new_callback()).collect();
+        for cb in &cbs {
+            assert_eq!(f.add_callback(cb, &waker), AddCallback::Queued);
+        }
+        // The list is newest first: take off the newest, one in the middle and the oldest.
+        for i in [4, 2, 0] {
+            assert!(f.remove_callback(&cbs[i]));
+            assert!(!f.remove_callback(&cbs[i]));
+        }
+        assert_eq!(f.queued_callbacks(), 2);
+        // A node queued elsewhere is not this fence's to remove.
+        let other = HostFence::new();
+        let stranger = HostFence::new_callback();
+        assert_eq!(other.add_callback(&stranger, &waker), AddCallback::Queued);
+        assert!(!f.remove_callback(&stranger));
+        assert_eq!(other.queued_callbacks(), 1);
+        // A removed node can be queued again, here or elsewhere.
+        assert_eq!(f.add_callback(&cbs[4], &waker), AddCallback::Queued);
+        assert_eq!(other.add_callback(&cbs[0], &waker), AddCallback::Queued);
+        f.signal(Ok(()));
+        // cbs[1], cbs[3] and cbs[4] fired; the removed ones did not.
+        assert_eq!(count.0.load(Ordering::SeqCst), 3);
+        assert_eq!(f.queued_callbacks(), 0);
+        // After the signal there is nothing to remove.
+        assert!(!f.remove_callback(&cbs[1]));
+        other.signal(Ok(()));
+        assert_eq!(count.0.load(Ordering::SeqCst), 5);
     }
 
     #[test]

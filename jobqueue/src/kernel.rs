@@ -176,6 +176,39 @@ impl Fence for KernelFence {
         state.head = Some(cb.0.clone());
         AddCallback::Queued
     }
+
+    fn remove_callback(&self, cb: &KernelCallback) -> bool {
+        let mut state = self.0.state.lock();
+        // Once signalled the list has been handed to `signal`, which unlinks every node.
+        let Some(head) = state.head.clone() else {
+            return false;
+        };
+        if Arc::ptr_eq(&head, &cb.0) {
+            state.head = unlink(&head);
+            return true;
+        }
+        // Under the fence lock no other thread changes this fence's links.
+        let mut prev = head;
+        loop {
+            let next = prev.link.lock().next.clone();
+            match next {
+                Some(node) if Arc::ptr_eq(&node, &cb.0) => {
+                    prev.link.lock().next = unlink(&node);
+                    return true;
+                }
+                Some(node) => prev = node,
+                None => return false,
+            }
+        }
+    }
+}
+
+/// Marks `node` unqueued, drops its waker, and returns the node after it.
+fn unlink(node: &CallbackNode) -> Option<Arc<CallbackNode>> {
+    let mut link = node.link.lock();
+    link.linked = false;
+    link.waker = None;
+    link.next.take()
 }
 
 impl SignalFence for KernelFence {

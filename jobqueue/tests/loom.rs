@@ -99,3 +99,41 @@ fn hardware_signal_races_timeout() {
         assert_eq!(h.q.pending_jobs(), 0);
     });
 }
+
+/// Counts its wakes.
+struct Wakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn callback_removal_races_signal() {
+    model(|| {
+        let wakes = std::sync::Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(wakes.clone());
+        let f = HostFence::new();
+        let cb = HostFence::new_callback();
+        let other = HostFence::new_callback();
+        assert_eq!(
+            f.add_callback(&other, &waker),
+            jobqueue::AddCallback::Queued
+        );
+        assert_eq!(f.add_callback(&cb, &waker), jobqueue::AddCallback::Queued);
+        let s = f.clone();
+        let t = loom::thread::spawn(move || {
+            s.signal(Ok(()));
+        });
+        let removed = f.remove_callback(&cb);
+        t.join().unwrap();
+        // A removed callback is never woken; one that was not removed is woken exactly once.
+        let expected = if removed { 1 } else { 2 };
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), expected);
+        assert_eq!(f.queued_callbacks(), 0);
+        // Either way the node is free again.
+        let g = HostFence::new();
+        assert_eq!(g.add_callback(&cb, &waker), jobqueue::AddCallback::Queued);
+    });
+}

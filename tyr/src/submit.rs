@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use drm_ctx::drm::gem;
-use drm_ctx::host::syncobj::{FenceRef, SignalledFence, SyncFence};
+use drm_ctx::host::syncobj::{FenceRef, Registration, SignalledFence, SyncFence};
 use drm_ctx::{Error as DrmError, Result as DrmResult};
 use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{Executor, Fence as _, FenceError, PreparedJob, SignalFence as _};
@@ -45,10 +45,20 @@ impl SyncFence for JobSyncFence {
         self.0.status().map(|r| r.map_err(|e| e.to_errno()))
     }
 
-    fn wake_on_signal(&self, waker: &Waker) {
+    fn wake_on_signal(&self, waker: &Waker) -> Registration {
         let cb = HostFence::new_callback();
-        if let jobqueue::AddCallback::Signalled(_) = self.0.add_callback(&cb, waker) {
-            waker.wake_by_ref();
+        match self.0.add_callback(&cb, waker) {
+            jobqueue::AddCallback::Queued => {
+                let fence = self.0.clone();
+                Registration::new(move || {
+                    fence.remove_callback(&cb);
+                })
+            }
+            // A fresh node is never busy: the fence has signalled.
+            jobqueue::AddCallback::Signalled(_) | jobqueue::AddCallback::Busy => {
+                waker.wake_by_ref();
+                Registration::done()
+            }
         }
     }
 
@@ -908,5 +918,32 @@ impl<B: Backend> DevInner<B> {
                 g.state.wants_slot.store(true, Ordering::Release);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_syncobj_waiter_that_gives_up_leaves_nothing_on_the_job_fence() {
+        let hw = HostFence::new();
+        let fence = JobSyncFence(hw.clone());
+        // A waiter polling a long job: each poll queues a callback and takes it back.
+        for _ in 0..10 {
+            let r = fence.wake_on_signal(Waker::noop());
+            assert_eq!(hw.queued_callbacks(), 1);
+            drop(r);
+            assert_eq!(hw.queued_callbacks(), 0);
+        }
+        // Once the job is done the waiter is woken at once and nothing is queued.
+        let kept = fence.wake_on_signal(Waker::noop());
+        assert!(hw.signal(Ok(())));
+        assert_eq!(hw.queued_callbacks(), 0);
+        drop(kept);
+        let late = fence.wake_on_signal(Waker::noop());
+        assert_eq!(hw.queued_callbacks(), 0);
+        drop(late);
+        assert_eq!(fence.status(), Some(Ok(())));
     }
 }

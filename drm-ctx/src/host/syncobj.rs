@@ -23,6 +23,7 @@
 use core::any::Any;
 use core::task::Waker;
 use std::{
+    boxed::Box,
     collections::BTreeMap,
     sync::{Arc, Mutex, MutexGuard, OnceLock},
     task::Wake,
@@ -46,10 +47,67 @@ pub trait SyncFence: Send + Sync + 'static {
     fn status(&self) -> Option<core::result::Result<(), i32>>;
 
     /// Arranges for `waker` to be woken once the fence signals (at once if it has).
-    fn wake_on_signal(&self, waker: &Waker);
+    ///
+    /// The returned [`Registration`] takes the waker back off the fence when it is dropped, so
+    /// that a wait that gives up (a timeout, or `SYNCOBJ_WAIT` polled with a deadline in the
+    /// past, as Vulkan's fence status queries do) leaves nothing queued on a fence that may
+    /// stay pending for a long time.
+    fn wake_on_signal(&self, waker: &Waker) -> Registration;
 
     /// The fence as `Any`, for drivers to downcast to their own type.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// A waker queued on a fence by [`SyncFence::wake_on_signal`]; dropping it takes the waker
+/// off the fence if the fence has not woken it yet.
+///
+/// # Examples
+///
+/// ```
+/// use drm_ctx::host::syncobj::Registration;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let removed = Arc::new(AtomicBool::new(false));
+/// let r = {
+///     let removed = removed.clone();
+///     Registration::new(move || removed.store(true, Ordering::SeqCst))
+/// };
+/// assert!(!removed.load(Ordering::SeqCst));
+/// drop(r);
+/// assert!(removed.load(Ordering::SeqCst));
+/// drop(Registration::done()); // nothing to take back
+/// ```
+#[must_use = "dropping the registration takes the waker off the fence again"]
+pub struct Registration(Option<Box<dyn FnOnce() + Send>>);
+
+impl Registration {
+    /// A registration whose drop runs `remove`, which takes the waker off the fence.
+    pub fn new(remove: impl FnOnce() + Send + 'static) -> Self {
+        Self(Some(Box::new(remove)))
+    }
+
+    /// A registration with nothing to take back: the waker was woken at once, or the fence
+    /// keeps nothing queued.
+    pub fn done() -> Self {
+        Self(None)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(remove) = self.0.take() {
+            remove();
+        }
+    }
+}
+
+impl core::fmt::Debug for Registration {
+    fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        out.debug_struct("Registration")
+            .field("queued", &self.0.is_some())
+            .finish()
+    }
 }
 
 /// A fence that was signalled when it was made (what `SYNCOBJ_SIGNAL` installs).
@@ -61,8 +119,9 @@ impl SyncFence for SignalledFence {
         Some(Ok(()))
     }
 
-    fn wake_on_signal(&self, waker: &Waker) {
+    fn wake_on_signal(&self, waker: &Waker) -> Registration {
         waker.wake_by_ref();
+        Registration::done()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -372,7 +431,12 @@ pub(super) fn wait(
         fences.push(f);
     }
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut armed = std::vec![false; fences.len()];
+    // Dropped on every way out, taking the wakers back off the fences still pending.
+    let mut armed: Vec<Option<Registration>> = Vec::new();
+    armed
+        .try_reserve_exact(fences.len())
+        .map_err(|_| Error::NoMemory)?;
+    armed.resize_with(fences.len(), || None);
     loop {
         let mut first = None;
         let mut done = 0usize;
@@ -387,9 +451,8 @@ pub(super) fn wait(
             if fence.status().is_some() {
                 done += 1;
                 first.get_or_insert(i);
-            } else if !armed[i] {
-                fence.wake_on_signal(&waker);
-                armed[i] = true;
+            } else if armed[i].is_none() {
+                armed[i] = Some(fence.wake_on_signal(&waker));
                 if fence.status().is_some() {
                     done += 1;
                     first.get_or_insert(i);

@@ -110,6 +110,25 @@ mod tests {
     }
 
     #[test]
+    fn removed_callback_is_not_queued() -> Result {
+        let f = KernelFence::new(GFP_KERNEL)?;
+        let a = KernelCallback::new(GFP_KERNEL)?;
+        let b = KernelCallback::new(GFP_KERNEL)?;
+        assert_eq!(f.add_callback(&a, Waker::noop()), AddCallback::Queued);
+        assert_eq!(f.add_callback(&b, Waker::noop()), AddCallback::Queued);
+        // `a` is behind `b` in the list, `b` at its head.
+        assert!(f.remove_callback(&a));
+        assert!(!f.remove_callback(&a));
+        assert!(f.remove_callback(&b));
+        // Both are free to be queued again.
+        assert_eq!(f.add_callback(&a, Waker::noop()), AddCallback::Queued);
+        assert_eq!(f.add_callback(&b, Waker::noop()), AddCallback::Queued);
+        assert!(f.signal(Ok(())));
+        assert!(!f.remove_callback(&a));
+        Ok(())
+    }
+
+    #[test]
     fn fence_wakes_a_sleeper_from_a_work_item() -> Result {
         let f = KernelFence::new(GFP_KERNEL)?;
         assert_eq!(f.wait_timeout_ms(20), None);
