@@ -70,6 +70,19 @@ impl<F: Fence> DepSlot<F> {
     }
 }
 
+impl<F: Fence> Drop for DepSlot<F> {
+    fn drop(&mut self) {
+        // A job freed before its dependency signalled (its queue was killed, or it failed on
+        // another dependency) takes its callback back, so the fence neither keeps the node nor
+        // wakes a queue that no longer waits for it.
+        if let Some(dep) = &self.dep {
+            if dep.armed {
+                dep.fence.remove_callback(&self.cb);
+            }
+        }
+    }
+}
+
 /// Supplies the memory a job needs; used only while preparing jobs.
 ///
 /// # Examples

@@ -489,10 +489,15 @@ fn dropping_the_queue_cancels_and_fences_outlive_it() {
     h.run();
     let hw0 = h.hw(0);
     let exec = h.exec.clone();
+    assert_eq!(dep.queued_callbacks(), 1);
     drop(h);
     assert_eq!(d0.status(), Some(Err(FenceError::CANCELED)));
     assert_eq!(d1.status(), Some(Err(FenceError::CANCELED)));
-    // Signalling fences whose callbacks pointed at the dead queue only pokes the executor.
+    // The waiting job took its callback off its dependency when it was freed.
+    assert_eq!(dep.queued_callbacks(), 0);
+    // The running job's callback is still on its hardware fence: signalling that only pokes
+    // the executor of the dead queue.
+    assert!(!exec.is_pending());
     ok(&hw0);
     ok(&dep);
     assert!(exec.is_pending());
