@@ -156,9 +156,8 @@ fn run() -> Result<(), String> {
 
     // ---------------------------------------------------------------- binds per second
     let page = umd.bo_create(0x1000).map_err(e("BO_CREATE"))?;
-    let t = Instant::now();
-    for i in 0..BINDS / 2 {
-        let va = 0x8000_0000 + (i % 512) * 0x1000;
+    // Map one page at `va`, then unmap it.
+    let map_unmap = |va: u64| {
         let map = VmBindOp {
             flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
             bo_handle: page.handle,
@@ -172,6 +171,11 @@ fn run() -> Result<(), String> {
             size: 0x1000,
             ..Default::default()
         };
+        (map, unmap)
+    };
+    let t = Instant::now();
+    for i in 0..BINDS / 2 {
+        let (map, unmap) = map_unmap(0x8000_0000 + (i % 512) * 0x1000);
         umd.bind(vm, 0, &[map]).map_err(e("VM_BIND map"))?;
         umd.bind(vm, 0, &[unmap]).map_err(e("VM_BIND unmap"))?;
     }
@@ -179,20 +183,7 @@ fn run() -> Result<(), String> {
 
     let t = Instant::now();
     for i in 0..BINDS / 2 {
-        let va = 0x9000_0000 + (i % 512) * 0x1000;
-        let map = VmBindOp {
-            flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
-            bo_handle: page.handle,
-            va,
-            size: 0x1000,
-            ..Default::default()
-        };
-        let unmap = VmBindOp {
-            flags: DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
-            va,
-            size: 0x1000,
-            ..Default::default()
-        };
+        let (map, unmap) = map_unmap(0x9000_0000 + (i % 512) * 0x1000);
         loop {
             match umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[map, unmap]) {
                 Ok(()) => break,

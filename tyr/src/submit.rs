@@ -362,12 +362,7 @@ impl<B: Backend> DevInner<B> {
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.
         if Arc::strong_count(&g.vm) == 1 {
-            let mut slots = lock(&self.slots);
-            if !slots.is_pinned(g.vm_key) {
-                if let Some(a) = slots.release(g.vm_key) {
-                    let _ = mmu::disable(&self.backend, a, false);
-                }
-            }
+            self.release_unpinned_as(&mut lock(&self.slots), g.vm_key);
         }
         lock(&self.sched.groups).remove(&g.key);
     }
@@ -778,7 +773,15 @@ impl<B: Backend> DevInner<B> {
         slots.unpin(g.vm_key);
         // A VM destroyed while its group ran keeps its address space until now.
         if !slots.is_pinned(g.vm_key) && lock(&self.zombie_vms).remove(&g.vm_key) {
-            if let Some(a) = slots.release(g.vm_key) {
+            self.release_unpinned_as(&mut slots, g.vm_key);
+        }
+    }
+
+    /// Takes the address space of VM `vm_key`, which its file destroyed, away, unless a
+    /// resident group still pins it. A failure to disable it leaves the slot faulting.
+    fn release_unpinned_as(&self, slots: &mut mmu::AsSlots, vm_key: u64) {
+        if !slots.is_pinned(vm_key) {
+            if let Some(a) = slots.release(vm_key) {
                 let _ = mmu::disable(&self.backend, a, false);
             }
         }
