@@ -12,7 +12,10 @@
 //!   it, so poll loops are deterministic.
 //! - DMA memory comes from the simulator's physical memory ([`SimDma`]), whose CPU pointers
 //!   stay valid until freed.
-//! - Log lines are printed and kept for tests ([`HostBackend::log_lines`]).
+//! - Log lines are printed (with `TYR_LOG` set) and the latest [`LOG_LINES`] kept for tests
+//!   ([`HostBackend::log_lines`]), in memory set aside when the backend is made: logging from
+//!   the interrupt handler or a work item allocates nothing, as `dev_err!` does not in the
+//!   kernel.
 //! - Interrupts and deferred work run on one event thread per backend ([`HostExec`] is its
 //!   workqueue side). The thread calls the driver's interrupt handler while a line is
 //!   asserted and its work item after a wake-up; when neither has anything to do it lets
@@ -36,7 +39,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
 use core::task::Waker;
 use core::time::Duration;
-use std::string::{String, ToString};
+use std::string::String;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Wake;
 use std::thread::{self, JoinHandle, ThreadId};
@@ -294,6 +297,100 @@ struct EventThread {
 /// The simulated G610's register window.
 pub type SimIo = ModelRegion<SimModel, { sim::regs::MMIO_SIZE }>;
 
+/// How many of the latest log lines a [`HostBackend`] keeps.
+pub const LOG_LINES: usize = 256;
+
+/// Room for one kept log line, in bytes. A line longer than `LOG_LINE_BYTES - CUT_MARK.len()`
+/// is cut at a character boundary and ends in [`CUT_MARK`].
+pub const LOG_LINE_BYTES: usize = 240;
+
+/// What a cut log line ends in.
+pub const CUT_MARK: &str = " [...]";
+
+/// One kept log line.
+struct Line {
+    len: usize,
+    bytes: [u8; LOG_LINE_BYTES],
+}
+
+impl Line {
+    fn as_str(&self) -> &str {
+        // Only whole characters are copied in (see `LineWriter`).
+        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("")
+    }
+}
+
+/// Formats into a [`Line`], cutting what does not fit.
+struct LineWriter<'a> {
+    line: &'a mut Line,
+    cut: bool,
+}
+
+impl fmt::Write for LineWriter<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.cut {
+            return Ok(());
+        }
+        let room = LOG_LINE_BYTES - CUT_MARK.len() - self.line.len;
+        let mut take = s.len().min(room);
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
+        let at = self.line.len;
+        self.line.bytes[at..at + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.line.len += take;
+        if take < s.len() {
+            let at = self.line.len;
+            self.line.bytes[at..at + CUT_MARK.len()].copy_from_slice(CUT_MARK.as_bytes());
+            self.line.len += CUT_MARK.len();
+            self.cut = true;
+        }
+        Ok(())
+    }
+}
+
+/// The latest [`LOG_LINES`] lines, in storage allocated up front.
+struct LogRing {
+    lines: Vec<Line>,
+    /// Where the next line goes.
+    next: usize,
+    /// Lines kept (up to `LOG_LINES`).
+    kept: usize,
+}
+
+impl LogRing {
+    fn new() -> Self {
+        let mut lines = Vec::with_capacity(LOG_LINES);
+        lines.resize_with(LOG_LINES, || Line {
+            len: 0,
+            bytes: [0; LOG_LINE_BYTES],
+        });
+        LogRing {
+            lines,
+            next: 0,
+            kept: 0,
+        }
+    }
+
+    /// Formats `args` over the oldest line and returns it.
+    fn push(&mut self, args: fmt::Arguments<'_>) -> &Line {
+        let i = self.next;
+        self.next = (i + 1) % LOG_LINES;
+        self.kept = (self.kept + 1).min(LOG_LINES);
+        let line = &mut self.lines[i];
+        line.len = 0;
+        // `LineWriter` never fails; a `Display` impl that does leaves what it wrote so far.
+        let _ = fmt::write(&mut LineWriter { line, cut: false }, args);
+        &self.lines[i]
+    }
+
+    /// The kept lines, oldest first.
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let first = (self.next + LOG_LINES - self.kept) % LOG_LINES;
+        (0..self.kept).map(move |k| self.lines[(first + k) % LOG_LINES].as_str())
+    }
+}
+
 /// The backend over the simulated Mali-G610.
 pub struct HostBackend {
     gpu: SharedGpu,
@@ -302,7 +399,7 @@ pub struct HostBackend {
     dma: SimDma,
     exec: HostExec,
     thread: Mutex<Option<EventThread>>,
-    log: Mutex<Vec<String>>,
+    log: Mutex<LogRing>,
     echo: bool,
 }
 
@@ -338,7 +435,7 @@ impl HostBackend {
             exec: HostExec::new(),
             thread: Mutex::new(None),
             gpu,
-            log: Mutex::new(Vec::new()),
+            log: Mutex::new(LogRing::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
         }
     }
@@ -350,7 +447,8 @@ impl HostBackend {
 
     /// The lines logged so far.
     pub fn log_lines(&self) -> Vec<String> {
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+        let log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+        log.iter().map(String::from).collect()
     }
 }
 
@@ -425,19 +523,15 @@ impl Backend for HostBackend {
     }
 
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {
-        let line = args.to_string();
+        let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+        let line = log.push(args).as_str();
         if self.echo {
-            std::eprintln!(
-                "tyr: {}{line}",
-                if level == LogLevel::Err {
-                    "error: "
-                } else {
-                    ""
-                }
-            );
-        }
-        if let Ok(mut log) = self.log.lock() {
-            log.push(line);
+            let level = if level == LogLevel::Err {
+                "error: "
+            } else {
+                ""
+            };
+            std::eprintln!("tyr: {level}{line}");
         }
     }
 }
@@ -446,6 +540,28 @@ impl Backend for HostBackend {
 mod tests {
     use super::*;
     use register::io::Io;
+
+    #[test]
+    fn the_log_keeps_the_latest_lines_and_marks_cut_ones() {
+        let mut log = LogRing::new();
+        assert_eq!(log.iter().count(), 0);
+        for i in 0..LOG_LINES + 3 {
+            log.push(format_args!("line {i}"));
+        }
+        let kept: Vec<&str> = log.iter().collect();
+        assert_eq!(kept.len(), LOG_LINES);
+        assert_eq!(kept[0], "line 3");
+        assert_eq!(kept[LOG_LINES - 1], std::format!("line {}", LOG_LINES + 2));
+        // What fits is kept whole, even when written in pieces.
+        let room = LOG_LINE_BYTES - CUT_MARK.len();
+        let fits = "a".repeat(room - 1);
+        assert_eq!(log.push(format_args!("{fits}{}", "b")).as_str().len(), room);
+        // A longer line is cut before a character that does not fit, and says so.
+        let long = std::format!("{}é and more", "x".repeat(room - 1));
+        let cut = log.push(format_args!("{long}")).as_str();
+        assert_eq!(cut, std::format!("{}{CUT_MARK}", "x".repeat(room - 1)));
+        assert!(cut.len() <= LOG_LINE_BYTES);
+    }
 
     #[test]
     fn wide_and_narrow_accesses_are_split() {
