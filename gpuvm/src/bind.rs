@@ -256,10 +256,10 @@ where
             Some(obj) => core.obtain_bo(obj).0,
             None => NIL,
         };
-        let mut cur = core.first_ending_after(req.addr);
+        let mut cur = core.first_overlap(req.addr, end);
         let mut entries = 0;
-        while cur != NIL && core.vas[cur as usize].addr < end {
-            let next = core.tree_next(cur);
+        while cur != NIL {
+            let next = core.next_overlap(cur, end);
             let step = map_step(req.addr, req.range, bo, req.offset, &core.vas[cur as usize]);
             let e = Self::plan_step(&mut core, cur, step);
             self.ops.as_mut_slice()[self.len + entries] = e;
@@ -291,10 +291,10 @@ where
         self.vm.reserve(2, 0)?;
         self.prepare(addr, end, 0)?;
         let mut core = self.vm.core();
-        let mut cur = core.first_ending_after(addr);
+        let mut cur = core.first_overlap(addr, end);
         let mut entries = 0;
-        while cur != NIL && core.vas[cur as usize].addr < end {
-            let next = core.tree_next(cur);
+        while cur != NIL {
+            let next = core.next_overlap(cur, end);
             let step = unmap_step(addr, end, &core.vas[cur as usize]);
             let e = Self::plan_step(&mut core, cur, step);
             self.ops.as_mut_slice()[self.len + entries] = e;

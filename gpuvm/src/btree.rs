@@ -392,6 +392,17 @@ impl Index {
         }
     }
 
+    /// The slot and key at `c`, or `(NIL, 0)` at the end.
+    fn entry<T: NodeSlot>(&self, s: &[T], c: Cursor) -> (u32, u64) {
+        if c.leaf == NIL {
+            (NIL, 0)
+        } else {
+            let node = nd(s, c.leaf);
+            let pos = (c.pos as usize).min(CAP - 1);
+            (node.vals[pos], node.keys[pos])
+        }
+    }
+
     /// The cursor after `c`.
     pub(crate) fn advance<T: NodeSlot>(&self, s: &[T], c: Cursor) -> Cursor {
         if c.leaf == NIL {
@@ -413,9 +424,9 @@ impl Index {
         }
     }
 
-    /// The slot following the entry with key `key` (which must be in the tree), or `NIL`.
-    /// Remembers the leaf for the next operation.
-    pub(crate) fn next<T: NodeSlot>(&mut self, s: &[T], key: u64) -> u32 {
+    /// The slot and key of the entry following the one with key `key` (which must be in the
+    /// tree), or `(NIL, 0)`. Remembers the leaf for the next operation.
+    pub(crate) fn next<T: NodeSlot>(&mut self, s: &[T], key: u64) -> (u32, u64) {
         // A walk in address order leaves the hint leaf for the one after it: look there before
         // descending, so that walking k VAs stays O(k).
         let mut found = self.locate_in(s, self.hint, key);
@@ -427,7 +438,7 @@ impl Index {
                 if leaf != self.hint {
                     self.set_hint(s, leaf);
                 }
-                self.get(
+                self.entry(
                     s,
                     self.advance(
                         s,
@@ -438,7 +449,7 @@ impl Index {
                     ),
                 )
             }
-            None => NIL,
+            None => (NIL, 0),
         }
     }
 
@@ -506,18 +517,19 @@ impl Index {
         }
     }
 
-    /// [`Index::seek`] that remembers the leaf for the next operation; returns the slot.
+    /// [`Index::seek`] that remembers the leaf for the next operation; returns the slot and
+    /// its key, or `(NIL, 0)`.
     pub(crate) fn seek_mut<T: NodeSlot>(
         &mut self,
         s: &[T],
         addr: u64,
         end: impl Fn(u32) -> u64,
-    ) -> u32 {
+    ) -> (u32, u64) {
         let c = self.seek(s, addr, end);
         if c.leaf != NIL && c.leaf != self.hint {
             self.set_hint(s, c.leaf);
         }
-        self.get(s, c)
+        self.entry(s, c)
     }
 
     /// Inserts `key` (not in the tree yet) for slot `val`.
@@ -1144,14 +1156,14 @@ mod tests {
                             let want = model
                                 .iter()
                                 .find(|(&kk, &v)| kk + slots[v as usize].len > addr)
-                                .map(|(_, &v)| v);
+                                .map(|(&kk, &v)| (v, kk));
                             prop_assert_eq!(
                                 (t.get(&nodes, c) != NIL).then(|| t.get(&nodes, c)),
-                                want
+                                want.map(|(v, _)| v)
                             );
                             let mut tm = t;
                             let got = tm.seek_mut(&nodes, addr, |i| slots[i as usize].key + slots[i as usize].len);
-                            prop_assert_eq!((got != NIL).then_some(got), want);
+                            prop_assert_eq!((got.0 != NIL).then_some(got), want);
                             prop_assert_eq!(
                                 t.find(&nodes, addr),
                                 model.get(&addr).copied().unwrap_or(NIL)
@@ -1160,7 +1172,7 @@ mod tests {
                                 let want_next = model
                                     .range(addr + 1..)
                                     .next()
-                                    .map_or(NIL, |(_, &v)| v);
+                                    .map_or((NIL, 0), |(&kk, &v)| (v, kk));
                                 let _ = v;
                                 prop_assert_eq!(t.next(&nodes, addr), want_next);
                             }

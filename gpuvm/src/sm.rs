@@ -574,10 +574,10 @@ where
             Some(obj) => core.obtain_bo(obj).0,
             None => NIL,
         };
-        let mut cur = core.first_ending_after(req.addr);
+        let mut cur = core.first_overlap(req.addr, end);
         let result = (|| {
-            while cur != NIL && core.vas[cur as usize].addr < end {
-                let next = core.tree_next(cur);
+            while cur != NIL {
+                let next = core.next_overlap(cur, end);
                 let step = map_step(req.addr, req.range, bo, req.offset, &core.vas[cur as usize]);
                 core.run_step(ops, cur, step)?;
                 cur = next;
@@ -601,10 +601,10 @@ where
     ) -> Result<(), T::Error> {
         let end = self.precheck_unmap(addr, range, 1)?;
         let mut core = self.core();
-        let mut cur = core.first_ending_after(addr);
+        let mut cur = core.first_overlap(addr, end);
         let result = (|| {
-            while cur != NIL && core.vas[cur as usize].addr < end {
-                let next = core.tree_next(cur);
+            while cur != NIL {
+                let next = core.next_overlap(cur, end);
                 let step = unmap_step(addr, end, &core.vas[cur as usize]);
                 core.run_step(ops, cur, step)?;
                 cur = next;

@@ -367,34 +367,29 @@ impl<O: GemObject, D> Core<'_, O, D> {
         }
     }
 
-    /// The first VA that ends after `addr`.
-    pub(crate) fn first_ending_after(&mut self, addr: u64) -> u32 {
+    /// The first VA overlapping `[addr, end)`, or `NIL`.
+    ///
+    /// The index keys are the VAs' start addresses, so only the VA starting below `addr` has
+    /// its slot read (for its end): a request that overlaps nothing reads at most that slot.
+    pub(crate) fn first_overlap(&mut self, addr: u64, end: u64) -> u32 {
         let vas = &*self.vas;
-        self.st.tree.seek_mut(self.nodes, addr, |i| {
+        let (i, start) = self.st.tree.seek_mut(self.nodes, addr, |i| {
             let s = &vas[i as usize];
             s.addr.wrapping_add(s.range)
-        })
-    }
-
-    /// The VA after VA `i` (which is in the tree) in address order, or `NIL`.
-    pub(crate) fn tree_next(&mut self, i: u32) -> u32 {
-        let key = self.vas[i as usize].addr;
-        self.st.tree.next(self.nodes, key)
-    }
-
-    /// The first VA overlapping `[addr, end)`, or `NIL`.
-    pub(crate) fn first_overlap(&mut self, addr: u64, end: u64) -> u32 {
-        let i = self.first_ending_after(addr);
-        if i != NIL && self.vas[i as usize].addr < end {
+        });
+        if i != NIL && start < end {
             i
         } else {
             NIL
         }
     }
 
+    /// The VA after VA `i` (which is in the tree) if it starts before `end`, or `NIL`, without
+    /// reading the next VA's slot.
     pub(crate) fn next_overlap(&mut self, i: u32, end: u64) -> u32 {
-        let n = self.tree_next(i);
-        if n != NIL && self.vas[n as usize].addr < end {
+        let key = self.vas[i as usize].addr;
+        let (n, start) = self.st.tree.next(self.nodes, key);
+        if n != NIL && start < end {
             n
         } else {
             NIL
