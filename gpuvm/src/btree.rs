@@ -1027,14 +1027,7 @@ impl Index {
             "stale hint"
         );
         // Every node is in the tree or in the pool.
-        let mut free = 0;
-        for head in [self.free, self.free_inner] {
-            let mut f = head;
-            while f != NIL {
-                free += 1;
-                f = nd(s, f).next;
-            }
-        }
+        let free = self.free_nodes(s);
         assert_eq!(free + in_use, s.len(), "node leaked");
         assert!(
             in_use <= nodes_for(self.len as usize),
