@@ -100,30 +100,39 @@ mod tests {
         }
     }
 
-    type Slots = (
-        KBox<[VaSlot<u32>; 8]>,
-        KBox<[BoSlot<Bo>; 4]>,
-        KBox<[IndexNode; 8]>,
-    );
-
     /// VA, VM-BO and index-node slots in kernel memory, as a driver allocates them.
-    fn slots() -> Result<Slots> {
-        Ok((
-            KBox::new(core::array::from_fn(|_| VaSlot::new()), GFP_KERNEL)?,
-            KBox::new(core::array::from_fn(|_| BoSlot::new()), GFP_KERNEL)?,
-            KBox::new([IndexNode::new(); 8], GFP_KERNEL)?,
-        ))
+    struct Slots {
+        vas: KBox<[VaSlot<u32>; 8]>,
+        bos: KBox<[BoSlot<Bo>; 4]>,
+        nodes: KBox<[IndexNode; 8]>,
+    }
+
+    type Vm<'a> = Gpuvm<Bo, u32, &'a mut [VaSlot<u32>], &'a mut [BoSlot<Bo>], &'a mut [IndexNode]>;
+
+    impl Slots {
+        fn new() -> Result<Self> {
+            Ok(Slots {
+                vas: KBox::new(core::array::from_fn(|_| VaSlot::new()), GFP_KERNEL)?,
+                bos: KBox::new(core::array::from_fn(|_| BoSlot::new()), GFP_KERNEL)?,
+                nodes: KBox::new([IndexNode::new(); 8], GFP_KERNEL)?,
+            })
+        }
+
+        /// A VM over `[0, 4 GiB)` with all of them.
+        fn vm(&mut self) -> Result<Vm<'_>> {
+            Ok(Gpuvm::with_nodes(
+                VmConfig::new(0, 1 << 32),
+                &mut self.vas[..],
+                &mut self.bos[..],
+                &mut self.nodes[..],
+            )?)
+        }
     }
 
     #[test]
     fn map_into_empty_space_is_one_map_op() -> Result {
-        let (mut vas, mut bos, mut nodes) = slots()?;
-        let mut vm = Gpuvm::with_nodes(
-            VmConfig::new(0, 1 << 32),
-            &mut vas[..],
-            &mut bos[..],
-            &mut nodes[..],
-        )?;
+        let mut slots = Slots::new()?;
+        let mut vm = slots.vm()?;
         let bo = Bo(1);
         let mut log = Log::new();
         vm.sm_map(&mut log, Mapping::new(0x10000, 0x4000, &bo, 0))?;
@@ -134,13 +143,8 @@ mod tests {
 
     #[test]
     fn identical_request_unmaps_with_keep_then_maps() -> Result {
-        let (mut vas, mut bos, mut nodes) = slots()?;
-        let mut vm = Gpuvm::with_nodes(
-            VmConfig::new(0, 1 << 32),
-            &mut vas[..],
-            &mut bos[..],
-            &mut nodes[..],
-        )?;
+        let mut slots = Slots::new()?;
+        let mut vm = slots.vm()?;
         let bo = Bo(1);
         vm.map(Mapping::new(0x0, 0x3000, &bo, 0), 7)?;
         let mut log = Log::new();
@@ -163,13 +167,8 @@ mod tests {
 
     #[test]
     fn map_inside_a_mapping_remaps_both_sides() -> Result {
-        let (mut vas, mut bos, mut nodes) = slots()?;
-        let mut vm = Gpuvm::with_nodes(
-            VmConfig::new(0, 1 << 32),
-            &mut vas[..],
-            &mut bos[..],
-            &mut nodes[..],
-        )?;
+        let mut slots = Slots::new()?;
+        let mut vm = slots.vm()?;
         let bo = Bo(1);
         vm.map(Mapping::new(0x0, 0x3000, &bo, 0), 1)?;
         let mut log = Log::new();
@@ -193,13 +192,8 @@ mod tests {
 
     #[test]
     fn unmap_splits_then_removes() -> Result {
-        let (mut vas, mut bos, mut nodes) = slots()?;
-        let mut vm = Gpuvm::with_nodes(
-            VmConfig::new(0, 1 << 32),
-            &mut vas[..],
-            &mut bos[..],
-            &mut nodes[..],
-        )?;
+        let mut slots = Slots::new()?;
+        let mut vm = slots.vm()?;
         let bo = Bo(1);
         vm.map(Mapping::new(0x10000, 0x4000, &bo, 0), 3)?;
         let mut log = Log::new();
@@ -224,13 +218,8 @@ mod tests {
 
     #[test]
     fn bad_requests_change_nothing_and_map_to_errno() -> Result {
-        let (mut vas, mut bos, mut nodes) = slots()?;
-        let mut vm = Gpuvm::with_nodes(
-            VmConfig::new(0, 1 << 32),
-            &mut vas[..],
-            &mut bos[..],
-            &mut nodes[..],
-        )?;
+        let mut slots = Slots::new()?;
+        let mut vm = slots.vm()?;
         let bo = Bo(1);
         vm.map(Mapping::new(0x0, 0x1000, &bo, 0), 0)?;
         let mut log = Log::new();
