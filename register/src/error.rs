@@ -86,3 +86,22 @@ mod tests {
         }
     }
 }
+
+/// A field value that no variant of an enum declared with
+/// [`bounded_enum!`](crate::bounded_enum!) names: the error of its `TryFrom`, holding the raw
+/// value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UnknownValue<T>(pub T);
+
+impl<T> UnknownValue<T> {
+    /// Returns the Linux errno value (negative): `-EINVAL`.
+    pub const fn to_errno(&self) -> i32 {
+        EINVAL
+    }
+}
+
+impl<T: fmt::LowerHex> fmt::Display for UnknownValue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown field value {:#x}", self.0)
+    }
+}

@@ -92,6 +92,8 @@ const fn check_offset<U>(offset: usize, size: usize) -> Result<(), Error> {
 /// [`IoKnownSize::MIN_SIZE`] at build time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StaticSpan {
+    /// Name of the register (or other location) for error messages.
+    pub name: &'static str,
     /// One past the last byte any access through the location can touch.
     pub end: usize,
     /// Whether every offset is a multiple of the access width.
@@ -103,10 +105,22 @@ pub struct StaticSpan {
 pub const fn assert_span_fits(span: Option<StaticSpan>, size: usize) {
     if let Some(span) = span {
         if !span.aligned {
-            panic!("register location is not aligned to the width of its storage type");
+            let m = crate::__private::Msg::new()
+                .s("register `")
+                .s(span.name)
+                .s("`: location is not aligned to the width of its storage type");
+            panic!("{}", m.as_str());
         }
         if span.end > size {
-            panic!("register location lies outside of the I/O region's build-time size");
+            let m = crate::__private::Msg::new()
+                .s("register `")
+                .s(span.name)
+                .s("` ends at offset ")
+                .n(span.end as u64, true)
+                .s(", outside of the I/O region's build-time size (")
+                .n(size as u64, true)
+                .s(" bytes)");
+            panic!("{}", m.as_str());
         }
     }
 }

@@ -73,7 +73,15 @@ pub mod io;
 
 pub use io::register::RegisterBase;
 
-pub use error::Error;
+/// The integer type of every field, re-exported so that a register file needs no other
+/// dependency (and errors name `register::Bounded`).
+pub use ::bounded::{Bounded, Integer, TryIntoBounded};
+
+/// The `bounded` crate, for its other items (`bounded::convert`, ...).
+#[doc(no_inline)]
+pub use ::bounded;
+
+pub use error::{Error, UnknownValue};
 
 /// The type of every field's `X_RANGE` constant: the field's bit positions, `lo..=hi`.
 ///
@@ -97,100 +105,8 @@ pub type FieldBits = ::core::ops::RangeInclusive<u8>;
 
 /// Items used by the code the macros generate. Not part of the API.
 #[doc(hidden)]
-pub mod __private {
-    pub use ::bounded;
-    pub use ::paste::paste;
-    pub use ::pin_init;
-
-    pub use crate::io::register as reg;
-
-    /// Fallible conversion into the `Bounded` type of a field, named by that type alone (so that
-    /// a bound on it needs no constant expression).
-    pub trait TryIntoField<B> {
-        /// Converts `self`, or returns `None` if it does not fit.
-        fn try_into_field(self) -> Option<B>;
-    }
-
-    impl<V, S, const N: u32> TryIntoField<bounded::Bounded<S, N>> for V
-    where
-        S: bounded::Integer,
-        V: bounded::TryIntoBounded<S, N>,
-    {
-        #[inline(always)]
-        fn try_into_field(self) -> Option<bounded::Bounded<S, N>> {
-            self.try_into_bounded()
-        }
-    }
-
-    /// Whether `hi:lo` is a valid field of a `bits`-wide register.
-    pub const fn field_ok(bits: u32, hi: u32, lo: u32) -> bool {
-        lo <= hi && hi < bits
-    }
-
-    /// Width of field `hi:lo`; 1 for an invalid field, whose error is reported separately.
-    pub const fn field_width(hi: u32, lo: u32) -> u32 {
-        if lo <= hi && hi < 64 {
-            hi - lo + 1
-        } else {
-            1
-        }
-    }
-
-    /// Mask of field `hi:lo` in a 64-bit word; 0 for an invalid field.
-    pub const fn field_mask(hi: u32, lo: u32) -> u64 {
-        if lo <= hi && hi < 64 {
-            (u64::MAX >> (63 - hi)) & (u64::MAX << lo)
-        } else {
-            0
-        }
-    }
-
-    /// Largest value of field `hi:lo`; 0 for an invalid field.
-    pub const fn field_max(hi: u32, lo: u32) -> u64 {
-        if lo <= hi && hi < 64 {
-            u64::MAX >> (63 - (hi - lo))
-        } else {
-            0
-        }
-    }
-
-    /// Left shift putting bit `hi` of a `bits`-wide word at the top; 0 for an invalid field.
-    pub const fn align_top(bits: u32, hi: u32, lo: u32) -> u32 {
-        if field_ok(bits, hi, lo) {
-            bits - 1 - hi
-        } else {
-            0
-        }
-    }
-
-    /// Right shift moving a top-aligned field `hi:lo` down to bit 0; `bits - 1` for an invalid
-    /// field (which leaves a 1-bit value).
-    pub const fn align_bottom(bits: u32, hi: u32, lo: u32) -> u32 {
-        if field_ok(bits, hi, lo) {
-            bits - 1 - hi + lo
-        } else {
-            bits - 1
-        }
-    }
-
-    /// Largest value of a field `width` bits wide.
-    pub const fn field_max_of(width: u32) -> u64 {
-        if width == 0 || width > 64 {
-            0
-        } else {
-            u64::MAX >> (64 - width)
-        }
-    }
-
-    /// Shift of field `hi:lo`; 0 for an invalid field.
-    pub const fn field_shift(bits: u32, hi: u32, lo: u32) -> u32 {
-        if field_ok(bits, hi, lo) {
-            lo
-        } else {
-            0
-        }
-    }
-}
+#[path = "private.rs"]
+pub mod __private;
 
 /// The example of the README, run as a doctest.
 #[cfg(doctest)]

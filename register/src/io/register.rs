@@ -375,6 +375,9 @@ pub trait Register: Sized {
     /// Offset of the register; for relative registers, from their base, and for arrays, of their
     /// first element.
     const OFFSET: usize;
+
+    /// Name of the register, for build-time error messages.
+    const NAME: &'static str = "(unnamed)";
 }
 
 /// Implemented by registers at a fixed offset (including aliases of fixed registers and of array
@@ -421,8 +424,15 @@ pub trait RegisterArray: Register {
 pub trait RelativeRegisterArray: WithBase + RegisterArray {}
 
 /// Returns the span of `count` accesses of `width` bytes, `stride` bytes apart, from `offset`.
-const fn span(offset: usize, count: usize, stride: usize, width: usize) -> StaticSpan {
+const fn span(
+    name: &'static str,
+    offset: usize,
+    count: usize,
+    stride: usize,
+    width: usize,
+) -> StaticSpan {
     StaticSpan {
+        name,
         end: offset + (count - 1) * stride + width,
         aligned: offset.is_multiple_of(width) && (count == 1 || stride.is_multiple_of(width)),
     }
@@ -451,7 +461,8 @@ impl<R: FixedRegister> Copy for FixedRegisterLoc<R> {}
 
 impl<R: FixedRegister> IoLoc<R> for FixedRegisterLoc<R> {
     type IoType = R::Storage;
-    const STATIC_SPAN: Option<StaticSpan> = Some(span(R::OFFSET, 1, 0, size_of::<R::Storage>()));
+    const STATIC_SPAN: Option<StaticSpan> =
+        Some(span(R::NAME, R::OFFSET, 1, 0, size_of::<R::Storage>()));
 
     #[inline(always)]
     fn offset(self) -> usize {
@@ -462,7 +473,8 @@ impl<R: FixedRegister> IoLoc<R> for FixedRegisterLoc<R> {
 /// A fixed register value is its own location: `io.write(reg, reg)` or `io.read(reg)`.
 impl<R: FixedRegister> IoLoc<R> for R {
     type IoType = R::Storage;
-    const STATIC_SPAN: Option<StaticSpan> = Some(span(R::OFFSET, 1, 0, size_of::<R::Storage>()));
+    const STATIC_SPAN: Option<StaticSpan> =
+        Some(span(R::NAME, R::OFFSET, 1, 0, size_of::<R::Storage>()));
 
     #[inline(always)]
     fn offset(self) -> usize {
@@ -473,7 +485,8 @@ impl<R: FixedRegister> IoLoc<R> for R {
 /// `()` stands for the location of any fixed register: `io.write((), reg)`.
 impl<R: FixedRegister> IoLoc<R> for () {
     type IoType = R::Storage;
-    const STATIC_SPAN: Option<StaticSpan> = Some(span(R::OFFSET, 1, 0, size_of::<R::Storage>()));
+    const STATIC_SPAN: Option<StaticSpan> =
+        Some(span(R::NAME, R::OFFSET, 1, 0, size_of::<R::Storage>()));
 
     #[inline(always)]
     fn offset(self) -> usize {
@@ -512,8 +525,13 @@ where
     B: ?Sized + RegisterBase<R::BaseFamily>,
 {
     type IoType = R::Storage;
-    const STATIC_SPAN: Option<StaticSpan> =
-        Some(span(B::BASE + R::OFFSET, 1, 0, size_of::<R::Storage>()));
+    const STATIC_SPAN: Option<StaticSpan> = Some(span(
+        R::NAME,
+        B::BASE + R::OFFSET,
+        1,
+        0,
+        size_of::<R::Storage>(),
+    ));
 
     #[inline(always)]
     fn offset(self) -> usize {
@@ -585,8 +603,13 @@ impl<R: RegisterArray> Copy for RegisterArrayLoc<R> {}
 
 impl<R: RegisterArray> IoLoc<R> for RegisterArrayLoc<R> {
     type IoType = R::Storage;
-    const STATIC_SPAN: Option<StaticSpan> =
-        Some(span(R::OFFSET, R::SIZE, R::STRIDE, size_of::<R::Storage>()));
+    const STATIC_SPAN: Option<StaticSpan> = Some(span(
+        R::NAME,
+        R::OFFSET,
+        R::SIZE,
+        R::STRIDE,
+        size_of::<R::Storage>(),
+    ));
 
     #[inline(always)]
     fn offset(self) -> usize {
@@ -694,6 +717,7 @@ where
 {
     type IoType = R::Storage;
     const STATIC_SPAN: Option<StaticSpan> = Some(span(
+        R::NAME,
         B::BASE + R::OFFSET,
         R::SIZE,
         R::STRIDE,

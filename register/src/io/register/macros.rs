@@ -100,7 +100,7 @@ macro_rules! register {
             { $($fields:tt)* }
     ) => {
         $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
-        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(@io_base $vis $name($store) @ $off; ::core::option::Option::None);
         $crate::register!(@io_fixed $vis $name($store));
     };
 
@@ -111,7 +111,8 @@ macro_rules! register {
     ) => {
         $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
-            @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET
+            @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET;
+                ::core::option::Option::None
         );
         $crate::register!(@io_fixed $vis $name($store));
     };
@@ -122,7 +123,7 @@ macro_rules! register {
             { $($fields:tt)* }
     ) => {
         $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
-        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(@io_base $vis $name($store) @ $off; ::core::option::Option::None);
         $crate::register!(@io_relative $vis $name($store) @ $family);
     };
 
@@ -133,7 +134,8 @@ macro_rules! register {
     ) => {
         $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
-            @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET
+            @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET;
+                ::core::option::Option::None
         );
         $crate::register!(@io_relative $vis $name($store) @ $family);
     };
@@ -162,7 +164,9 @@ macro_rules! register {
             [ $count:expr ; $step:expr ] @ $off:literal { $($fields:tt)* }
     ) => {
         $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
-        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(
+            @io_base $vis $name($store) @ $off; ::core::option::Option::Some(($count, $step))
+        );
         $crate::register!(@io_array $vis $name($store) [ $count ; $step ]);
     };
 
@@ -176,7 +180,8 @@ macro_rules! register {
         $crate::register!(
             @io_base $vis $name($store) @
                 <$aliased as $crate::__private::reg::Register>::OFFSET
-                    + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE
+                    + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE;
+                ::core::option::Option::None
         );
         $crate::register!(@io_fixed $vis $name($store));
     };
@@ -187,7 +192,9 @@ macro_rules! register {
             [ $count:expr ; $step:expr ] @ $family:ident + $off:literal { $($fields:tt)* }
     ) => {
         $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
-        $crate::register!(@io_base $vis $name($store) @ $off);
+        $crate::register!(
+            @io_base $vis $name($store) @ $off; ::core::option::Option::Some(($count, $step))
+        );
         $crate::register!(@io_relative_array $vis $name($store) [ $count ; $step ] @ $family);
     };
 
@@ -201,7 +208,8 @@ macro_rules! register {
         $crate::register!(
             @io_base $vis $name($store) @
                 <$aliased as $crate::__private::reg::Register>::OFFSET
-                    + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE
+                    + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE;
+                ::core::option::Option::None
         );
         $crate::register!(@io_relative $vis $name($store) @ $family);
     };
@@ -211,13 +219,11 @@ macro_rules! register {
     // ---------------------------------------------------------------------------------------
 
     (@alias_index $name:ident $aliased:ident [ $index:expr ]) => {
-        const _: () = ::core::assert!(
-            $index < <$aliased as $crate::__private::reg::RegisterArray>::SIZE,
-            ::core::concat!(
-                "register `", ::core::stringify!($name), "` aliases element ",
-                ::core::stringify!($index), " of array `", ::core::stringify!($aliased),
-                "`, which is out of range"
-            )
+        const _: () = $crate::__private::check_alias_index(
+            ::core::stringify!($name),
+            ::core::stringify!($aliased),
+            $index,
+            <$aliased as $crate::__private::reg::RegisterArray>::SIZE,
         );
     };
 
@@ -238,24 +244,28 @@ macro_rules! register {
         #[allow(dead_code)]
         impl $name {
             /// Returns the register value with every bit cleared.
+            #[must_use]
             #[inline(always)]
             $vis const fn zeroed() -> Self {
                 Self { inner: 0 }
             }
 
             /// Returns the register value whose raw bits are `value`.
+            #[must_use]
             #[inline(always)]
             $vis const fn from_raw(value: $store) -> Self {
                 Self { inner: value }
             }
 
             /// Returns the raw bits of the register value.
+            #[must_use]
             #[inline(always)]
             $vis const fn as_raw(self) -> $store {
                 self.inner
             }
 
             /// Returns the raw bits of the register value.
+            #[must_use]
             #[inline(always)]
             $vis const fn into_raw(self) -> $store {
                 self.inner
@@ -279,7 +289,9 @@ macro_rules! register {
         $crate::register!(@fields $vis $name $store { $($fields)* });
     };
 
-    // Field constants, accessors, layout checks and `Debug`.
+    // Layout check, `Debug`, and the fields' accessors. `paste!` sees only the names it builds
+    // (and what they are passed with), not the accessors' bodies: those come from
+    // `__register_field!`, once per field.
     (
         @fields $vis:vis $name:ident $store:ty {
             $(
@@ -291,45 +303,14 @@ macro_rules! register {
             )*
         }
     ) => {
-        #[allow(unused_mut, unused_variables, unused_assignments, clippy::unnecessary_cast)]
-        const _: () = {
-            let bits: u32 = <$store>::BITS;
-            let mut used: u64 = 0;
-            $(
-                if $lo > $hi {
-                    ::core::panic!(::core::concat!(
-                        "register `", ::core::stringify!($name), "`: field `",
-                        ::core::stringify!($field), "` has lo > hi (",
-                        ::core::stringify!($hi), ":", ::core::stringify!($lo), ")"
-                    ));
-                }
-                if $hi >= bits {
-                    ::core::panic!(::core::concat!(
-                        "register `", ::core::stringify!($name), "`: field `",
-                        ::core::stringify!($field), "` (", ::core::stringify!($hi), ":",
-                        ::core::stringify!($lo), ") does not fit in the storage type `",
-                        ::core::stringify!($store), "`"
-                    ));
-                }
-                let mask = $crate::__private::field_mask($hi, $lo);
-                if used & mask != 0 {
-                    ::core::panic!(::core::concat!(
-                        "register `", ::core::stringify!($name), "`: field `",
-                        ::core::stringify!($field), "` (", ::core::stringify!($hi), ":",
-                        ::core::stringify!($lo), ") overlaps a field declared before it"
-                    ));
-                }
-                used |= mask;
-            )*
-        };
+        const _: () = $crate::__private::check_fields(
+            ::core::stringify!($name),
+            ::core::stringify!($store),
+            <$store>::BITS,
+            &[$(($hi, $lo, ::core::stringify!($field))),*],
+        );
 
         $crate::__private::paste! {
-            // One type per field (and one for the whole register), so that each width is a single
-            // constant for the compiler to evaluate however many signatures use it.
-            #[doc(hidden)]
-            #[allow(non_camel_case_types, dead_code)]
-            type [<__ $name __Raw>] =
-                $crate::__private::bounded::Bounded<$store, { <$store>::BITS }>;
             $(
                 #[doc(hidden)]
                 #[allow(non_camel_case_types, dead_code)]
@@ -338,243 +319,50 @@ macro_rules! register {
                 >;
             )*
 
-            #[allow(dead_code, clippy::unnecessary_cast)]
-            impl $name {
-                $(
-                    #[doc = ::core::concat!(
-                        "Bit range of field `", ::core::stringify!($field), "`."
-                    )]
-                    $vis const [<$field:upper _RANGE>]: $crate::FieldBits =
-                        $lo..=$hi;
-
-                    #[doc = ::core::concat!("Mask of field `", ::core::stringify!($field), "`.")]
-                    $vis const [<$field:upper _MASK>]: $store =
-                        $crate::__private::field_mask($hi, $lo) as $store;
-
-                    #[doc = ::core::concat!(
-                        "Position of the lowest bit of field `", ::core::stringify!($field), "`."
-                    )]
-                    $vis const [<$field:upper _SHIFT>]: u32 =
-                        $crate::__private::field_shift(<$store>::BITS, $hi, $lo);
-
-                    #[inline(always)]
-                    fn [<__ $field>](self) -> [<__ $name __ $field>] {
-                        const TOP: u32 = $crate::__private::align_top(<$store>::BITS, $hi, $lo);
-                        const BOTTOM: u32 =
-                            $crate::__private::align_bottom(<$store>::BITS, $hi, $lo);
-                        [<__ $name __Raw>]::from(self.inner << TOP).shr::<BOTTOM, _>()
-                    }
-
-                    #[inline(always)]
-                    const fn [<__with_ $field>](self, value: [<__ $name __ $field>]) -> Self {
-                        Self {
-                            inner: (self.inner & !Self::[<$field:upper _MASK>])
-                                | (value.get() << Self::[<$field:upper _SHIFT>]),
-                        }
-                    }
-
-                    $crate::register!(
-                        @accessors [$vis $name $store, [<__ $name __ $field>], ($hi, $lo)]
-                        [$(#[$fattr])*] $field
-                        [
-                            [<__ $field>] [<__with_ $field>] [<set_ $field>] [<try_set_ $field>]
-                            [<with_ $field>] [<with_const_ $field>] [<try_with_ $field>]
-                            [<__debug_ $field>]
-                        ]
-                        $(?=> $try_ty)? $(=> $into_ty)?
-                    );
-                )*
-            }
-
             impl ::core::fmt::Debug for $name {
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     f.debug_struct(::core::stringify!($name))
                         .field("<raw>", &::core::format_args!("{:#x}", self.inner))
-                        $(.field(::core::stringify!($field), &self.[<__debug_ $field>]()))*
+                        $(.field(
+                            ::core::stringify!($field),
+                            &$crate::__register_field!(
+                                @debug self $field [<$field:upper _MASK>] [<$field:upper _SHIFT>]
+                                ($(?=> $try_ty)? $(=> $into_ty)?)
+                            ),
+                        ))*
                         .finish()
                 }
             }
-        }
 
-    };
-
-    // Accessors of a field converted fallibly.
-    (
-        @accessors [$vis:vis $name:ident $store:ty, $fty:ident, ($hi:tt, $lo:tt)] [$(#[$fattr:meta])*] $field:ident
-            [$get:ident $raw_with:ident $set:ident $try_set:ident $with:ident $with_const:ident
-                $try_with:ident $debug:ident]
-            ?=> $ty:ty
-    ) => {
-        $(#[$fattr])*
-        ///
-        /// Returns the field converted with `TryFrom`.
-        #[inline(always)]
-        $vis fn $field(self) -> ::core::result::Result<
-            $ty,
-            <$ty as ::core::convert::TryFrom<
-                $fty
-            >>::Error,
-        > {
-            ::core::convert::TryFrom::try_from(self.$get())
-        }
-
-        /// The value `Debug` shows for this field.
-        #[inline(always)]
-        fn $debug(self) -> impl ::core::fmt::Debug {
-            self.$field()
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`.
-        #[inline(always)]
-        $vis fn $with(self, value: $ty) -> Self {
-            self.$raw_with(::core::convert::Into::into(value))
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`.
-        #[inline(always)]
-        $vis fn $set(self, value: $ty) -> Self {
-            self.$raw_with(::core::convert::Into::into(value))
-        }
-    };
-
-    // Accessors of a field converted infallibly.
-    (
-        @accessors [$vis:vis $name:ident $store:ty, $fty:ident, ($hi:tt, $lo:tt)] [$(#[$fattr:meta])*] $field:ident
-            [$get:ident $raw_with:ident $set:ident $try_set:ident $with:ident $with_const:ident
-                $try_with:ident $debug:ident]
-            => $ty:ty
-    ) => {
-        $(#[$fattr])*
-        ///
-        /// Returns the field converted with `From`.
-        #[inline(always)]
-        $vis fn $field(self) -> $ty {
-            ::core::convert::Into::into(self.$get())
-        }
-
-        /// The value `Debug` shows for this field.
-        #[inline(always)]
-        fn $debug(self) -> impl ::core::fmt::Debug {
-            self.$field()
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`.
-        #[inline(always)]
-        $vis fn $with(self, value: $ty) -> Self {
-            self.$raw_with(::core::convert::Into::into(value))
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`.
-        #[inline(always)]
-        $vis fn $set(self, value: $ty) -> Self {
-            self.$raw_with(::core::convert::Into::into(value))
-        }
-    };
-
-    // Accessors of a plain field.
-    (
-        @accessors [$vis:vis $name:ident $store:ty, $fty:ident, ($hi:tt, $lo:tt)] [$(#[$fattr:meta])*] $field:ident
-            [$get:ident $raw_with:ident $set:ident $try_set:ident $with:ident $with_const:ident
-                $try_with:ident $debug:ident]
-    ) => {
-        $(#[$fattr])*
-        ///
-        /// Returns the field.
-        #[inline(always)]
-        $vis fn $field(self) -> $fty {
-            self.$get()
-        }
-
-        /// The value `Debug` shows for this field: the plain integer.
-        #[inline(always)]
-        fn $debug(self) -> impl ::core::fmt::Debug {
-            self.$get().get()
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`, which converts losslessly.
-        #[inline(always)]
-        $vis fn $with<T>(self, value: T) -> Self
-        where
-            T: ::core::convert::Into<$fty>,
-        {
-            self.$raw_with(value.into())
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`, which converts losslessly.
-        #[inline(always)]
-        $vis fn $set<T>(self, value: T) -> Self
-        where
-            T: ::core::convert::Into<$fty>,
-        {
-            self.$raw_with(value.into())
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to the constant `VALUE`, which is
-        /// checked to fit at build time.
-        #[inline(always)]
-        #[allow(clippy::cast_lossless)]
-        $vis const fn $with_const<const VALUE: $store>(self) -> Self {
-            const {
-                ::core::assert!(
-                    (VALUE as u64) <= $crate::__private::field_max($hi, $lo),
-                    ::core::concat!(
-                        "constant too wide for field `", ::core::stringify!($field),
-                        "` of register `", ::core::stringify!($name), "`"
-                    )
-                )
-            };
-            self.$raw_with($fty::from_expr(VALUE))
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`, or
-        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit.
-        #[inline(always)]
-        $vis fn $try_with<T>(self, value: T) -> ::core::result::Result<Self, $crate::Error>
-        where
-            T: $crate::__private::TryIntoField<$fty>,
-        {
-            match $crate::__private::TryIntoField::try_into_field(value) {
-                ::core::option::Option::Some(v) => ::core::result::Result::Ok(self.$raw_with(v)),
-                ::core::option::Option::None => {
-                    ::core::result::Result::Err($crate::Error::ValueTooWide)
-                }
+            #[allow(dead_code, clippy::unnecessary_cast)]
+            impl $name {
+                $(
+                    $crate::__register_field!(
+                        [$vis $name $store] [$(#[$fattr])*] $hi $lo $field [<__ $name __ $field>]
+                        [<$field:upper _RANGE>] [<$field:upper _MASK>] [<$field:upper _SHIFT>]
+                        [<with_ $field>] [<set_ $field>] [<with_const_ $field>]
+                        [<try_with_ $field>] [<try_set_ $field>]
+                        ($(?=> $try_ty)? $(=> $into_ty)?)
+                    );
+                )*
             }
         }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`, or
-        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit.
-        #[inline(always)]
-        $vis fn $try_set<T>(self, value: T) -> ::core::result::Result<Self, $crate::Error>
-        where
-            T: $crate::__private::TryIntoField<$fty>,
-        {
-            self.$try_with(value)
-        }
     };
 
-    // Register trait, for every kind.
-    (@io_base $vis:vis $name:ident ($store:ty) @ $off:expr) => {
+    // Register trait and location checks, for every kind.
+    (@io_base $vis:vis $name:ident ($store:ty) @ $off:expr; $array:expr) => {
+        const _: () = $crate::__private::check_location(
+            ::core::stringify!($name),
+            ::core::stringify!($store),
+            ::core::mem::size_of::<$store>(),
+            $off,
+            $array,
+        );
+
         impl $crate::__private::reg::Register for $name {
             type Storage = $store;
             const OFFSET: usize = $off;
+            const NAME: &'static str = ::core::stringify!($name);
         }
 
         #[allow(dead_code)]
@@ -591,12 +379,15 @@ macro_rules! register {
 
         #[doc = ::core::concat!("Location of register [`", ::core::stringify!($name), "`].")]
         #[allow(non_upper_case_globals, dead_code)]
-        $vis const $name:
-            $crate::__private::reg::FixedRegisterLoc<$name> = $crate::__private::reg::FixedRegisterLoc::new();
+        $vis const $name: $crate::__private::reg::FixedRegisterLoc<$name> =
+            $crate::__private::reg::FixedRegisterLoc::new();
 
         #[allow(dead_code)]
         impl $name {
-            /// Reads the register from `io`.
+            /// Reads the register from `io` (first-series style: `io` is anything that
+            /// dereferences to the I/O region, such as a `&&region` or the kernel's
+            /// `Devres` guard).
+            #[must_use]
             #[inline(always)]
             $vis fn read<D, I>(io: &D) -> Self
             where
@@ -613,7 +404,9 @@ macro_rules! register {
                 D: ::core::ops::Deref<Target = I>,
                 I: $crate::io::IoKnownSize + $crate::io::IoCapable<$store>,
             {
-                $crate::io::Io::write(&**io, $crate::__private::reg::FixedRegisterLoc::<Self>::new(), self)
+                $crate::io::Io::write(
+                    &**io, $crate::__private::reg::FixedRegisterLoc::<Self>::new(), self
+                )
             }
 
             /// Reads the register from `io`, passes it to `f` and writes the result back (two
@@ -629,7 +422,6 @@ macro_rules! register {
             }
         }
     };
-
     // Relative registers.
     (@io_relative $vis:vis $name:ident ($store:ty) @ $family:ident) => {
         impl $crate::__private::reg::WithBase for $name {
@@ -641,6 +433,7 @@ macro_rules! register {
         #[allow(dead_code)]
         impl $name {
             /// Returns the location of the register relative to base `B`.
+            #[must_use]
             #[inline(always)]
             $vis const fn of<B: $crate::__private::reg::RegisterBase<$family>>(
             ) -> $crate::__private::reg::RelativeRegisterLoc<Self, B> {
@@ -648,6 +441,7 @@ macro_rules! register {
             }
 
             /// Reads the register relative to `base` from `io`.
+            #[must_use]
             #[inline(always)]
             $vis fn read<D, I, B>(io: &D, _base: &B) -> Self
             where
@@ -697,6 +491,7 @@ macro_rules! register {
             /// # Panics
             ///
             /// If `idx` is out of range.
+            #[must_use]
             #[inline(always)]
             #[track_caller]
             $vis fn at(idx: usize) -> $crate::__private::reg::RegisterArrayLoc<Self> {
@@ -704,12 +499,14 @@ macro_rules! register {
             }
 
             /// Returns the location of element `IDX`, checked at build time.
+            #[must_use]
             #[inline(always)]
             $vis const fn at_const<const IDX: usize>() -> $crate::__private::reg::RegisterArrayLoc<Self> {
                 $crate::__private::reg::RegisterArrayLoc::new_const::<IDX>()
             }
 
             /// Returns the location of element `idx`, or `None` if it is out of range.
+            #[must_use]
             #[inline(always)]
             $vis fn try_at(idx: usize) -> ::core::option::Option<
                 $crate::__private::reg::RegisterArrayLoc<Self>
@@ -722,6 +519,7 @@ macro_rules! register {
             /// # Panics
             ///
             /// If `idx` is out of range (use [`Self::try_read`] for run-time indices).
+            #[must_use]
             #[inline(always)]
             #[track_caller]
             $vis fn read<D, I>(io: &D, idx: usize) -> Self
@@ -843,6 +641,7 @@ macro_rules! register {
         impl $name {
             /// Returns the location of the array relative to base `B`; pick an element with
             /// `at`.
+            #[must_use]
             #[inline(always)]
             $vis const fn of<B: $crate::__private::reg::RegisterBase<$family>>(
             ) -> $crate::__private::reg::RelativeRegisterLoc<Self, B> {
@@ -854,6 +653,7 @@ macro_rules! register {
             /// # Panics
             ///
             /// If `idx` is out of range (use [`Self::try_read`] for run-time indices).
+            #[must_use]
             #[inline(always)]
             #[track_caller]
             $vis fn read<D, I, B>(io: &D, _base: &B, idx: usize) -> Self
@@ -974,20 +774,6 @@ macro_rules! register {
     };
 
     (@array_consts $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]) => {
-        const _: () = {
-            ::core::assert!(
-                ($count) > 0,
-                ::core::concat!("register array `", ::core::stringify!($name), "` is empty")
-            );
-            ::core::assert!(
-                ($step) >= ::core::mem::size_of::<$store>(),
-                ::core::concat!(
-                    "register array `", ::core::stringify!($name),
-                    "` has a stride smaller than its storage type"
-                )
-            );
-        };
-
         impl $crate::__private::reg::RegisterArray for $name {
             const SIZE: usize = $count;
             const STRIDE: usize = $step;
@@ -1023,5 +809,352 @@ macro_rules! register {
                 { $($fields)* }
             );
         )*
+    };
+}
+
+/// The accessors of one field; used by [`register!`](crate::register!). Not part of the API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_field {
+    // A plain field: a `Bounded` of the field's width.
+    (
+        [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
+        $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident ()
+    ) => {
+        $crate::__register_field!(@consts $vis [$store] $hi $lo $range $mask $shift);
+
+        $(#[$fattr])*
+        ///
+        /// Returns the field.
+        #[must_use]
+        #[inline(always)]
+        $vis fn $field(self) -> $fty {
+            $fty::from_expr((self.inner & Self::$mask) >> Self::$shift)
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`: a `Bounded` of the
+        /// field's width, or a primitive or `bool` that always fits.
+        #[must_use = "this returns the new register value and leaves `self` unchanged"]
+        #[inline(always)]
+        $vis fn $with<T: $crate::__private::IntoField<$fty>>(self, value: T) -> Self {
+            Self {
+                inner: (self.inner & !Self::$mask)
+                    | ($crate::__private::IntoField::into_field(value).get() << Self::$shift),
+            }
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value` (first-series name of
+        /// the `with_` setter).
+        #[must_use = "this returns the new register value and leaves `self` unchanged"]
+        #[inline(always)]
+        $vis fn $set<T: $crate::__private::IntoField<$fty>>(self, value: T) -> Self {
+            self.$with(value)
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to the constant `VALUE`, which is
+        /// checked to fit at build time.
+        #[must_use = "this returns the new register value and leaves `self` unchanged"]
+        #[inline(always)]
+        $vis const fn $with_const<const VALUE: $store>(self) -> Self {
+            const {
+                $crate::__private::check_const(
+                    ::core::stringify!($name),
+                    ::core::stringify!($field),
+                    $hi,
+                    $lo,
+                    VALUE as u64,
+                )
+            };
+            Self { inner: (self.inner & !Self::$mask) | (VALUE << Self::$shift) }
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`, or
+        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit.
+        #[inline(always)]
+        $vis fn $try_with<T: $crate::__private::TryIntoField<$fty>>(
+            self,
+            value: T,
+        ) -> ::core::result::Result<Self, $crate::Error> {
+            match $crate::__private::TryIntoField::try_into_field(value) {
+                ::core::option::Option::Some(v) => ::core::result::Result::Ok(self.$with(v)),
+                ::core::option::Option::None => {
+                    ::core::result::Result::Err($crate::Error::ValueTooWide)
+                }
+            }
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`, or
+        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit
+        /// (first-series name of `try_with_`).
+        #[inline(always)]
+        $vis fn $try_set<T: $crate::__private::TryIntoField<$fty>>(
+            self,
+            value: T,
+        ) -> ::core::result::Result<Self, $crate::Error> {
+            self.$try_with(value)
+        }
+    };
+
+    // A field converted infallibly (`=> Type`).
+    (
+        [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
+        $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident (=> $ty:ty)
+    ) => {
+        $crate::__register_field!(@consts $vis [$store] $hi $lo $range $mask $shift);
+
+        $(#[$fattr])*
+        ///
+        /// Returns the field converted with `From`.
+        #[must_use]
+        #[inline(always)]
+        $vis fn $field(self) -> $ty {
+            ::core::convert::Into::into($fty::from_expr((self.inner & Self::$mask) >> Self::$shift))
+        }
+
+        $crate::__register_field!(@converted_setters $vis $fty [$ty] $mask $shift $with $set [$(#[$fattr])*]);
+    };
+
+    // A field converted fallibly (`?=> Type`).
+    (
+        [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
+        $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident (?=> $ty:ty)
+    ) => {
+        $crate::__register_field!(@consts $vis [$store] $hi $lo $range $mask $shift);
+
+        $(#[$fattr])*
+        ///
+        /// Returns the field converted with `TryFrom`.
+        #[must_use]
+        #[inline(always)]
+        $vis fn $field(self) -> ::core::result::Result<
+            $ty,
+            <$ty as ::core::convert::TryFrom<$fty>>::Error,
+        > {
+            ::core::convert::TryFrom::try_from(
+                $fty::from_expr((self.inner & Self::$mask) >> Self::$shift)
+            )
+        }
+
+        $crate::__register_field!(@converted_setters $vis $fty [$ty] $mask $shift $with $set [$(#[$fattr])*]);
+    };
+
+    (@converted_setters $vis:vis $fty:ident [$ty:ty] $mask:ident $shift:ident $with:ident $set:ident
+        [$(#[$fattr:meta])*]) => {
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value`.
+        #[must_use = "this returns the new register value and leaves `self` unchanged"]
+        #[inline(always)]
+        $vis fn $with(self, value: $ty) -> Self {
+            let value: $fty = ::core::convert::Into::into(value);
+            Self { inner: (self.inner & !Self::$mask) | (value.get() << Self::$shift) }
+        }
+
+        $(#[$fattr])*
+        ///
+        /// Returns the register value with this field set to `value` (first-series name of
+        /// the `with_` setter).
+        #[must_use = "this returns the new register value and leaves `self` unchanged"]
+        #[inline(always)]
+        $vis fn $set(self, value: $ty) -> Self {
+            self.$with(value)
+        }
+    };
+
+    // What `Debug` shows of a field: a plain field's integer, a converted field's value.
+    (@debug $self:ident $field:ident $mask:ident $shift:ident ()) => {
+        ($self.inner & Self::$mask) >> Self::$shift
+    };
+    (@debug $self:ident $field:ident $mask:ident $shift:ident ($($conv:tt)*)) => {
+        $self.$field()
+    };
+
+    (@consts $vis:vis [$store:ty] $hi:literal $lo:literal $range:ident $mask:ident $shift:ident) => {
+        /// Bit range of the field.
+        $vis const $range: $crate::FieldBits = $lo..=$hi;
+        /// Mask of the field in the register.
+        $vis const $mask: $store = $crate::__private::field_mask($hi, $lo) as $store;
+        /// Position of the lowest bit of the field.
+        $vis const $shift: u32 = $crate::__private::field_shift($hi, $lo);
+    };
+}
+
+/// Declares an enum whose variants are the values of a register field, with the conversions
+/// that `=> Enum` and `?=> Enum` fields use, so that no conversion is written by hand.
+///
+/// ```text
+/// VIS enum NAME: Bounded<STORAGE, WIDTH> => { VARIANT = VALUE, ... }   // every value named
+/// VIS enum NAME: Bounded<STORAGE, WIDTH> ?=> { VARIANT = VALUE, ... }  // some values named
+/// ```
+///
+/// Both forms generate `From<NAME> for Bounded<STORAGE, WIDTH>` (each value is checked to fit
+/// at build time). The `=>` form also generates `From<Bounded<STORAGE, WIDTH>> for NAME`, and
+/// the build fails unless the variants name each of the `2^WIDTH` values exactly once; the `?=>`
+/// form generates `TryFrom<Bounded<STORAGE, WIDTH>>` with [`UnknownValue`](crate::UnknownValue)
+/// as its error. Values are literals; attributes (`#[derive(Debug)]`, which the register's own
+/// `Debug` needs, documentation) go on the enum and its variants as usual.
+///
+/// # Examples
+///
+/// ```
+/// use register::{bounded_enum, io::{Io, MemRegion}, register, UnknownValue};
+///
+/// bounded_enum! {
+///     /// Power state of a core: every 2-bit value is one.
+///     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///     pub enum Power: Bounded<u32, 2> => {
+///         Off = 0,
+///         Starting = 1,
+///         On = 2,
+///         Stopping = 3,
+///     }
+///
+///     /// Fault cause: only some 8-bit values are defined.
+///     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///     pub enum Cause: Bounded<u32, 8> ?=> {
+///         Translation = 0xc0,
+///         Permission = 0xc8,
+///     }
+/// }
+///
+/// register! {
+///     pub CORE_STATUS(u32) @ 0x10 {
+///         15:8 cause ?=> Cause;
+///         1:0 power => Power;
+///     }
+/// }
+///
+/// let io = MemRegion::<0x100>::new();
+/// io.write_reg(CORE_STATUS::zeroed().with_power(Power::On).with_cause(Cause::Permission));
+/// let status = io.read(CORE_STATUS);
+/// assert_eq!(status.power(), Power::On);
+/// assert_eq!(status.cause(), Ok(Cause::Permission));
+/// assert_eq!(CORE_STATUS::from_raw(0x0100).cause(), Err(UnknownValue(1)));
+/// ```
+///
+/// An enum that leaves a value out cannot be used with `=>`:
+///
+/// ```compile_fail,E0080
+/// register::bounded_enum! {
+///     pub enum Power: Bounded<u32, 2> => { Off = 0, On = 2 }
+/// }
+/// ```
+#[macro_export]
+macro_rules! bounded_enum {
+    () => {};
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident : Bounded<$store:ty, $width:literal> ?=> {
+            $(#[$fmeta:meta])* $first:ident = $fvalue:literal
+            $(, $(#[$vmeta:meta])* $variant:ident = $value:literal)* $(,)?
+        }
+        $($rest:tt)*
+    ) => {
+        $crate::bounded_enum!(
+            @one [$(#[$meta])*] $vis $name [$store] $width ?
+            [$(#[$fmeta])*] $first $fvalue
+            $([$(#[$vmeta])*] $variant $value)*
+        );
+        $crate::bounded_enum!($($rest)*);
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident : Bounded<$store:ty, $width:literal> => {
+            $(#[$fmeta:meta])* $first:ident = $fvalue:literal
+            $(, $(#[$vmeta:meta])* $variant:ident = $value:literal)* $(,)?
+        }
+        $($rest:tt)*
+    ) => {
+        $crate::bounded_enum!(
+            @one [$(#[$meta])*] $vis $name [$store] $width =>
+            [$(#[$fmeta])*] $first $fvalue
+            $([$(#[$vmeta])*] $variant $value)*
+        );
+        $crate::bounded_enum!($($rest)*);
+    };
+
+    (
+        @one [$(#[$meta:meta])*] $vis:vis $name:ident [$store:ty] $width:literal $arrow:tt
+        [$(#[$fmeta:meta])*] $first:ident $fvalue:literal
+        $([$(#[$vmeta:meta])*] $variant:ident $value:literal)*
+    ) => {
+        $(#[$meta])*
+        $vis enum $name {
+            $(#[$fmeta])* $first = $fvalue,
+            $($(#[$vmeta])* $variant = $value,)*
+        }
+
+        const _: () = $crate::__private::check_enum(
+            ::core::stringify!($name),
+            $width,
+            &[$fvalue $(, $value)*],
+            $crate::bounded_enum!(@total $arrow),
+        );
+
+        impl ::core::convert::From<$name> for $crate::__private::bounded::Bounded<$store, $width> {
+            #[inline(always)]
+            fn from(value: $name) -> Self {
+                match value {
+                    $name::$first => Self::new::<$fvalue>(),
+                    $($name::$variant => Self::new::<$value>(),)*
+                }
+            }
+        }
+
+        $crate::bounded_enum!(
+            @back $arrow $name [$store] $width $first $fvalue $($variant $value)*
+        );
+    };
+
+    (@total =>) => { true };
+    (@total ?) => { false };
+
+    // Every value is a variant: `From`. The last arm is never taken (the build checks that the
+    // variants cover every value), but the match is on the integer.
+    (@back => $name:ident [$store:ty] $width:literal $first:ident $fvalue:literal
+        $($variant:ident $value:literal)*) => {
+        impl ::core::convert::From<$crate::__private::bounded::Bounded<$store, $width>> for $name {
+            #[inline(always)]
+            fn from(value: $crate::__private::bounded::Bounded<$store, $width>) -> Self {
+                match value.get() {
+                    $($value => $name::$variant,)*
+                    _ => $name::$first,
+                }
+            }
+        }
+    };
+
+    // Some values are variants: `TryFrom`.
+    (@back $arrow:tt $name:ident [$store:ty] $width:literal $first:ident $fvalue:literal
+        $($variant:ident $value:literal)*) => {
+        impl ::core::convert::TryFrom<$crate::__private::bounded::Bounded<$store, $width>>
+            for $name
+        {
+            type Error = $crate::UnknownValue<$store>;
+
+            #[inline(always)]
+            fn try_from(
+                value: $crate::__private::bounded::Bounded<$store, $width>,
+            ) -> ::core::result::Result<Self, Self::Error> {
+                match value.get() {
+                    $fvalue => ::core::result::Result::Ok($name::$first),
+                    $($value => ::core::result::Result::Ok($name::$variant),)*
+                    other => ::core::result::Result::Err($crate::UnknownValue(other)),
+                }
+            }
+        }
     };
 }

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Items used by the code the macros generate. Not part of the API.
+//!
+//! The macros keep what they generate per field and per register small (that is what a
+//! `cargo check` of a large register file pays for), and move every check that can be written
+//! once into the `const fn`s here: they run in the constant evaluator when the declaration is
+//! checked, and build their error messages (which name the register and the field) there.
+
+pub use ::bounded;
+pub use ::paste::paste;
+pub use ::pin_init;
+
+pub use crate::io::register as reg;
+
+use bounded::{Bounded, Integer};
+
+/// Lossless conversion into the `Bounded` type of a field: what `with_x`/`set_x` take.
+///
+/// Implemented for every primitive integer, `bool` and the field's own `Bounded` type, each
+/// where the conversion cannot lose bits. An integer literal that fits no primitive losslessly
+/// convertible (a 4-bit field has none) gets the message below.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not known to fit in this field (`{B}`)",
+    label = "this value may not fit in the field",
+    note = "for a constant, write `.with_const_FIELD::<VALUE>()` (checked at build time); for a value known only at run time, `.try_with_FIELD(value)` (or `.try_set_FIELD(value)`), which returns `Err(Error::ValueTooWide)` if it does not fit"
+)]
+pub trait IntoField<B> {
+    /// Converts `self`.
+    fn into_field(self) -> B;
+}
+
+impl<S: Integer, const N: u32> IntoField<Bounded<S, N>> for Bounded<S, N> {
+    #[inline(always)]
+    fn into_field(self) -> Self {
+        self
+    }
+}
+
+macro_rules! into_field {
+    ($($p:ty)*) => {
+        $(
+            impl<S: Integer, const N: u32> IntoField<Bounded<S, N>> for $p
+            where
+                Bounded<S, N>: From<$p>,
+            {
+                #[inline(always)]
+                fn into_field(self) -> Bounded<S, N> {
+                    From::from(self)
+                }
+            }
+        )*
+    };
+}
+
+into_field!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize bool);
+
+/// Fallible conversion into the `Bounded` type of a field, named by that type alone (so that
+/// a bound on it needs no constant expression).
+pub trait TryIntoField<B> {
+    /// Converts `self`, or returns `None` if it does not fit.
+    fn try_into_field(self) -> Option<B>;
+}
+
+impl<V, S, const N: u32> TryIntoField<Bounded<S, N>> for V
+where
+    S: Integer,
+    V: bounded::TryIntoBounded<S, N>,
+{
+    #[inline(always)]
+    fn try_into_field(self) -> Option<Bounded<S, N>> {
+        self.try_into_bounded()
+    }
+}
+
+/// Width of field `hi:lo`; 1 for an invalid field, whose error is reported separately.
+pub const fn field_width(hi: u32, lo: u32) -> u32 {
+    if lo <= hi && hi < 64 {
+        hi - lo + 1
+    } else {
+        1
+    }
+}
+
+/// Mask of field `hi:lo` in a 64-bit word; 0 for an invalid field.
+pub const fn field_mask(hi: u32, lo: u32) -> u64 {
+    if lo <= hi && hi < 64 {
+        (u64::MAX >> (63 - hi)) & (u64::MAX << lo)
+    } else {
+        0
+    }
+}
+
+/// Shift of field `hi:lo`; 0 for an invalid field (so that the accessors still type-check
+/// while the declaration's error is reported).
+pub const fn field_shift(hi: u32, lo: u32) -> u32 {
+    if lo <= hi && hi < 64 {
+        lo
+    } else {
+        0
+    }
+}
+
+/// A message built by the constant evaluator, for a `panic!("{}", msg.as_str())`.
+pub struct Msg {
+    buf: [u8; 320],
+    len: usize,
+}
+
+impl Msg {
+    /// An empty message.
+    pub const fn new() -> Self {
+        Msg {
+            buf: [0; 320],
+            len: 0,
+        }
+    }
+
+    /// Appends `s` (truncated if the message is full).
+    pub const fn s(mut self, s: &str) -> Self {
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() && self.len < self.buf.len() {
+            self.buf[self.len] = b[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    /// Appends `n` in decimal, or in hexadecimal with a `0x` prefix.
+    pub const fn n(mut self, n: u64, hex: bool) -> Self {
+        let base = if hex { 16 } else { 10 };
+        if hex {
+            self = self.s("0x");
+        }
+        let mut digits = [0u8; 20];
+        let mut count = 0;
+        let mut v = n;
+        loop {
+            let d = (v % base) as u8;
+            digits[count] = if d < 10 { b'0' + d } else { b'a' + d - 10 };
+            count += 1;
+            v /= base;
+            if v == 0 {
+                break;
+            }
+        }
+        while count > 0 && self.len < self.buf.len() {
+            count -= 1;
+            self.buf[self.len] = digits[count];
+            self.len += 1;
+        }
+        self
+    }
+
+    /// The message so far.
+    pub const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.buf.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => "invalid register declaration",
+        }
+    }
+}
+
+impl Default for Msg {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Starts the message of an error in field `field` (`hi:lo`) of register `reg`.
+const fn field_msg(reg: &str, field: &str, hi: u32, lo: u32) -> Msg {
+    Msg::new()
+        .s("register `")
+        .s(reg)
+        .s("`: field `")
+        .s(field)
+        .s("` (")
+        .n(hi as u64, false)
+        .s(":")
+        .n(lo as u64, false)
+        .s(")")
+}
+
+/// Checks the fields `(hi, lo, name)` of register `reg` of storage `store` (`bits` wide): each
+/// field has `lo <= hi`, lies inside the storage, and overlaps no other field.
+///
+/// # Panics
+///
+/// At build time (the macro calls it in a constant), with a message naming the register and the
+/// field.
+pub const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32, &str)]) {
+    let mut used: u64 = 0;
+    let mut i = 0;
+    while i < fields.len() {
+        let (hi, lo, name) = fields[i];
+        if lo > hi {
+            let m = field_msg(reg, name, hi, lo).s(" has lo > hi");
+            panic!("{}", m.as_str());
+        }
+        if hi >= bits {
+            let m = field_msg(reg, name, hi, lo)
+                .s(" does not fit in the storage type `")
+                .s(store)
+                .s("`");
+            panic!("{}", m.as_str());
+        }
+        let mask = field_mask(hi, lo);
+        if used & mask != 0 {
+            let mut j = 0;
+            while j < i && field_mask(fields[j].0, fields[j].1) & mask == 0 {
+                j += 1;
+            }
+            let m = field_msg(reg, name, hi, lo)
+                .s(" overlaps field `")
+                .s(fields[j].2)
+                .s("`, declared before it");
+            panic!("{}", m.as_str());
+        }
+        used |= mask;
+        i += 1;
+    }
+}
+
+/// Checks the location of register `reg` of a `size`-byte storage type `store`: `offset` (from
+/// the base, for relative registers) is a multiple of `size`; for arrays (`count` elements
+/// `stride` bytes apart; `count == 0` for a single register), the array is not empty and the
+/// stride is at least `size` and a multiple of it.
+///
+/// # Panics
+///
+/// At build time (the macro calls it in a constant), with a message naming the register.
+pub const fn check_location(
+    reg: &str,
+    store: &str,
+    size: usize,
+    offset: usize,
+    array: Option<(usize, usize)>,
+) {
+    if !offset.is_multiple_of(size) {
+        let m = Msg::new()
+            .s("register `")
+            .s(reg)
+            .s("` is at offset ")
+            .n(offset as u64, true)
+            .s(", which is not a multiple of the size of its storage type `")
+            .s(store)
+            .s("` (")
+            .n(size as u64, false)
+            .s(" bytes)");
+        panic!("{}", m.as_str());
+    }
+    if let Some((count, stride)) = array {
+        if count == 0 {
+            let m = Msg::new().s("register array `").s(reg).s("` is empty");
+            panic!("{}", m.as_str());
+        }
+        if stride < size || !stride.is_multiple_of(size) {
+            let m = Msg::new()
+                .s("register array `")
+                .s(reg)
+                .s("` has a stride of ")
+                .n(stride as u64, false)
+                .s(" bytes: it must be at least, and a multiple of, the size of its storage type `")
+                .s(store)
+                .s("` (")
+                .n(size as u64, false)
+                .s(" bytes)");
+            panic!("{}", m.as_str());
+        }
+    }
+}
+
+/// Checks that the constant `value` given to `with_const_FIELD` fits in `field` (`hi:lo`) of
+/// register `reg`.
+///
+/// # Panics
+///
+/// At build time (the setter calls it in a constant), with a message naming the register, the
+/// field and the setter for run-time values.
+pub const fn check_const(reg: &str, field: &str, hi: u32, lo: u32, value: u64) {
+    let max = field_mask(hi, lo) >> field_shift(hi, lo);
+    if value > max {
+        let m = Msg::new()
+            .s("constant ")
+            .n(value, false)
+            .s(" is too wide for field `")
+            .s(field)
+            .s("` of register `")
+            .s(reg)
+            .s("` (")
+            .n(field_width(hi, lo) as u64, false)
+            .s(" bits, at most ")
+            .n(max, false)
+            .s(")");
+        panic!("{}", m.as_str());
+    }
+}
+
+/// Checks that the constant index `index` aliased by register `reg` is inside array `array` of
+/// `size` elements.
+///
+/// # Panics
+///
+/// At build time, with a message naming both registers.
+pub const fn check_alias_index(reg: &str, array: &str, index: usize, size: usize) {
+    if index >= size {
+        let m = Msg::new()
+            .s("register `")
+            .s(reg)
+            .s("` aliases element ")
+            .n(index as u64, false)
+            .s(" of array `")
+            .s(array)
+            .s("`, which has ")
+            .n(size as u64, false)
+            .s(" elements");
+        panic!("{}", m.as_str());
+    }
+}
+
+/// Checks the values of an enum declared with `bounded_enum!` (`width` bits): each fits, none
+/// repeats, and if `total`, they name every value of the field.
+///
+/// # Panics
+///
+/// At build time, with a message naming the enum.
+pub const fn check_enum(name: &str, width: u32, values: &[u64], total: bool) {
+    let max = if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
+    let mut i = 0;
+    while i < values.len() {
+        if values[i] > max {
+            let m = Msg::new()
+                .s("enum `")
+                .s(name)
+                .s("`: value ")
+                .n(values[i], true)
+                .s(" does not fit in ")
+                .n(width as u64, false)
+                .s(" bits");
+            panic!("{}", m.as_str());
+        }
+        let mut j = 0;
+        while j < i {
+            if values[j] == values[i] {
+                let m = Msg::new()
+                    .s("enum `")
+                    .s(name)
+                    .s("`: value ")
+                    .n(values[i], true)
+                    .s(" is named twice");
+                panic!("{}", m.as_str());
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    if total && (width >= 64 || values.len() as u64 != max + 1) {
+        let m = Msg::new()
+            .s("enum `")
+            .s(name)
+            .s("`: `=>` needs a variant for each of the ")
+            .n(max.wrapping_add(1), false)
+            .s(" values of the field (")
+            .n(values.len() as u64, false)
+            .s(" given); use `?=>` for an enum that names some of them");
+        panic!("{}", m.as_str());
+    }
+}
