@@ -66,6 +66,19 @@ pub unsafe trait TableAlloc {
     /// does not snoop the CPU caches. Called only when the configuration is not
     /// `coherent_walk`.
     fn sync_for_device(&self, dev: u64, len: usize);
+
+    /// Whether [`sync_for_device`](Self::sync_for_device) really makes CPU writes visible to
+    /// a walker that does not snoop the CPU caches.
+    ///
+    /// An allocator that has no device to sync for (kernel memory that was never DMA-mapped
+    /// for a `struct device`) returns `false`, and a page table whose configuration is not
+    /// `coherent_walk` refuses it with [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+    /// when it is created: its walker would read stale descriptors and nothing would report
+    /// it. Memory the walker reads through the CPU's own view (host memory read by a
+    /// simulator) is visible either way, so the default is `true`.
+    fn syncs_for_device(&self) -> bool {
+        true
+    }
 }
 
 // SAFETY: Forwards every call to `A`, which upholds the contract.
@@ -85,5 +98,9 @@ unsafe impl<A: TableAlloc + ?Sized> TableAlloc for &A {
 
     fn sync_for_device(&self, dev: u64, len: usize) {
         (**self).sync_for_device(dev, len)
+    }
+
+    fn syncs_for_device(&self) -> bool {
+        (**self).syncs_for_device()
     }
 }

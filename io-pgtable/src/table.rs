@@ -104,9 +104,14 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] if the format cannot use `cfg`, [`Error::NoMemory`] if the
-    /// start-level table cannot be allocated.
+    /// [`Error::InvalidConfig`] if the format cannot use `cfg` or if the walker is not
+    /// coherent (`coherent_walk` unset) and `alloc` cannot make writes visible to it
+    /// ([`TableAlloc::syncs_for_device`]); [`Error::NoMemory`] if the start-level table
+    /// cannot be allocated.
     pub fn new(mut cfg: Config, alloc: A, tlb: T) -> Result<Self, Error> {
+        if !cfg.coherent_walk && !alloc.syncs_for_device() {
+            return Err(Error::InvalidConfig);
+        }
         let geo = F::prepare(&mut cfg)?;
         let pgd = Self::alloc_raw(&alloc, &cfg, geo, geo.start_level())?;
         // Make the empty PGD visible before any base register can point at it.

@@ -107,4 +107,14 @@ pub trait SignalFence: Fence {
     ///
     /// Returns `false`, changing nothing, if the fence had already signalled. Must not allocate.
     fn signal(&self, result: FenceResult) -> bool;
+
+    /// Records the fence's sequence number on its queue's timeline.
+    ///
+    /// The queue calls this once, when the job the fence belongs to is committed (its done
+    /// fence exists from preparation on, before the order of commits is known). Fences that
+    /// carry a place on a timeline, as the kernel's `dma_fence` does, store it; the default
+    /// does nothing. Must not allocate.
+    fn set_seqno(&self, seqno: u64) {
+        let _ = seqno;
+    }
 }

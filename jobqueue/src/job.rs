@@ -107,13 +107,35 @@ pub struct Rejected<T> {
     pub value: T,
 }
 
+/// A job's done fence while the job is owned by the crate: if the job is dropped before its
+/// fence signalled (a prepared job that is never committed, an entry freed by teardown), the
+/// fence signals `ECANCELED`, so nobody who took a reference to it waits forever.
+pub(crate) struct DoneFence<F: SignalFence>(pub(crate) F);
+
+impl<F: SignalFence> core::ops::Deref for DoneFence<F> {
+    type Target = F;
+
+    fn deref(&self) -> &F {
+        &self.0
+    }
+}
+
+impl<F: SignalFence> Drop for DoneFence<F> {
+    fn drop(&mut self) {
+        if !self.0.is_signalled() {
+            self.0.signal(Err(FenceError::CANCELED));
+        }
+    }
+}
+
 /// A fully allocated job that has not been committed yet.
 ///
-/// Dropping it releases everything it allocated; nobody else has seen it.
+/// Dropping it releases everything it allocated. Its done fence, which later jobs of the same
+/// submission may already wait for, then signals `ECANCELED`.
 pub struct PreparedJob<F: SignalFence, A: Allocator<F>, P> {
     pub(crate) cost: u32,
     pub(crate) payload: P,
-    pub(crate) done: F,
+    pub(crate) done: DoneFence<F>,
     pub(crate) hw_cb: F::Callback,
     pub(crate) deps: A::DepTable,
     pub(crate) n_deps: usize,
@@ -164,7 +186,7 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
             Ok((done, hw_cb, deps)) => Ok(PreparedJob {
                 cost,
                 payload,
-                done,
+                done: DoneFence(done),
                 hw_cb,
                 deps,
                 n_deps: 0,
@@ -180,9 +202,23 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     /// The fence that signals when the job completes (its done fence).
     ///
     /// It exists from preparation on, so that later jobs of the same submission can depend on
-    /// this one before anything is committed. It signals only once the job has been committed
-    /// and has finished: a caller that drops a prepared job must not have published this fence
-    /// anywhere (or must signal it itself).
+    /// this one before anything is committed. It signals once the job has been committed and
+    /// has finished, or with `ECANCELED` when the prepared job is dropped instead. Publish it
+    /// outside the driver (a syncobj, a `dma_resv`) only after the commit, which gives it its
+    /// place on the queue's timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use jobqueue::host::{HostAlloc, HostFence};
+    /// use jobqueue::{Fence, FenceError, PreparedJob, QueueConfig};
+    ///
+    /// let job = PreparedJob::<HostFence, HostAlloc, ()>::new(
+    ///     &HostAlloc::new(), &QueueConfig::new(4), 1, 0, ()).unwrap();
+    /// let done = job.done_fence().clone();
+    /// drop(job);
+    /// assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
+    /// ```
     pub fn done_fence(&self) -> &F {
         &self.done
     }

@@ -3,34 +3,61 @@
 //! Kernel adapters, compiled only inside a Linux tree (`cargo xtask kernel-build` passes
 //! `--cfg gpukit_kernel --extern kernel`).
 //!
-//! Linux 7.2 has no Rust abstraction of `dma_fence`, so the kernel side of the crate's seams is
-//! built from the kernel's own primitives:
+//! # `dma_fence`
 //!
-//! - [`KernelFence`]: a reference-counted fence (`kernel::sync::Arc`) whose state sits behind a
-//!   `SpinLock`, with a `CondVar` for blocking waiters; callbacks are preallocated nodes linked
-//!   into the fence, so neither adding a callback nor signalling allocates.
-//! - [`KernelAlloc`]: fences, callback nodes and dependency tables (`KVec`) with the caller's
-//!   GFP flags; used only while preparing jobs.
+//! In the kernel a fence is a `struct dma_fence`: a reference-counted object with a spinlock,
+//! a list of callbacks, an error and a place on a *timeline* (a fence context number and a
+//! sequence number that grows along it). Every kernel subsystem that waits for GPU work
+//! speaks it: syncobjs, sync files, `dma_resv` reservation objects of shared buffers, other
+//! drivers. Its rules are the ones [`fence`](crate::fence) states: a fence signals exactly once
+//! and in finite time, and nothing on the way to signalling may allocate memory or wait on
+//! another fence while holding a lock a waiter might hold. The kernel checks the last rule
+//! with lockdep when the code that leads to a signal is marked with
+//! `dma_fence_begin_signalling()`/`dma_fence_end_signalling()`.
+//!
+//! Linux 7.2 has no Rust abstraction of it, so this module provides a thin one over the C
+//! API, with a small C file (`kernel/fence.c`) for what `bindings` cannot reach (inline
+//! functions, and `dma_fence_ops` that carry per-queue names):
+//!
+//! - [`KernelFence`]: one reference to any `dma_fence`. Done fences made by the queue are
+//!   plain `dma_fence`s that any kernel code can hold, wait on or put in a syncobj, and a
+//!   dependency may be any driver's fence. Signalling takes the fence lock with interrupts
+//!   disabled, so it works from a hard interrupt handler.
+//! - [`KernelCallback`]: a preallocated `dma_fence_cb`, so that adding a callback never
+//!   allocates.
+//! - [`Timeline`]: one fence context with its driver and timeline names. Each queue has its
+//!   own: a done fence gets the job's sequence number when the job is committed, so fences
+//!   of one context signal in sequence order, as `dma_fence_is_later` and the syncobj and
+//!   `dma_resv` code that uses it assume.
+//! - [`KernelAlloc`]: done fences on a timeline, callback nodes and dependency tables
+//!   (`KVec`) with the caller's GFP flags; used only while preparing jobs.
 //! - [`KernelClock`]: the monotonic clock.
-//! - [`Runner`] and [`WorkExecutor`]: the queue runs in a work item on the system workqueue; the
-//!   executor's `Waker` enqueues it, and a delayed work item of the same runner handles
-//!   timeouts. The runner owns the queue behind a `Mutex`, so exactly one `Queue::run` runs at a
-//!   time.
-//!
-//! The fence lock is a plain `SpinLock`: Linux 7.2's Rust has no interrupt-disabling variant,
-//! so these fences must be signalled from process or softirq-free context (a threaded
-//! interrupt handler or a work item), not from a hard interrupt handler.
+//! - [`Runner`] and [`WorkExecutor`]: the queue runs in a work item on the system workqueue,
+//!   inside a `dma_fence` signalling section; the executor's `Waker` enqueues that work item,
+//!   and a high-resolution timer armed for the queue's earliest job deadline (in hard-IRQ
+//!   mode, where it only enqueues the work item) serves timeouts on time.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+
+use ::kernel::ffi::c_char;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::task::{RawWaker, RawWakerVTable, Waker};
 
-use ::kernel::alloc::{Flags, KVec};
+use ::kernel::alloc::allocator::Kmalloc;
+use ::kernel::alloc::{flags::__GFP_ZERO, Allocator as _, Flags, KVec, NumaNode};
+use ::kernel::bindings;
 use ::kernel::prelude::*;
-use ::kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, ArcBorrow, CondVar, Mutex};
-use ::kernel::sync::{CondVarTimeoutResult, SpinLock};
-use ::kernel::time::{msecs_to_jiffies, Monotonic};
-use ::kernel::workqueue::{self, impl_has_delayed_work, impl_has_work, new_delayed_work};
-use ::kernel::workqueue::{new_work, DelayedWork, Work, WorkItem};
+use ::kernel::sync::{new_mutex, new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
+use ::kernel::time::hrtimer::{
+    AbsoluteHardMode, ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext,
+    HrTimerPointer, HrTimerRestart,
+};
+use ::kernel::time::{msecs_to_jiffies, Delta, Monotonic};
+use ::kernel::types::Opaque;
+use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 
 use crate::{
     AddCallback, AllocError, AllocToken, Allocator, Clock, DepSlot, Error, Executor, Fence,
@@ -55,19 +82,243 @@ impl From<AllocError> for ::kernel::error::Error {
     }
 }
 
-struct Link {
-    linked: bool,
-    waker: Option<Waker>,
-    next: Option<Arc<CallbackNode>>,
+// `kernel/fence.c`.
+extern "C" {
+    static gpukit_fence_size: usize;
+    fn gpukit_fence_init(
+        mem: *mut core::ffi::c_void,
+        driver: *const c_char,
+        timeline: *const c_char,
+        context: u64,
+        seqno: u64,
+    ) -> *mut bindings::dma_fence;
+    fn gpukit_fence_set_seqno(f: *mut bindings::dma_fence, seqno: u64);
+    fn gpukit_fence_get(f: *mut bindings::dma_fence) -> *mut bindings::dma_fence;
+    fn gpukit_fence_put(f: *mut bindings::dma_fence);
+    fn gpukit_fence_is_signaled(f: *mut bindings::dma_fence) -> bool;
+    fn gpukit_fence_signal(f: *mut bindings::dma_fence, error: c_int) -> bool;
+    fn gpukit_fence_begin_signalling() -> bool;
+    fn gpukit_fence_end_signalling(cookie: bool);
+    fn gpukit_fence_context(f: *mut bindings::dma_fence) -> u64;
+    fn gpukit_fence_seqno(f: *mut bindings::dma_fence) -> u64;
 }
 
+/// A fence context: the timeline a queue's done fences are ordered on, with the names
+/// `dma_fence` reports for them (in debugfs, sync-file info and fence warnings).
+///
+/// Every queue needs a timeline of its own (a [`Runner`] makes one): two queues sharing one
+/// would interleave their sequence numbers, and code that keeps only the latest fence of a
+/// context (`dma_resv`, syncobj merging) would drop a pending fence.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeline {
+    context: u64,
+    driver: &'static CStr,
+    name: &'static CStr,
+}
+
+impl Timeline {
+    /// Allocates a new fence context named `driver`/`name`.
+    pub fn new(driver: &'static CStr, name: &'static CStr) -> Self {
+        // SAFETY: `dma_fence_context_alloc` only advances a global counter.
+        let context = unsafe { bindings::dma_fence_context_alloc(1) };
+        Timeline {
+            context,
+            driver,
+            name,
+        }
+    }
+
+    /// The fence context number.
+    pub fn context(&self) -> u64 {
+        self.context
+    }
+}
+
+/// One reference to a `struct dma_fence`; cloning takes another (`dma_fence_get`), dropping
+/// gives it back (`dma_fence_put`).
+///
+/// It may refer to any driver's fence. [`SignalFence::signal`] is for fences the caller is
+/// responsible for (the done fences a [`KernelAlloc`] makes, a driver's hardware fences made
+/// with [`KernelFence::new`]); signalling another driver's fence is memory-safe but breaks
+/// that driver's accounting.
+///
+/// # Invariants
+///
+/// `ptr` points to an initialised `dma_fence` of which this value owns one reference.
+pub struct KernelFence {
+    ptr: NonNull<bindings::dma_fence>,
+}
+
+// SAFETY: A `dma_fence` is reference counted atomically and all its state is behind its lock
+// (or atomic flags), so references may be used and dropped on any thread.
+unsafe impl Send for KernelFence {}
+// SAFETY: Every method takes the fence lock or reads atomic state; see `Send`.
+unsafe impl Sync for KernelFence {}
+
+impl KernelFence {
+    /// A pending fence on `timeline` with sequence number `seqno`, from `kmalloc(flags)`.
+    ///
+    /// Used for fences the driver signals itself (a ring's hardware fences); the queue's done
+    /// fences come from a [`KernelAlloc`].
+    pub fn new(timeline: &Timeline, seqno: u64, flags: Flags) -> Result<Self> {
+        // SAFETY: A constant of the C side, written once at build time.
+        let size = unsafe { gpukit_fence_size };
+        let layout = Layout::from_size_align(size, 8).map_err(|_| EINVAL)?;
+        let mem = Kmalloc::alloc(layout, flags | __GFP_ZERO, NumaNode::NO_NODE)?;
+        // SAFETY: `mem` is `gpukit_fence_size` bytes of zeroed `kmalloc` memory, which the
+        // fence owns from here on (its last `dma_fence_put` frees it with `kfree_rcu`); the
+        // names are static NUL-terminated strings.
+        let ptr = unsafe {
+            gpukit_fence_init(
+                mem.as_ptr().cast(),
+                timeline.driver.as_char_ptr(),
+                timeline.name.as_char_ptr(),
+                timeline.context,
+                seqno,
+            )
+        };
+        // INVARIANT: `gpukit_fence_init` returns the initialised fence with one reference.
+        NonNull::new(ptr)
+            .map(|ptr| KernelFence { ptr })
+            .ok_or(ENOMEM)
+    }
+
+    /// Takes over one reference to `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to an initialised `dma_fence` and the caller owns one reference to it,
+    /// which it hands over.
+    pub unsafe fn from_raw(ptr: NonNull<bindings::dma_fence>) -> Self {
+        // INVARIANT: As the caller guarantees.
+        KernelFence { ptr }
+    }
+
+    /// Takes a new reference to `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to an initialised `dma_fence` on which the caller holds a reference for
+    /// the duration of this call.
+    pub unsafe fn from_borrowed(ptr: NonNull<bindings::dma_fence>) -> Self {
+        // SAFETY: The fence is alive (the caller's reference); `dma_fence_get` takes another.
+        unsafe { gpukit_fence_get(ptr.as_ptr()) };
+        // INVARIANT: The reference taken above belongs to the new value.
+        KernelFence { ptr }
+    }
+
+    /// The `dma_fence` this refers to, valid while `self` lives.
+    pub fn as_raw(&self) -> *mut bindings::dma_fence {
+        self.ptr.as_ptr()
+    }
+
+    /// Gives up ownership of the reference without dropping it.
+    pub fn into_raw(self) -> NonNull<bindings::dma_fence> {
+        let ptr = self.ptr;
+        core::mem::forget(self);
+        ptr
+    }
+
+    /// Whether `self` and `other` are the same fence.
+    pub fn ptr_eq(&self, other: &KernelFence) -> bool {
+        self.ptr == other.ptr
+    }
+
+    /// The fence's context (its timeline) and sequence number.
+    pub fn context_and_seqno(&self) -> (u64, u64) {
+        // SAFETY: `self.ptr` is a live fence (type invariant).
+        unsafe {
+            (
+                gpukit_fence_context(self.as_raw()),
+                gpukit_fence_seqno(self.as_raw()),
+            )
+        }
+    }
+
+    /// Sleeps in `dma_fence_wait_timeout` until the fence signals or `timeout_ms` pass.
+    ///
+    /// `Ok(None)` on timeout, `Ok(Some(result))` once signalled, `Err(ERESTARTSYS)` when
+    /// `interruptible` and a signal arrived. Must not be called in a signalling section (lockdep
+    /// reports it) or in atomic context.
+    pub fn wait(&self, interruptible: bool, timeout_ms: u32) -> Result<Option<FenceResult>> {
+        let jiffies = isize::try_from(msecs_to_jiffies(timeout_ms)).unwrap_or(isize::MAX);
+        // SAFETY: `self.ptr` is a live fence (type invariant); the call may sleep, which the
+        // caller's context allows (documented above).
+        let left =
+            unsafe { bindings::dma_fence_wait_timeout(self.as_raw(), interruptible, jiffies) };
+        if left < 0 {
+            let errno = i32::try_from(left).unwrap_or(-(bindings::EINVAL as i32));
+            return Err(::kernel::error::Error::from_errno(errno));
+        }
+        Ok(self.status())
+    }
+
+    /// [`wait`](Self::wait) without interruption, `None` on timeout.
+    pub fn wait_timeout_ms(&self, timeout_ms: u32) -> Option<FenceResult> {
+        self.wait(false, timeout_ms).ok().flatten()
+    }
+}
+
+impl Clone for KernelFence {
+    fn clone(&self) -> Self {
+        // SAFETY: `self.ptr` is a live fence on which `self` holds a reference.
+        unsafe { Self::from_borrowed(self.ptr) }
+    }
+}
+
+impl Drop for KernelFence {
+    fn drop(&mut self) {
+        // SAFETY: `self` owns one reference (type invariant) and gives it back here.
+        unsafe { gpukit_fence_put(self.as_raw()) };
+    }
+}
+
+impl core::fmt::Debug for KernelFence {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (context, seqno) = self.context_and_seqno();
+        f.debug_struct("KernelFence")
+            .field("context", &context)
+            .field("seqno", &seqno)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+/// What a [`KernelCallback`] is doing; guarded by its lock.
+struct CbState {
+    /// The fence the node was last queued on (compared by address only); null when idle.
+    on: *const bindings::dma_fence,
+}
+
+/// A callback node. See [`KernelCallback`].
+///
+/// # Invariants
+///
+/// - While the node is queued on a fence (`state.on` non-null and `fired` false), that fence
+///   holds one reference to the node's `Arc`, leaked by `add_callback` and reclaimed either by
+///   [`fence_cb`] or by a successful `dma_fence_remove_callback` in `remove_callback`.
+/// - `waker` is written only while the node is not queued (under `state`), read by exactly
+///   one of [`fence_cb`] (under the fence lock, after the fence took the node off its list) or
+///   `remove_callback` (after taking it off the list itself).
 #[pin_data]
 struct CallbackNode {
     #[pin]
-    link: SpinLock<Link>,
+    cb: Opaque<bindings::dma_fence_cb>,
+    #[pin]
+    state: SpinLock<CbState>,
+    fired: AtomicBool,
+    waker: UnsafeCell<Option<Waker>>,
 }
 
-/// A callback node for [`KernelFence`], reusable once the fence it was queued on signalled.
+// SAFETY: The raw pointer in `state` is only compared, never dereferenced; `cb` is only touched
+// by the fence code under the fence lock; `waker` is handed from thread to thread under the
+// discipline of the type invariants (a `Waker` is `Send`).
+unsafe impl Send for CallbackNode {}
+// SAFETY: See `Send`: shared access is serialised by `state`, the fence lock and `fired`.
+unsafe impl Sync for CallbackNode {}
+
+/// A preallocated `dma_fence_cb` for [`KernelFence`]: queued on at most one fence at a time,
+/// reusable once that fence has signalled or the callback was taken back.
 #[derive(Clone)]
 pub struct KernelCallback(Arc<CallbackNode>);
 
@@ -76,7 +327,10 @@ impl KernelCallback {
     pub fn new(flags: Flags) -> Result<Self> {
         let node = Arc::pin_init(
             pin_init!(CallbackNode {
-                link <- new_spinlock!(Link { linked: false, waker: None, next: None }),
+                cb: Opaque::zeroed(),
+                state <- new_spinlock!(CbState { on: core::ptr::null() }),
+                fired: AtomicBool::new(false),
+                waker: UnsafeCell::new(None),
             }),
             flags,
         )?;
@@ -84,72 +338,31 @@ impl KernelCallback {
     }
 }
 
-struct FenceState {
-    result: Option<FenceResult>,
-    /// Queued callback nodes, newest first.
-    head: Option<Arc<CallbackNode>>,
-}
-
-#[pin_data(PinnedDrop)]
-struct FenceInner {
-    #[pin]
-    state: SpinLock<FenceState>,
-    #[pin]
-    cond: CondVar,
-}
-
-#[pinned_drop]
-impl PinnedDrop for FenceInner {
-    fn drop(self: Pin<&mut Self>) {
-        // Unlink iteratively, so that a long list cannot overflow the kernel stack.
-        let mut next = self.state.lock().head.take();
-        while let Some(node) = next {
-            let mut link = node.link.lock();
-            link.linked = false;
-            link.waker = None;
-            next = link.next.take();
-        }
+/// The `dma_fence_func_t` of every [`KernelCallback`]: runs under the fence lock, in whatever
+/// context the fence signals (hard IRQ included), and only wakes a waker.
+unsafe extern "C" fn fence_cb(_fence: *mut bindings::dma_fence, cb: *mut bindings::dma_fence_cb) {
+    let cb = cb.cast::<Opaque<bindings::dma_fence_cb>>();
+    // SAFETY: Every `dma_fence_cb` queued with this function is the `cb` field of a
+    // `CallbackNode` inside an `Arc`.
+    let node = unsafe { ::kernel::container_of!(cb, CallbackNode, cb) };
+    // SAFETY: The fence took the node off its list before calling this, so by the type
+    // invariants this call is the only one reading `waker` now.
+    let waker = unsafe { (*(*node).waker.get()).take() };
+    // SAFETY: `node` is alive: the fence holds the reference leaked when it was queued.
+    unsafe { (*node).fired.store(true, Ordering::Release) };
+    // SAFETY: That leaked reference is given back here (type invariant), exactly once.
+    drop(unsafe { Arc::from_raw(node) });
+    if let Some(w) = waker {
+        w.wake();
     }
 }
 
-/// A fence over the kernel's synchronisation primitives; cloning takes a reference.
-#[derive(Clone)]
-pub struct KernelFence(Arc<FenceInner>);
-
-impl KernelFence {
-    /// Allocates a pending fence.
-    pub fn new(flags: Flags) -> Result<Self> {
-        let inner = Arc::pin_init(
-            pin_init!(FenceInner {
-                state <- new_spinlock!(FenceState { result: None, head: None }),
-                cond <- new_condvar!(),
-            }),
-            flags,
-        )?;
-        Ok(KernelFence(inner))
-    }
-
-    /// Sleeps until the fence signals or about `ms` milliseconds pass; `None` on timeout or
-    /// when a signal interrupts the wait.
-    pub fn wait_timeout_ms(&self, ms: u32) -> Option<FenceResult> {
-        let mut left = msecs_to_jiffies(ms);
-        let mut state = self.0.state.lock();
-        loop {
-            if let Some(r) = state.result {
-                return Some(r);
-            }
-            match self.0.cond.wait_interruptible_timeout(&mut state, left) {
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Timeout | CondVarTimeoutResult::Signal { .. } => {
-                    return state.result;
-                }
-            }
-        }
-    }
-
-    /// Whether `self` and `other` are the same fence.
-    pub fn ptr_eq(&self, other: &KernelFence) -> bool {
-        core::ptr::eq(&*self.0, &*other.0)
+/// Maps `dma_fence_get_status`-style results onto [`FenceResult`].
+fn result_of(errno: c_int) -> FenceResult {
+    if errno < 0 {
+        Err(FenceError::new(errno).unwrap_or(FenceError::IO))
+    } else {
+        Ok(())
     }
 }
 
@@ -157,96 +370,140 @@ impl Fence for KernelFence {
     type Callback = KernelCallback;
 
     fn status(&self) -> Option<FenceResult> {
-        self.0.state.lock().result
+        // SAFETY: `self.ptr` is a live fence (type invariant).
+        if !unsafe { gpukit_fence_is_signaled(self.as_raw()) } {
+            return None;
+        }
+        // SAFETY: As above; the fence has signalled, so this reads its error.
+        let status = unsafe { bindings::dma_fence_get_status(self.as_raw()) };
+        Some(result_of(status))
     }
 
     fn add_callback(&self, cb: &KernelCallback, waker: &Waker) -> AddCallback {
-        let mut state = self.0.state.lock();
-        if let Some(r) = state.result {
-            return AddCallback::Signalled(r);
-        }
-        let mut link = cb.0.link.lock();
-        if link.linked {
+        let node = &*cb.0;
+        let mut state = node.state.lock();
+        if !state.on.is_null() && !node.fired.load(Ordering::Acquire) {
             return AddCallback::Busy;
         }
-        link.linked = true;
-        link.waker = Some(waker.clone());
-        link.next = state.head.take();
-        drop(link);
-        state.head = Some(cb.0.clone());
-        AddCallback::Queued
+        state.on = core::ptr::null();
+        // SAFETY: The node is not queued (checked above under its lock, which every writer
+        // holds), so nothing else reads or writes `waker` now.
+        let stale = unsafe { (*node.waker.get()).replace(waker.clone()) };
+        node.fired.store(false, Ordering::Relaxed);
+        let leaked = Arc::into_raw(cb.0.clone());
+        // SAFETY: `self.ptr` is a live fence; `node.cb` is pinned inside the `Arc` and not on
+        // any list; the reference leaked above keeps it alive while queued.
+        let ret = unsafe {
+            bindings::dma_fence_add_callback(self.as_raw(), node.cb.get(), Some(fence_cb))
+        };
+        if ret == 0 {
+            state.on = self.as_raw();
+            drop(state);
+            drop(stale);
+            return AddCallback::Queued;
+        }
+        // Already signalled: nothing was queued, so the reference and the waker come back.
+        // SAFETY: Not queued, see above.
+        let ours = unsafe { (*node.waker.get()).take() };
+        drop(state);
+        // SAFETY: `leaked` was made by `Arc::into_raw` above and the fence did not take it.
+        drop(unsafe { Arc::from_raw(leaked) });
+        drop((stale, ours));
+        AddCallback::Signalled(self.status().unwrap_or(Ok(())))
     }
 
     fn remove_callback(&self, cb: &KernelCallback) -> bool {
-        let mut state = self.0.state.lock();
-        // Once signalled the list has been handed to `signal`, which unlinks every node.
-        let Some(head) = state.head.clone() else {
+        let node = &*cb.0;
+        let mut state = node.state.lock();
+        if !core::ptr::eq(state.on, self.as_raw()) {
             return false;
-        };
-        if Arc::ptr_eq(&head, &cb.0) {
-            state.head = unlink(&head);
-            return true;
         }
-        // Under the fence lock no other thread changes this fence's links.
-        let mut prev = head;
-        loop {
-            let next = prev.link.lock().next.clone();
-            match next {
-                Some(node) if Arc::ptr_eq(&node, &cb.0) => {
-                    prev.link.lock().next = unlink(&node);
-                    return true;
-                }
-                Some(node) => prev = node,
-                None => return false,
-            }
+        state.on = core::ptr::null();
+        if node.fired.load(Ordering::Acquire) {
+            return false;
         }
-    }
-}
-
-/// Marks `node` unqueued, drops its waker, and returns the node after it.
-fn unlink(node: &CallbackNode) -> Option<Arc<CallbackNode>> {
-    let mut link = node.link.lock();
-    link.linked = false;
-    link.waker = None;
-    link.next.take()
-}
-
-impl SignalFence for KernelFence {
-    fn signal(&self, result: FenceResult) -> bool {
-        let mut next = {
-            let mut state = self.0.state.lock();
-            if state.result.is_some() {
-                return false;
-            }
-            state.result = Some(result);
-            state.head.take()
-        };
-        self.0.cond.notify_all();
-        // Wake outside the fence lock: a waker may take other locks.
-        while let Some(node) = next {
-            let waker = {
-                let mut link = node.link.lock();
-                link.linked = false;
-                next = link.next.take();
-                link.waker.take()
-            };
-            if let Some(w) = waker {
-                w.wake();
-            }
+        // SAFETY: `self.ptr` is live; the node was queued on exactly this fence and, as
+        // `fired` is false, the fence still holds it (it cannot have been freed).
+        let removed = unsafe { bindings::dma_fence_remove_callback(self.as_raw(), node.cb.get()) };
+        if !removed {
+            // The fence is signalling and its callback has run or is about to run.
+            return false;
         }
+        // SAFETY: The node is off the list: `fence_cb` will not run for this queueing, so this
+        // is the only reader of `waker` (type invariants).
+        let waker = unsafe { (*node.waker.get()).take() };
+        drop(state);
+        // SAFETY: The reference leaked when queuing is ours again (type invariants).
+        drop(unsafe { Arc::from_raw(&*cb.0 as *const CallbackNode) });
+        drop(waker);
         true
     }
 }
 
-/// Fences, callback nodes and dependency tables from the kernel allocator.
+impl SignalFence for KernelFence {
+    fn signal(&self, result: FenceResult) -> bool {
+        let errno = match result {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        // SAFETY: `self.ptr` is a live fence; `errno` is 0 or in -4095..=-1 (`FenceError`).
+        unsafe { gpukit_fence_signal(self.as_raw(), errno) }
+    }
+
+    fn set_seqno(&self, seqno: u64) {
+        // SAFETY: `self.ptr` is a live fence; the C side only writes fences of its own ops.
+        unsafe { gpukit_fence_set_seqno(self.as_raw(), seqno) };
+    }
+}
+
+/// A `dma_fence` signalling section: from creation to drop, lockdep treats the thread as one
+/// that must make fences signal (no allocation that may reclaim, no lock held around a fence
+/// wait). Sections nest; in atomic context they are no-ops, as in C.
+pub struct SignallingSection {
+    cookie: bool,
+    _not_send: core::marker::PhantomData<*mut ()>,
+}
+
+impl SignallingSection {
+    /// Enters a section (`dma_fence_begin_signalling`).
+    pub fn begin() -> Self {
+        // SAFETY: Only updates lockdep's state for the current thread.
+        let cookie = unsafe { gpukit_fence_begin_signalling() };
+        SignallingSection {
+            cookie,
+            _not_send: core::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for SignallingSection {
+    fn drop(&mut self) {
+        // SAFETY: `cookie` came from the matching `begin` on this thread (the type is `!Send`).
+        unsafe { gpukit_fence_end_signalling(self.cookie) };
+    }
+}
+
+/// Done fences on one [`Timeline`], callback nodes and dependency tables, from the kernel
+/// allocator.
+///
+/// A done fence is made pending at sequence number 0 and given its job's sequence number
+/// when the job is committed (`Queue::commit` calls [`SignalFence::set_seqno`]), so one
+/// allocator must serve one queue: take it from the queue's [`Runner::allocator`].
 pub struct KernelAlloc {
+    timeline: Timeline,
     flags: Flags,
 }
 
 impl KernelAlloc {
-    /// An allocator using `flags` (usually `GFP_KERNEL`).
-    pub fn new(flags: Flags) -> Self {
-        KernelAlloc { flags }
+    /// An allocator for a queue whose done fences live on `timeline`, allocating with `flags`
+    /// (usually `GFP_KERNEL`: preparing a job is outside any signalling section).
+    pub fn new(timeline: Timeline, flags: Flags) -> Self {
+        KernelAlloc { timeline, flags }
+    }
+
+    /// The timeline its done fences are on.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
     }
 }
 
@@ -257,7 +514,7 @@ impl Allocator<KernelFence> for KernelAlloc {
         &self,
         _token: &AllocToken<'_>,
     ) -> core::result::Result<KernelFence, AllocError> {
-        KernelFence::new(self.flags).map_err(|_| AllocError)
+        KernelFence::new(&self.timeline, 0, self.flags).map_err(|_| AllocError)
     }
 
     fn try_new_callback(
@@ -295,6 +552,12 @@ impl KernelClock {
         KernelClock {
             origin: ::kernel::time::Instant::now(),
         }
+    }
+
+    /// The monotonic-clock instant of `at` on this clock.
+    pub fn to_monotonic(&self, at: Instant) -> ::kernel::time::Instant<Monotonic> {
+        let ns = i64::try_from(at.as_nanos()).unwrap_or(i64::MAX / 2);
+        self.origin + Delta::from_nanos(ns)
     }
 }
 
@@ -334,7 +597,31 @@ where
     }
 }
 
-/// Owns a queue and runs it from work items on the system workqueue.
+/// The queue and the timer armed for it, under the runner's lock.
+struct Slot<Q: RunQueue> {
+    queue: Option<Q>,
+    timer: Option<Armed<Q>>,
+}
+
+/// The armed deadline timer.
+struct Armed<Q: RunQueue> {
+    /// Dropping it cancels the timer.
+    _handle: ArcHrTimerHandle<Runner<Q>>,
+    deadline: Instant,
+    /// `Runner::timer_fires` when it was armed: a timer that fired since is no longer armed.
+    fires: u64,
+}
+
+/// Owns a queue and runs it from a work item on the system workqueue.
+///
+/// Each run happens inside a `dma_fence` signalling section ([`SignallingSection`]), with the
+/// runner's lock held: whoever takes that lock (through [`Runner::with`], to submit jobs) must
+/// not allocate memory that may reclaim or wait for a fence while holding it, and lockdep
+/// reports a violation. Prepare jobs before taking it.
+///
+/// After each run a high-resolution timer (hard-IRQ mode, monotonic clock) is armed for the
+/// queue's earliest deadline, or cancelled when there is none; its handler only enqueues the
+/// work item, which then handles the timeout.
 ///
 /// The queue holds the runner's [`WorkExecutor`] (a reference to the runner) and the runner holds
 /// the queue: they keep each other alive until [`Runner::take`] hands the queue back, which a
@@ -344,19 +631,24 @@ pub struct Runner<Q: RunQueue> {
     #[pin]
     work: Work<Runner<Q>, 1>,
     #[pin]
-    timer: DelayedWork<Runner<Q>, 2>,
+    timer: HrTimer<Runner<Q>>,
     #[pin]
-    queue: Mutex<Option<Q>>,
+    state: Mutex<Slot<Q>>,
     clock: KernelClock,
+    timeline: Timeline,
     runs: AtomicU64,
+    timer_fires: AtomicU64,
 }
 
 impl_has_work! {
     impl{Q: RunQueue} HasWork<Runner<Q>, 1> for Runner<Q> { self.work }
 }
 
-impl_has_delayed_work! {
-    impl{Q: RunQueue} HasDelayedWork<Runner<Q>, 2> for Runner<Q> { self.timer }
+::kernel::impl_has_hr_timer! {
+    impl{Q: RunQueue} HasHrTimer<Runner<Q>> for Runner<Q> {
+        mode: AbsoluteHardMode<Monotonic>,
+        field: self.timer
+    }
 }
 
 impl<Q: RunQueue> WorkItem<1> for Runner<Q> {
@@ -367,17 +659,19 @@ impl<Q: RunQueue> WorkItem<1> for Runner<Q> {
     }
 }
 
-impl<Q: RunQueue> WorkItem<2> for Runner<Q> {
-    type Pointer = Arc<Runner<Q>>;
+impl<Q: RunQueue> HrTimerCallback for Runner<Q> {
+    type Pointer<'a> = Arc<Runner<Q>>;
 
-    fn run(this: Arc<Runner<Q>>) {
-        Self::run_queue(this);
+    fn run(
+        this: ArcBorrow<'_, Runner<Q>>,
+        _ctx: HrTimerCallbackContext<'_, Self>,
+    ) -> HrTimerRestart {
+        // Hard-IRQ context: only hand the work to the workqueue.
+        this.timer_fires.fetch_add(1, Ordering::Relaxed);
+        Self::schedule(this.into());
+        HrTimerRestart::NoRestart
     }
 }
-
-/// Longest delay of the timeout work item: an earlier deadline requested while it is pending
-/// is served at most this late (the queue re-arms it after every run).
-const TICK_MS: u64 = 10;
 
 impl<Q: RunQueue> Runner<Q> {
     const VTABLE: RawWakerVTable = RawWakerVTable::new(
@@ -387,15 +681,23 @@ impl<Q: RunQueue> Runner<Q> {
         Self::w_drop,
     );
 
-    /// A runner with no queue yet; `clock` must be the queue's clock (or a copy of it).
-    pub fn new(clock: KernelClock, flags: Flags) -> Result<Arc<Self>> {
+    /// A runner with no queue yet, with a new [`Timeline`] named `driver`/`name` for the
+    /// queue's done fences; `clock` must be the queue's clock (or a copy of it).
+    pub fn new(
+        clock: KernelClock,
+        driver: &'static CStr,
+        name: &'static CStr,
+        flags: Flags,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Runner {
                 work <- new_work!("gpukit::jobqueue::Runner::work"),
-                timer <- new_delayed_work!("gpukit::jobqueue::Runner::timer"),
-                queue <- new_mutex!(None),
+                timer <- HrTimer::new(),
+                state <- new_mutex!(Slot { queue: None, timer: None }),
                 clock,
+                timeline: Timeline::new(driver, name),
                 runs: AtomicU64::new(0),
+                timer_fires: AtomicU64::new(0),
             }),
             flags,
         )
@@ -409,27 +711,50 @@ impl<Q: RunQueue> Runner<Q> {
         WorkExecutor { waker }
     }
 
+    /// The allocator for this runner's queue: done fences on the runner's timeline.
+    pub fn allocator(&self, flags: Flags) -> KernelAlloc {
+        KernelAlloc::new(self.timeline, flags)
+    }
+
+    /// The timeline of the queue's done fences.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
     /// Hands the queue to the runner and schedules a first run.
     pub fn install(this: &Arc<Self>, queue: Q) {
-        *this.queue.lock() = Some(queue);
+        this.state.lock().queue = Some(queue);
         Self::schedule(this.clone());
     }
 
     /// Runs `f` on the queue under the runner's lock (`None` if there is no queue).
+    ///
+    /// `f` must not allocate or wait for fences (see the type's documentation).
     pub fn with<R>(&self, f: impl FnOnce(&mut Q) -> R) -> Option<R> {
-        let mut guard = self.queue.lock();
-        Option::as_mut(&mut *guard).map(f)
+        let mut guard = self.state.lock();
+        Option::as_mut(&mut guard.queue).map(f)
     }
 
-    /// Takes the queue back, e.g. to drop it (which cancels its pending jobs). Work items
-    /// still queued find no queue and do nothing.
+    /// Takes the queue back, e.g. to drop it (which cancels its pending jobs), and cancels the
+    /// deadline timer. Work items still queued find no queue and do nothing.
     pub fn take(&self) -> Option<Q> {
-        self.queue.lock().take()
+        let (queue, timer) = {
+            let mut guard = self.state.lock();
+            (guard.queue.take(), guard.timer.take())
+        };
+        // Cancelling waits for a running timer handler; no need to hold the lock for that.
+        drop(timer);
+        queue
     }
 
     /// How many times the queue ran.
     pub fn runs(&self) -> u64 {
         self.runs.load(Ordering::Relaxed)
+    }
+
+    /// How many times the deadline timer fired.
+    pub fn timer_fires(&self) -> u64 {
+        self.timer_fires.load(Ordering::Relaxed)
     }
 
     fn schedule(this: Arc<Self>) {
@@ -438,20 +763,32 @@ impl<Q: RunQueue> Runner<Q> {
     }
 
     fn run_queue(this: Arc<Self>) {
-        let deadline = {
-            let mut guard = this.queue.lock();
-            let Some(q) = Option::as_mut(&mut *guard) else {
-                return;
-            };
-            q.run();
-            this.runs.fetch_add(1, Ordering::Relaxed);
-            q.next_deadline()
+        let _section = SignallingSection::begin();
+        let mut guard = this.state.lock();
+        let slot = &mut *guard;
+        let Some(q) = slot.queue.as_mut() else {
+            return;
         };
-        if let Some(deadline) = deadline {
-            let now = this.clock.now().as_nanos();
-            let ms = deadline.as_nanos().saturating_sub(now).div_ceil(1_000_000);
-            let ms = u32::try_from(ms.clamp(1, TICK_MS)).unwrap_or(1);
-            let _ = workqueue::system().enqueue_delayed::<Arc<Self>, 2>(this, msecs_to_jiffies(ms));
+        q.run();
+        this.runs.fetch_add(1, Ordering::Relaxed);
+        let deadline = q.next_deadline();
+        let fires = this.timer_fires.load(Ordering::Relaxed);
+        if let (Some(armed), Some(d)) = (&slot.timer, deadline) {
+            if armed.deadline == d && armed.fires == fires {
+                // Still armed for exactly this deadline.
+                return;
+            }
+        }
+        // There is one timer per runner: cancel it before arming it again. Cancelling waits
+        // for a running handler, which only enqueues work, so this is fine under the lock.
+        drop(slot.timer.take());
+        if let Some(d) = deadline {
+            let handle = this.clone().start(this.clock.to_monotonic(d));
+            slot.timer = Some(Armed {
+                _handle: handle,
+                deadline: d,
+                fires,
+            });
         }
     }
 
@@ -480,9 +817,10 @@ impl<Q: RunQueue> Runner<Q> {
     }
 }
 
-/// The queue's executor: its waker schedules the runner's work item. Timeouts are served by
-/// the runner itself after each run (see [`Runner`]), so [`Executor::wake_at`] only needs to
-/// make sure a run happens, which the queue's own run already is.
+/// The queue's executor: its waker schedules the runner's work item. Deadlines are armed by
+/// the runner itself after each run (see [`Runner`]), so [`Executor::wake_at`] has nothing to
+/// add: the queue only asks for it from inside a run, which the runner follows by arming its
+/// timer for [`Queue::next_deadline`](crate::Queue::next_deadline).
 pub struct WorkExecutor {
     waker: Waker,
 }
@@ -492,10 +830,7 @@ impl Executor for WorkExecutor {
         &self.waker
     }
 
-    fn wake_at(&self, _deadline: Instant) {
-        // `Queue::run` asks for this from inside a run; the runner reads `next_deadline()` right
-        // after that run and arms its delayed work item. Nothing to do here.
-    }
+    fn wake_at(&self, _deadline: Instant) {}
 }
 
 mod kunit;

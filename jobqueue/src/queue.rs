@@ -198,6 +198,20 @@ struct Entry<B: Backend> {
     state: State<B::Fence>,
 }
 
+impl<B: Backend> Entry<B> {
+    /// Takes the job's callback back off its hardware fence, if the job is running.
+    ///
+    /// The queue calls this before it lets go of a hardware fence that has not signalled (a
+    /// timeout, a reset, teardown): a fence must not be left holding a callback of a job that
+    /// no longer waits for it, and with the kernel's `dma_fence` dropping the last reference
+    /// of a fence that still has callbacks is a bug the kernel warns about.
+    fn disarm(&self) {
+        if let State::Running { hw, .. } = &self.state {
+            hw.remove_callback(&self.job.hw_cb);
+        }
+    }
+}
+
 /// A dependency-tracking queue in front of one hardware ring, with `N` job slots.
 ///
 /// # Invariants
@@ -434,6 +448,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
                 None => continue,
             };
             if let Some(entry) = self.slots.get_mut(idx).and_then(Option::take) {
+                entry.disarm();
                 let result = match entry.state {
                     State::Finished(r) => r,
                     _ => Err(FenceError::CANCELED),
@@ -541,6 +556,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
     fn fail_running(&mut self, i: usize) {
         if let Some(entry) = slot(&mut self.slots, self.head, i) {
             if matches!(entry.state, State::Running { .. }) {
+                entry.disarm();
                 self.credits = self.credits.saturating_sub(entry.cost);
                 entry.state = State::Finished(Err(FenceError::TIMED_OUT));
             }
@@ -561,6 +577,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
                 continue;
             };
             let attempt = attempt.saturating_add(1);
+            entry.disarm();
             let run = self.backend.run_job(
                 RunJob {
                     seqno: entry.seqno,
@@ -682,7 +699,8 @@ impl<'q, B: Backend, X: Executor, C: Clock, const N: usize> Reservation<'q, B, X
         if q.config.check_cost(job.cost).is_err() {
             job.dep_error = Some((0, FenceError::INVALID));
         }
-        let done = job.done.clone();
+        job.done.set_seqno(seqno);
+        let done = (*job.done).clone();
         let cost = job.cost;
         let idx = (q.head + q.len) % N;
         if let Some(s) = q.slots.get_mut(idx) {
@@ -794,5 +812,26 @@ mod tests {
         assert!(done
             .iter()
             .all(|d| d.status().is_some() && d.signal_calls() == 1));
+    }
+
+    #[test]
+    fn a_job_of_a_dropped_prepared_job_is_canceled_without_running() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(4);
+        let mut q: Queue<Ring, _, _, 4> =
+            Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
+        let alloc = HostAlloc::new();
+        let first = PreparedJob::new(&alloc, &config, 1, 0, 1).unwrap();
+        let mut second = PreparedJob::new(&alloc, &config, 1, 1, 2).unwrap();
+        second.add_dependency(first.done_fence()).unwrap();
+        let first_done = first.done_fence().clone();
+        // The submission fails between preparing and committing: the first job is dropped.
+        drop(first);
+        assert_eq!(first_done.status(), Some(Err(FenceError::CANCELED)));
+        assert_eq!(first_done.signal_calls(), 1);
+        let done = q.submit(second).unwrap().done;
+        exec.run_until_idle(|| q.run());
+        assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
+        assert!(q.backend().0.is_empty());
     }
 }

@@ -80,7 +80,7 @@ const CRATES: &[Vendored] = &[
         dir: "io-pgtable",
         name: "io_pgtable",
         externs: &["bitflags"],
-        c_files: &["kernel/phys.c"],
+        c_files: &["kernel/dma.c"],
         kunit_crate: false,
     },
     Vendored {
@@ -94,7 +94,7 @@ const CRATES: &[Vendored] = &[
         dir: "jobqueue",
         name: "jobqueue",
         externs: &[],
-        c_files: &[],
+        c_files: &["kernel/fence.c"],
         kunit_crate: false,
     },
 ];
@@ -123,12 +123,16 @@ const THIRD_PARTY: &[ThirdParty] = &[
 /// Command-line options of both subcommands.
 pub(crate) struct Options {
     kdir: Option<PathBuf>,
+    /// Build `jobqueue`'s lockdep canary case (an allocation inside a `dma_fence` signalling
+    /// section), and expect the kernel log check to catch it.
+    lockdep_canary: bool,
 }
 
 impl Options {
-    /// Parses `[--kdir DIR]`.
+    /// Parses `[--kdir DIR] [--lockdep-canary]`.
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
         let mut kdir = None;
+        let mut lockdep_canary = false;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
@@ -136,10 +140,14 @@ impl Options {
                     let d = it.next().ok_or("--kdir needs a directory")?;
                     kdir = Some(PathBuf::from(d));
                 }
+                "--lockdep-canary" => lockdep_canary = true,
                 other => return Err(format!("unknown option `{other}`")),
             }
         }
-        Ok(Options { kdir })
+        Ok(Options {
+            kdir,
+            lockdep_canary,
+        })
     }
 }
 
@@ -424,7 +432,7 @@ fn registry_crate(ws: &Workspace, tp: &ThirdParty) -> Result<PathBuf, String> {
 }
 
 /// The rules appended to the overlay's `rust/Makefile`.
-fn makefile_rules() -> String {
+fn makefile_rules(canary: bool) -> String {
     let mut m = String::new();
     let w = |m: &mut String, s: &str| {
         m.push_str(s);
@@ -496,6 +504,9 @@ fn makefile_rules() -> String {
     for c in CRATES {
         let target = format!("$(obj)/gpukit/{}.o", c.name);
         let mut flags = String::from("$(gpukit-flags)");
+        if canary && c.name == "jobqueue" {
+            flags.push_str(" --cfg=gpukit_lockdep_canary");
+        }
         let mut deps = String::from("$(obj)/kernel.o");
         for e in c.externs {
             if *e == "paste" {
@@ -543,7 +554,7 @@ fn makefile_rules() -> String {
 }
 
 /// Brings the overlay's vendored files up to date; returns how many files changed.
-fn vendor(ws: &Workspace, l: &Layout) -> Result<usize, String> {
+fn vendor(ws: &Workspace, l: &Layout, canary: bool) -> Result<usize, String> {
     let libs: BTreeSet<String> = ws
         .library_crates()
         .iter()
@@ -581,19 +592,31 @@ fn vendor(ws: &Workspace, l: &Layout) -> Result<usize, String> {
             "this tree's rust/Makefile does not build zerocopy: Linux 7.2 is needed".into(),
         );
     }
-    let makefile = format!("{pristine}{}", makefile_rules());
+    let makefile = format!("{pristine}{}", makefile_rules(canary));
     if sync_file(&l.src.join("rust/Makefile"), makefile.as_bytes())? {
         changed += 1;
     }
     Ok(changed)
 }
 
+/// The kernel configuration the suites run under. Besides KUnit and Rust: the DRM core (its
+/// syncobjs and, through `DMA_SHARED_BUFFER`, `dma_fence`), lockdep with its dependency
+/// checking (`PROVE_LOCKING`, which proves the `dma_fence` signalling annotations and the
+/// reclaim rules), atomic-sleep checks, and DMA-API debugging (every map, sync and unmap is
+/// checked against the mappings the device holds).
+const KUNITCONFIG: &str = "\
+CONFIG_KUNIT=y
+CONFIG_RUST=y
+CONFIG_DRM=y
+CONFIG_DEBUG_KERNEL=y
+CONFIG_PROVE_LOCKING=y
+CONFIG_DEBUG_ATOMIC_SLEEP=y
+CONFIG_DMA_API_DEBUG=y
+";
+
 /// Writes the kunitconfig, the TCG QEMU configuration and the QEMU wrapper.
 fn kunit_files(l: &Layout) -> Result<(), String> {
-    sync_file(
-        &l.cache.join("kunitconfig"),
-        b"CONFIG_KUNIT=y\nCONFIG_RUST=y\n",
-    )?;
+    sync_file(&l.cache.join("kunitconfig"), KUNITCONFIG.as_bytes())?;
     sync_file(
         &l.cache.join("qemu_x86_64_tcg.py"),
         b"from ..qemu_config import QemuArchParams\n\n\
@@ -779,7 +802,7 @@ fn build_inner(
     let lock = CacheLock::take(&l.cache)?;
     let first = !l.build.join("vmlinux").exists();
     ensure_overlay(&l)?;
-    let changed = vendor(ws, &l)?;
+    let changed = vendor(ws, &l, opts.lockdep_canary)?;
     kunit_files(&l)?;
     eprintln!(
         "kernel: {changed} vendored file(s) changed; building in {}",
@@ -893,5 +916,73 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     if let Some(bad) = suites.iter().find(|s| s.failed > 0) {
         return Err(format!("KUnit suite {} failed", bad.name));
     }
+    let log = fs::read_to_string(l.build.join("test.log"))
+        .map_err(|e| format!("the kernel log {}: {e}", l.build.join("test.log").display()))?;
+    let reports = check_log(&log)?;
+    if opts.lockdep_canary {
+        return if reports.iter().any(|r| r.contains("WARNING: possible")) {
+            eprintln!(
+                "kernel: the lockdep canary fired as it must ({} report line(s)); rebuild \
+                 without --lockdep-canary before running the suites for real",
+                reports.len()
+            );
+            Ok(())
+        } else {
+            Err(
+                "the lockdep canary allocated in a signalling section and lockdep said nothing"
+                    .into(),
+            )
+        };
+    }
+    if !reports.is_empty() {
+        return Err(format!(
+            "the kernel log has {} report(s) from the kernel's checkers:\n{}",
+            reports.len(),
+            reports.join("\n")
+        ));
+    }
+    eprintln!("kernel: no lockdep, DMA-API, atomic-sleep or WARN report in the kernel log (ok)");
     Ok(())
+}
+
+/// Checks that the kernel's checkers were on in this boot and returns the lines where one of
+/// them reported something (each with the two lines after it).
+fn check_log(log: &str) -> Result<Vec<String>, String> {
+    /// Printed at boot when the checker is compiled in and active.
+    const ACTIVE: &[(&str, &str)] = &[
+        ("lockdep", "Lock dependency validator"),
+        ("DMA-API debugging", "DMA-API: debugging enabled"),
+    ];
+    for (what, banner) in ACTIVE {
+        if !log.contains(banner) {
+            return Err(format!(
+                "{what} was not active in the test kernel (no \"{banner}\" in its log)"
+            ));
+        }
+    }
+    /// What lockdep, DMA-API debugging, the atomic-sleep check, WARN() and BUG() print.
+    const REPORTS: &[&str] = &[
+        "WARNING:",
+        "BUG:",
+        "DMA-API: ",
+        "INFO: possible",
+        "INFO: lockdep",
+        "DEBUG_LOCKS_WARN_ON",
+        "Oops",
+        "Kernel panic",
+        "turning off the locking correctness validator",
+    ];
+    let lines: Vec<&str> = log.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        // The boot banners above are not reports.
+        if line.contains("DMA-API: debugging enabled") || line.contains("DMA-API: preallocated") {
+            continue;
+        }
+        if REPORTS.iter().any(|r| line.contains(r)) {
+            let end = (i + 3).min(lines.len());
+            out.push(lines[i..end].join("\n    "));
+        }
+    }
+    Ok(out)
 }

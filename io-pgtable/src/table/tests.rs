@@ -2,6 +2,8 @@
 
 //! Unit tests of the map/unmap/translate semantics.
 
+use core::ptr::NonNull;
+use core::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::vec::Vec;
 
@@ -563,4 +565,43 @@ fn concurrent_table_install_race_noncoherent() {
         check_walker(&pt, &regime, iova);
         assert_eq!(pt.iova_to_phys(iova), Some(iova));
     }
+}
+
+/// Host memory that claims it cannot reach a non-coherent walker (like kernel memory that was
+/// never DMA-mapped for a device).
+struct NoDevice(HostAllocator);
+
+// SAFETY: Forwards to `HostAllocator`, which upholds the contract.
+unsafe impl TableAlloc for NoDevice {
+    fn alloc_table(&self, size: usize) -> Option<TableMem> {
+        self.0.alloc_table(size)
+    }
+    unsafe fn free_table(&self, table: TableMem, size: usize) {
+        // SAFETY: The caller's guarantees are passed on unchanged.
+        unsafe { self.0.free_table(table, size) }
+    }
+    fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
+        self.0.table_cpu(dev)
+    }
+    fn sync_for_device(&self, dev: u64, len: usize) {
+        self.0.sync_for_device(dev, len)
+    }
+    fn syncs_for_device(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn noncoherent_walker_needs_an_allocator_that_syncs() {
+    let mem = NoDevice(HostAllocator::new(Granule::Size4K, 4));
+    let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
+    assert!(!cfg.coherent_walk);
+    assert_eq!(
+        PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush).err(),
+        Some(Error::InvalidConfig)
+    );
+    // Refused before anything was allocated.
+    assert_eq!(mem.0.in_use(), 0);
+    // A coherent walker reads what the CPU wrote: accepted.
+    assert!(PageTable::<Arm64LpaeS1, _>::new(cfg.coherent(true), &mem, NoFlush).is_ok());
 }
