@@ -49,11 +49,12 @@ use crate::{
 };
 use core::{
     alloc::Layout,
+    cell::UnsafeCell,
     marker::PhantomData,
     mem::{align_of, offset_of, size_of},
     ops::Deref,
     ptr::{addr_of_mut, NonNull},
-    sync::atomic::{fence, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering},
 };
 
 mod private {
@@ -95,6 +96,60 @@ pub(crate) const MMAP_START_PAGE: u64 = (0xFFFF_FFFF >> PAGE_SHIFT) + 1;
 /// Number of pages in the mmap offset space.
 pub(crate) const MMAP_PAGES: u64 = (0xFFFF_FFFF >> PAGE_SHIFT) * 256;
 
+/// A range of mmap offset space owned by a GEM object (what `struct drm_vma_offset_node` is to
+/// the C core), linked into its device's list of ranges in use.
+///
+/// # Invariants
+///
+/// `links` is only accessed with the device's `mmap_lock` held.
+pub(crate) struct MmapNode {
+    links: UnsafeCell<Links>,
+}
+
+#[derive(Clone, Copy)]
+struct Links {
+    start: u64,
+    pages: u64,
+    linked: bool,
+    prev: Option<NonNull<MmapNode>>,
+    next: Option<NonNull<MmapNode>>,
+}
+
+impl MmapNode {
+    /// A node owning no range.
+    pub(crate) const fn new() -> Self {
+        Self {
+            links: UnsafeCell::new(Links {
+                start: 0,
+                pages: 0,
+                linked: false,
+                prev: None,
+                next: None,
+            }),
+        }
+    }
+}
+
+/// The links of a node.
+///
+/// # Safety
+///
+/// The node is alive, its device's `mmap_lock` is held, and no other reference to its links
+/// exists while the returned one is used.
+unsafe fn links_of<'a>(n: NonNull<MmapNode>) -> &'a mut Links {
+    // SAFETY: The node is alive (caller's guarantee).
+    let node = unsafe { n.as_ref() };
+    // SAFETY: The lock is held and the reference is unique (caller's guarantee).
+    unsafe { &mut *node.links.get() }
+}
+
+/// The ranges of mmap offset space in use, sorted by start (a doubly linked list through the
+/// objects' [`MmapNode`]s).
+struct MmapList {
+    head: Option<NonNull<MmapNode>>,
+    tail: Option<NonNull<MmapNode>>,
+}
+
 /// The DRM core's part of a device (what `struct drm_device` is to the C core).
 ///
 /// # Invariants
@@ -113,18 +168,33 @@ pub(crate) struct RawDevice {
     weak: AtomicUsize,
     state: AtomicU8,
     active: AtomicUsize,
-    mmap_next: AtomicU64,
+    mmap_lock: AtomicBool,
+    mmap_list: UnsafeCell<MmapList>,
+    /// Threads blocked inside an entry point (`SYNCOBJ_WAIT`), woken by unplug.
+    #[cfg(feature = "std")]
+    unplug_wakers: crate::host::WakerList,
     parent: ARef<device::Device>,
     pub(crate) mem: MemOps,
     layout: Layout,
     drop_data: unsafe fn(NonNull<RawDevice>),
 }
 
-// SAFETY: `root` is only used to release the block once nothing else can reach it; every other
-// field is `Send + Sync` (atomics, an `ARef` to the thread-safe parent, fn pointers, a layout).
+// SAFETY: `root` is only used to release the block once nothing else can reach it; the mmap list
+// is only touched under `mmap_lock`, from whichever thread holds it; every other field is
+// `Send + Sync` (atomics, an `ARef` to the thread-safe parent, fn pointers, a layout).
 unsafe impl Send for RawDevice {}
-// SAFETY: See `Send`: shared access only touches atomics and immutable fields.
+// SAFETY: See `Send`: shared access only touches atomics, immutable fields and the mmap list
+// under its lock.
 unsafe impl Sync for RawDevice {}
+
+/// Holds a device's `mmap_lock`.
+struct MmapGuard<'a>(&'a RawDevice);
+
+impl Drop for MmapGuard<'_> {
+    fn drop(&mut self) {
+        self.0.mmap_lock.store(false, Ordering::Release);
+    }
+}
 
 impl RawDevice {
     /// The pointer the block was allocated at.
@@ -173,30 +243,137 @@ impl RawDevice {
         unsafe { (mem.free)(root.cast(), layout) };
     }
 
-    /// Allocates `pages` pages of mmap offset space and returns the first page.
-    pub(crate) fn alloc_mmap_pages(&self, pages: u64) -> Result<u64> {
-        let mut start = self.mmap_next.load(Ordering::Relaxed);
-        loop {
-            let end = start.checked_add(pages).ok_or(Error::NoSpace)?;
-            if end > MMAP_START_PAGE + MMAP_PAGES {
-                return Err(Error::NoSpace);
-            }
-            match self.mmap_next.compare_exchange_weak(
-                start,
-                end,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(start),
-                Err(s) => start = s,
-            }
+    fn lock_mmap(&self) -> MmapGuard<'_> {
+        while self
+            .mmap_lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            entry_tracking::relax();
         }
+        MmapGuard(self)
     }
 
-    /// Returns whether `page` lies in offset space handed out so far.
+    /// Gives `node` a range of `pages` pages of mmap offset space (the lowest that fits above
+    /// the ranges in use, or failing that the first gap that fits, as `drm_mm` would find) and
+    /// returns its first page; if the node has a range already, returns that one.
+    /// [`Error::NoSpace`] if no gap is large enough.
+    ///
+    /// # Safety
+    ///
+    /// `node` must stay at its address until [`mmap_remove`](Self::mmap_remove) has been called
+    /// for it, and be used with no other device.
+    pub(crate) unsafe fn mmap_insert(&self, node: &MmapNode, pages: u64) -> Result<u64> {
+        let _guard = self.lock_mmap();
+        let me = NonNull::from(node);
+        // SAFETY: We hold `mmap_lock`, which protects every node's links (type invariant).
+        let links = unsafe { &mut *node.links.get() };
+        if links.linked {
+            return Ok(links.start);
+        }
+        // SAFETY: We hold `mmap_lock`.
+        let list = unsafe { &mut *self.mmap_list.get() };
+        let end = MMAP_START_PAGE + MMAP_PAGES;
+        let fits = |from: u64, to: u64| from.checked_add(pages).is_some_and(|e| e <= to);
+        let get = |n: NonNull<MmapNode>| {
+            // SAFETY: Nodes in the list are alive (type invariant) and we hold `mmap_lock`.
+            unsafe { *links_of(n) }
+        };
+        let set = |n: NonNull<MmapNode>, f: &dyn Fn(&mut Links)| {
+            // SAFETY: As for `get`; the reference ends with the call.
+            f(unsafe { links_of(n) })
+        };
+        let tail_end = list
+            .tail
+            .map_or(MMAP_START_PAGE, |t| get(t).start + get(t).pages);
+        let (start, after) = if fits(tail_end, end) {
+            (tail_end, list.tail)
+        } else {
+            let mut prev_end = MMAP_START_PAGE;
+            let mut prev = None;
+            let mut cur = list.head;
+            loop {
+                let Some(c) = cur else {
+                    return Err(Error::NoSpace);
+                };
+                let l = get(c);
+                if fits(prev_end, l.start) {
+                    break (prev_end, prev);
+                }
+                prev_end = l.start + l.pages;
+                prev = Some(c);
+                cur = l.next;
+            }
+        };
+        let next = match after {
+            Some(a) => get(a).next,
+            None => list.head,
+        };
+        *links = Links {
+            start,
+            pages,
+            linked: true,
+            prev: after,
+            next,
+        };
+        match after {
+            Some(a) => set(a, &|l| l.next = Some(me)),
+            None => list.head = Some(me),
+        }
+        match next {
+            Some(n) => set(n, &|l| l.prev = Some(me)),
+            None => list.tail = Some(me),
+        }
+        Ok(start)
+    }
+
+    /// Gives the range of `node` back, if it has one.
+    ///
+    /// # Safety
+    ///
+    /// `node` is only ever used with this device.
+    pub(crate) unsafe fn mmap_remove(&self, node: &MmapNode) {
+        let _guard = self.lock_mmap();
+        // SAFETY: We hold `mmap_lock`.
+        let links = unsafe { &mut *node.links.get() };
+        if !links.linked {
+            return;
+        }
+        // SAFETY: We hold `mmap_lock`.
+        let list = unsafe { &mut *self.mmap_list.get() };
+        match links.prev {
+            // SAFETY: The neighbours are in the list, hence alive, and we hold `mmap_lock`.
+            Some(p) => unsafe { links_of(p) }.next = links.next,
+            None => list.head = links.next,
+        }
+        match links.next {
+            // SAFETY: As above.
+            Some(n) => unsafe { links_of(n) }.prev = links.prev,
+            None => list.tail = links.prev,
+        }
+        *links = Links {
+            linked: false,
+            prev: None,
+            next: None,
+            ..*links
+        };
+    }
+
+    /// Returns whether `page` lies in offset space in use.
     #[cfg(feature = "std")]
     pub(crate) fn mmap_page_allocated(&self, page: u64) -> bool {
-        (MMAP_START_PAGE..self.mmap_next.load(Ordering::Relaxed)).contains(&page)
+        let _guard = self.lock_mmap();
+        // SAFETY: We hold `mmap_lock`.
+        let mut cur = unsafe { &*self.mmap_list.get() }.head;
+        while let Some(c) = cur {
+            // SAFETY: Nodes in the list are alive, and we hold `mmap_lock`.
+            let l = unsafe { *links_of(c) };
+            if (l.start..l.start + l.pages).contains(&page) {
+                return true;
+            }
+            cur = l.next;
+        }
+        false
     }
 
     /// Starts a userspace entry point ("drm_dev_enter"): fails with [`Error::NoDevice`] unless
@@ -214,10 +391,27 @@ impl RawDevice {
         })
     }
 
+    /// Whether the device has been unplugged.
+    #[cfg(feature = "std")]
+    pub(crate) fn is_unplugged(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == STATE_UNPLUGGED
+    }
+
+    /// Threads blocked in an entry point queue their wakers here: unplug wakes them, and they
+    /// then return [`Error::NoDevice`] instead of holding up the unplug.
+    #[cfg(feature = "std")]
+    pub(crate) fn unplug_wakers(&self) -> &crate::host::WakerList {
+        &self.unplug_wakers
+    }
+
     fn unplug(&self) {
         if self.state.swap(STATE_UNPLUGGED, Ordering::SeqCst) == STATE_UNPLUGGED {
             return;
         }
+        // Blocking waits inside entry points (the kernel's `drm_dev_unplug` does not wait for
+        // them either) see the new state once woken and leave with `ENODEV`.
+        #[cfg(feature = "std")]
+        self.unplug_wakers.wake_all();
         // Wait for entry points in flight on other threads; those of the current thread (an
         // ioctl handler unplugging its own device) cannot finish before we return.
         let own = entry_tracking::count(self);
@@ -394,7 +588,8 @@ impl<T: Driver> Device<T, Registered> {
     /// Unplugs the device ("hot-unplug"): from now on every userspace entry point (open, ioctl,
     /// mmap) fails with [`Error::NoDevice`].
     ///
-    /// Waits for entry points already running on other threads to finish. Open files, GEM objects
+    /// Waits for entry points already running on other threads to finish; threads blocked in
+    /// `SYNCOBJ_WAIT` are woken and fail with [`Error::NoDevice`], so the wait is short. Open files, GEM objects
     /// and the driver data stay valid until their last reference goes. Unplugging twice is a
     /// no-op; dropping the [`Registration`](super::Registration) unplugs too.
     pub fn unplug(&self) {
@@ -554,7 +749,13 @@ impl<T: Driver> UnregisteredDevice<T> {
                 weak: AtomicUsize::new(1),
                 state: AtomicU8::new(STATE_UNREGISTERED),
                 active: AtomicUsize::new(0),
-                mmap_next: AtomicU64::new(MMAP_START_PAGE),
+                mmap_lock: AtomicBool::new(false),
+                mmap_list: UnsafeCell::new(MmapList {
+                    head: None,
+                    tail: None,
+                }),
+                #[cfg(feature = "std")]
+                unplug_wakers: Default::default(),
                 parent: ARef::from(parent),
                 mem,
                 layout,
@@ -650,15 +851,43 @@ mod tests {
         let parent = device::Device::new("p").unwrap();
         let unreg = UnregisteredDevice::<DocDriver>::new(&parent, 0).unwrap();
         let raw = unreg.raw();
-        assert_eq!(raw.alloc_mmap_pages(1), Ok(MMAP_START_PAGE));
-        assert_eq!(raw.alloc_mmap_pages(MMAP_PAGES), Err(Error::NoSpace));
-        assert_eq!(raw.alloc_mmap_pages(u64::MAX), Err(Error::NoSpace));
-        assert_eq!(
-            raw.alloc_mmap_pages(MMAP_PAGES - 1),
-            Ok(MMAP_START_PAGE + 1)
-        );
-        assert_eq!(raw.alloc_mmap_pages(1), Err(Error::NoSpace));
+        let n: [MmapNode; 6] = core::array::from_fn(|_| MmapNode::new());
+        let alloc = |i: usize, pages| {
+            // SAFETY: The nodes outlive their use and belong to this device only.
+            unsafe { raw.mmap_insert(&n[i], pages) }
+        };
+        assert_eq!(alloc(0, 1), Ok(MMAP_START_PAGE));
+        assert_eq!(alloc(0, 1), Ok(MMAP_START_PAGE)); // already has one
+        assert_eq!(alloc(1, MMAP_PAGES), Err(Error::NoSpace));
+        assert_eq!(alloc(1, u64::MAX), Err(Error::NoSpace));
+        assert_eq!(alloc(1, MMAP_PAGES - 1), Ok(MMAP_START_PAGE + 1));
+        assert_eq!(alloc(2, 1), Err(Error::NoSpace));
         assert!(raw.mmap_page_allocated(MMAP_START_PAGE));
         assert!(!raw.mmap_page_allocated(MMAP_START_PAGE - 1));
+        // Ranges given back are found again, first fit.
+        // SAFETY: As above.
+        unsafe { raw.mmap_remove(&n[0]) };
+        assert!(!raw.mmap_page_allocated(MMAP_START_PAGE));
+        assert_eq!(alloc(2, 2), Err(Error::NoSpace));
+        assert_eq!(alloc(2, 1), Ok(MMAP_START_PAGE));
+        // SAFETY: As above.
+        unsafe { raw.mmap_remove(&n[1]) };
+        assert_eq!(alloc(3, 10), Ok(MMAP_START_PAGE + 1));
+        assert_eq!(alloc(4, 5), Ok(MMAP_START_PAGE + 11));
+        // SAFETY: As above.
+        unsafe { raw.mmap_remove(&n[3]) };
+        // Above the ranges in use first, gaps only once the top is full.
+        assert_eq!(alloc(5, 3), Ok(MMAP_START_PAGE + 16));
+        assert_eq!(alloc(3, MMAP_PAGES - 19), Ok(MMAP_START_PAGE + 19));
+        assert_eq!(alloc(1, 11), Err(Error::NoSpace));
+        assert_eq!(alloc(1, 10), Ok(MMAP_START_PAGE + 1));
+        for node in &n {
+            // SAFETY: As above.
+            unsafe { raw.mmap_remove(node) };
+        }
+        assert!(!raw.mmap_page_allocated(MMAP_START_PAGE + 1));
+        assert_eq!(alloc(0, MMAP_PAGES), Ok(MMAP_START_PAGE));
+        // SAFETY: As above.
+        unsafe { raw.mmap_remove(&n[0]) };
     }
 }

@@ -115,21 +115,18 @@ mod host {
     use super::{DriverFile, File, ObjectOf, OpenOptions};
     use crate::{
         drm::{gem::DriverObject, Device, Driver},
+        host::idr::Idr,
         types::ARef,
         uaccess::UserMemory,
         Error, Result,
     };
     use std::{
-        collections::BTreeMap,
         sync::{Arc, Mutex, MutexGuard},
         vec::Vec,
     };
 
-    /// Largest handle, as with the kernel's IDR (`INT_MAX`).
-    const MAX_HANDLE: u32 = i32::MAX as u32;
-
     pub(crate) struct FileState<F: DriverFile> {
-        handles: Mutex<BTreeMap<u32, ARef<ObjectOf<F>>>>,
+        handles: Mutex<Idr<ARef<ObjectOf<F>>>>,
         syncobjs: crate::host::syncobj::SyncobjTable,
         user: Arc<dyn UserMemory>,
     }
@@ -150,14 +147,14 @@ mod host {
                 opts,
                 inner,
                 host: FileState {
-                    handles: Mutex::new(BTreeMap::new()),
+                    handles: Mutex::new(Idr::default()),
                     syncobjs: Default::default(),
                     user,
                 },
             })
         }
 
-        fn table(&self) -> MutexGuard<'_, BTreeMap<u32, ARef<ObjectOf<F>>>> {
+        fn table(&self) -> MutexGuard<'_, Idr<ARef<ObjectOf<F>>>> {
             self.host.handles.lock().unwrap_or_else(|e| e.into_inner())
         }
 
@@ -175,7 +172,7 @@ mod host {
         /// Closes a GEM handle (what `DRM_IOCTL_GEM_CLOSE` does). [`Error::Invalid`] if the
         /// handle does not exist.
         pub fn close_handle(&self, handle: u32) -> Result {
-            let obj = self.table().remove(&handle).ok_or(Error::Invalid)?;
+            let obj = self.table().remove(handle).ok_or(Error::Invalid)?;
             obj.handle_closed();
             <F::Driver as Driver>::Object::close(&obj, self);
             Ok(())
@@ -183,46 +180,43 @@ mod host {
 
         /// The handles of this file, in increasing order.
         pub fn handles(&self) -> Vec<u32> {
-            self.table().keys().copied().collect()
+            self.table().iter().map(|(h, _)| h).collect()
         }
 
-        /// Inserts `obj` under the lowest free handle (from 1).
+        /// Inserts `obj` under the lowest free handle (from 1), like the kernel's IDR:
+        /// [`Error::NoSpace`] past `INT_MAX`, [`Error::NoMemory`] if the table cannot grow.
         pub(crate) fn insert_handle(&self, obj: &ObjectOf<F>) -> Result<u32> {
             <F::Driver as Driver>::Object::open(obj, self)?;
             let mut table = self.table();
-            let mut handle = 1u32;
-            for k in table.keys() {
-                if *k != handle {
-                    break;
-                }
-                handle += 1;
-            }
-            if handle > MAX_HANDLE {
-                drop(table);
-                <F::Driver as Driver>::Object::close(obj, self);
-                return Err(Error::NoSpace);
-            }
+            // Counted before the handle is visible: a concurrent close of it decrements after.
             obj.handle_opened();
-            table.insert(handle, ARef::from(obj));
-            Ok(handle)
+            match table.alloc(ARef::from(obj)) {
+                Ok(handle) => Ok(handle),
+                Err(e) => {
+                    drop(table);
+                    obj.handle_closed();
+                    <F::Driver as Driver>::Object::close(obj, self);
+                    Err(e)
+                }
+            }
         }
 
         pub(crate) fn lookup_handle(&self, handle: u32) -> Option<ARef<ObjectOf<F>>> {
-            self.table().get(&handle).cloned()
+            self.table().get(handle).cloned()
         }
 
         /// Finds the object of this file whose mmap offset is `offset`.
         pub(crate) fn lookup_mmap(&self, offset: u64) -> Option<ARef<ObjectOf<F>>> {
             self.table()
-                .values()
-                .find(|o| o.mmap_offset() == Some(offset))
-                .cloned()
+                .iter()
+                .find(|(_, o)| o.mmap_offset() == Some(offset))
+                .map(|(_, o)| o.clone())
         }
     }
 
     impl<F: DriverFile> Drop for File<F> {
         fn drop(&mut self) {
-            let table = core::mem::take(&mut *self.table());
+            let table = self.table().take_all();
             for (_, obj) in table {
                 obj.handle_closed();
                 <F::Driver as Driver>::Object::close(&obj, self);

@@ -40,7 +40,7 @@
 //! ```
 
 use super::{
-    device::{AnyCtx, DeviceCtx, DeviceInit, RawDevice, Registered, PAGE_SHIFT},
+    device::{AnyCtx, DeviceCtx, DeviceInit, MmapNode, RawDevice, Registered, PAGE_SHIFT},
     Device, Driver, File,
 };
 use crate::{
@@ -94,6 +94,8 @@ struct RawObject {
     dev: NonNull<RawDevice>,
     /// Byte offset for mmap, 0 until one is created.
     mmap: AtomicU64,
+    /// The range of mmap offset space, given back when the object is freed.
+    mmap_node: MmapNode,
     handles: AtomicUsize,
 }
 
@@ -144,6 +146,7 @@ impl<T: DriverObject, C: DeviceCtx> Object<T, C> {
                     size,
                     dev: dev.root(),
                     mmap: AtomicU64::new(0),
+                    mmap_node: MmapNode::new(),
                     handles: AtomicUsize::new(0),
                 },
                 data,
@@ -260,17 +263,13 @@ impl<T: DriverObject> Object<T, Registered> {
             return Ok(o);
         }
         let pages = (self.raw.size >> PAGE_SHIFT) as u64;
-        let page = self.dev_raw().alloc_mmap_pages(pages)?;
+        // SAFETY: The node lives inside the object, which does not move, is used with its own
+        // device only, and is removed before the object is freed (`dec_ref`).
+        let page = unsafe { self.dev_raw().mmap_insert(&self.raw.mmap_node, pages) }?;
         let offset = page << PAGE_SHIFT;
-        match self
-            .raw
-            .mmap
-            .compare_exchange(0, offset, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => Ok(offset),
-            // Another thread won the race; its offset stands (ours stays unused).
-            Err(o) => Ok(o),
-        }
+        // A racing call got the same range (the insert is idempotent per node).
+        self.raw.mmap.store(offset, Ordering::Release);
+        Ok(offset)
     }
 }
 
@@ -297,7 +296,11 @@ unsafe impl<T: DriverObject, C: DeviceCtx> AlwaysRefCounted for Object<T, C> {
         fence(Ordering::Acquire);
         let (dev, root) = (this.raw.dev, this.raw.root.cast::<Self>());
         // SAFETY: The object's weak reference keeps the device header alive.
-        let mem = unsafe { dev.as_ref() }.mem;
+        let dev_ref = unsafe { dev.as_ref() };
+        let mem = dev_ref.mem;
+        // The mmap offset range goes back to the device (`drm_gem_free_mmap_offset`).
+        // SAFETY: The node was only ever used with this device.
+        unsafe { dev_ref.mmap_remove(&this.raw.mmap_node) };
         // SAFETY: The last reference is gone: nobody can reach the object; drop it in place
         // through the allocation pointer.
         unsafe { core::ptr::drop_in_place(root.as_ptr()) };

@@ -24,7 +24,6 @@ use core::any::Any;
 use core::task::Waker;
 use std::{
     boxed::Box,
-    collections::BTreeMap,
     sync::{Arc, Mutex, MutexGuard, OnceLock},
     task::Wake,
     thread::{self, Thread},
@@ -32,8 +31,12 @@ use std::{
     vec::Vec,
 };
 
+use super::{idr::Idr, WakerList};
 use crate::{
-    drm::ioctl::{IoctlArg, IOWR},
+    drm::{
+        device::RawDevice,
+        ioctl::{IoctlArg, IOWR},
+    },
     uaccess::UserMemory,
     Error, Result,
 };
@@ -132,29 +135,66 @@ impl SyncFence for SignalledFence {
 /// The fence a syncobj holds.
 pub type FenceRef = Arc<dyn SyncFence>;
 
-/// Largest syncobj handle (the kernel's IDR limit, `INT_MAX`).
-const MAX_HANDLE: u32 = i32::MAX as u32;
+/// A shared [`SignalledFence`] (what `SYNCOBJ_CREATE` with `SIGNALED` and `SYNCOBJ_SIGNAL`
+/// install), so that installing one allocates nothing.
+fn signalled() -> FenceRef {
+    static SIGNALLED: OnceLock<FenceRef> = OnceLock::new();
+    SIGNALLED.get_or_init(|| Arc::new(SignalledFence)).clone()
+}
+
+/// One syncobj: the fence it holds, and a number telling it apart from a syncobj created later
+/// under the same handle.
+struct Syncobj {
+    id: u64,
+    fence: Option<FenceRef>,
+}
+
+struct Objects {
+    idr: Idr<Syncobj>,
+    next_id: u64,
+}
 
 /// The syncobjs of one file.
-#[derive(Default)]
+///
+/// Handles are numbered like the kernel's IDR (lowest free from 1, `O(log n)`), and creating
+/// one fails with [`Error::NoMemory`] rather than aborting when memory runs out.
 pub struct SyncobjTable {
-    map: Mutex<BTreeMap<u32, Option<FenceRef>>>,
+    objects: Mutex<Objects>,
+    /// Waits for submission, woken whenever a fence is attached or a syncobj destroyed.
+    waiters: WakerList,
+}
+
+impl Default for SyncobjTable {
+    fn default() -> Self {
+        Self {
+            objects: Mutex::new(Objects {
+                idr: Idr::default(),
+                next_id: 0,
+            }),
+            waiters: WakerList::default(),
+        }
+    }
 }
 
 impl core::fmt::Debug for SyncobjTable {
     fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         out.debug_struct("SyncobjTable")
-            .field("handles", &self.lock().keys().collect::<Vec<_>>())
+            .field(
+                "handles",
+                &self.lock().idr.iter().map(|(h, _)| h).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
 
 impl SyncobjTable {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Option<FenceRef>>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Creates a syncobj holding `fence` under the lowest free handle (from 1).
+    ///
+    /// [`Error::NoSpace`] past handle `INT_MAX`, [`Error::NoMemory`] if the table cannot grow.
     ///
     /// # Examples
     ///
@@ -170,67 +210,76 @@ impl SyncobjTable {
     /// assert!(t.fence(2).unwrap().is_some());
     /// ```
     pub fn create(&self, fence: Option<FenceRef>) -> Result<u32> {
-        let mut map = self.lock();
-        let mut handle = 1u32;
-        for k in map.keys() {
-            if *k != handle {
-                break;
-            }
-            handle += 1;
-        }
-        if handle > MAX_HANDLE {
-            return Err(Error::NoSpace);
-        }
-        map.insert(handle, fence);
-        Ok(handle)
+        let mut o = self.lock();
+        let id = o.next_id;
+        let h = o.idr.alloc(Syncobj { id, fence })?;
+        o.next_id += 1;
+        Ok(h)
     }
 
     /// Destroys a syncobj; [`Error::Invalid`] if there is none with this handle.
+    ///
+    /// Waits already in progress on it go on with the fence they found (as in Linux, where a
+    /// wait holds a reference to the syncobj): nothing can attach a new one any more.
     pub fn destroy(&self, handle: u32) -> Result {
-        self.lock()
-            .remove(&handle)
-            .map(|_| ())
-            .ok_or(Error::Invalid)
+        let gone = self.lock().idr.remove(handle).ok_or(Error::Invalid)?;
+        drop(gone);
+        self.waiters.wake_all();
+        Ok(())
     }
 
     /// The fence of a syncobj (`None` if it holds none); [`Error::NotFound`] for an unknown
     /// handle.
     pub fn fence(&self, handle: u32) -> Result<Option<FenceRef>> {
-        self.lock().get(&handle).cloned().ok_or(Error::NotFound)
+        self.lock()
+            .idr
+            .get(handle)
+            .map(|s| s.fence.clone())
+            .ok_or(Error::NotFound)
+    }
+
+    /// The identity and fence of a syncobj.
+    fn lookup(&self, handle: u32) -> Option<(u64, Option<FenceRef>)> {
+        self.lock().idr.get(handle).map(|s| (s.id, s.fence.clone()))
     }
 
     /// Whether `handle` names a syncobj.
     pub fn contains(&self, handle: u32) -> bool {
-        self.lock().contains_key(&handle)
+        self.lock().idr.get(handle).is_some()
     }
 
     /// Replaces the fence of a syncobj; [`Error::NotFound`] for an unknown handle.
     pub fn replace(&self, handle: u32, fence: Option<FenceRef>) -> Result {
-        match self.lock().get_mut(&handle) {
-            Some(slot) => {
-                *slot = fence;
-                Ok(())
-            }
-            None => Err(Error::NotFound),
-        }
+        let old = match self.lock().idr.get_mut(handle) {
+            Some(s) => core::mem::replace(&mut s.fence, fence),
+            None => return Err(Error::NotFound),
+        };
+        drop(old);
+        self.waiters.wake_all();
+        Ok(())
     }
 
     /// Replaces the fences of several syncobjs, all or none ([`Error::NotFound`] if a handle is
     /// unknown).
     fn replace_all(&self, handles: &[u32], fence: Option<FenceRef>) -> Result {
-        let mut map = self.lock();
-        if handles.iter().any(|h| !map.contains_key(h)) {
-            return Err(Error::NotFound);
+        {
+            let mut o = self.lock();
+            if handles.iter().any(|h| o.idr.get(*h).is_none()) {
+                return Err(Error::NotFound);
+            }
+            for h in handles {
+                if let Some(s) = o.idr.get_mut(*h) {
+                    s.fence = fence.clone();
+                }
+            }
         }
-        for h in handles {
-            map.insert(*h, fence.clone());
-        }
+        self.waiters.wake_all();
         Ok(())
     }
 
     /// Number of syncobjs.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().idr.len()
     }
 
     /// Whether the file has no syncobj.
@@ -355,7 +404,7 @@ pub(super) fn create(table: &SyncobjTable, arg: &mut DrmSyncobjCreate) -> Result
         return Err(Error::Invalid);
     }
     let fence: Option<FenceRef> = if arg.flags & DRM_SYNCOBJ_CREATE_SIGNALED != 0 {
-        Some(Arc::new(SignalledFence))
+        Some(signalled())
     } else {
         None
     };
@@ -381,11 +430,7 @@ pub(super) fn reset_or_signal(
         return Err(Error::Invalid);
     }
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
-    let fence: Option<FenceRef> = if signal {
-        Some(Arc::new(SignalledFence))
-    } else {
-        None
-    };
+    let fence: Option<FenceRef> = if signal { Some(signalled()) } else { None };
     table.replace_all(&handles, fence)?;
     Ok(0)
 }
@@ -403,13 +448,29 @@ impl Wake for Unpark {
     }
 }
 
-/// How often a wait for a fence to be attached looks again.
-const SUBMIT_POLL: Duration = Duration::from_millis(1);
+static WAIT_PASSES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// How many times `SYNCOBJ_WAIT`s of this process have looked at their syncobjs (a diagnostic:
+/// a wait looks once on entry and once per wake-up).
+pub fn wait_passes() -> u64 {
+    WAIT_PASSES.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// What a wait knows about one of its syncobjs.
+enum Slot {
+    /// It holds this fence.
+    Fence(FenceRef),
+    /// It held no fence when last looked at; the syncobj is the one with this identity.
+    Empty(u64),
+    /// It held no fence and was destroyed (or its handle reused): no fence can come any more.
+    Gone,
+}
 
 pub(super) fn wait(
     table: &SyncobjTable,
     user: &dyn UserMemory,
     arg: &mut DrmSyncobjWait,
+    dev: &RawDevice,
 ) -> Result<u32> {
     let known = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT;
     if arg.flags & !known != 0 || arg.pad != 0 {
@@ -418,36 +479,48 @@ pub(super) fn wait(
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
     let all = arg.flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL != 0;
     let for_submit = arg.flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0;
-    // Every handle must exist, and without WAIT_FOR_SUBMIT hold a fence, before waiting.
-    let mut fences: Vec<Option<FenceRef>> = Vec::new();
-    fences
+    // Every handle must exist, and without WAIT_FOR_SUBMIT hold a fence, before waiting. From
+    // then on the wait is about these syncobjs, whatever happens to their handles.
+    let mut slots: Vec<Slot> = Vec::new();
+    slots
         .try_reserve_exact(handles.len())
         .map_err(|_| Error::NoMemory)?;
     for h in &handles {
-        let f = table.fence(*h).map_err(|_| Error::Invalid)?;
-        if f.is_none() && !for_submit {
-            return Err(Error::Invalid);
+        match table.lookup(*h) {
+            None => return Err(Error::Invalid),
+            Some((_, Some(f))) => slots.push(Slot::Fence(f)),
+            Some((id, None)) if for_submit => slots.push(Slot::Empty(id)),
+            Some((_, None)) => return Err(Error::Invalid),
         }
-        fences.push(f);
     }
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    // Woken by unplug (the wait then fails with ENODEV) and, while a syncobj has no fence, by
+    // every fence attached to the table's syncobjs. Both are taken back on every way out.
+    let _unplug = dev.unplug_wakers().add(&waker)?;
+    let _submit = if slots.iter().any(|s| matches!(s, Slot::Empty(_))) {
+        Some(table.waiters.add(&waker)?)
+    } else {
+        None
+    };
     // Dropped on every way out, taking the wakers back off the fences still pending.
     let mut armed: Vec<Option<Registration>> = Vec::new();
     armed
-        .try_reserve_exact(fences.len())
+        .try_reserve_exact(slots.len())
         .map_err(|_| Error::NoMemory)?;
-    armed.resize_with(fences.len(), || None);
+    armed.resize_with(slots.len(), || None);
     loop {
+        WAIT_PASSES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         let mut first = None;
         let mut done = 0usize;
-        let mut missing = false;
-        for (i, f) in fences.iter_mut().enumerate() {
-            if f.is_none() {
-                // Waiting for submission: look again.
-                *f = table.fence(handles[i]).map_err(|_| Error::Invalid)?;
-                missing |= f.is_none();
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if let Slot::Empty(id) = *slot {
+                *slot = match table.lookup(handles[i]) {
+                    Some((same, Some(f))) if same == id => Slot::Fence(f),
+                    Some((same, None)) if same == id => Slot::Empty(id),
+                    _ => Slot::Gone,
+                };
             }
-            let Some(fence) = f else { continue };
+            let Slot::Fence(fence) = slot else { continue };
             if fence.status().is_some() {
                 done += 1;
                 first.get_or_insert(i);
@@ -459,18 +532,17 @@ pub(super) fn wait(
                 }
             }
         }
-        if (all && done == fences.len()) || (!all && first.is_some()) {
+        if (all && done == slots.len()) || (!all && first.is_some()) {
             arg.first_signaled = if all { 0 } else { first.unwrap_or(0) as u32 };
             return Ok(0);
+        }
+        if dev.is_unplugged() {
+            return Err(Error::NoDevice);
         }
         let now = monotonic_ns();
         if now >= arg.timeout_nsec {
             return Err(Error::Other(ETIME));
         }
-        let mut left = Duration::from_nanos((arg.timeout_nsec - now) as u64);
-        if missing {
-            left = left.min(SUBMIT_POLL);
-        }
-        thread::park_timeout(left);
+        thread::park_timeout(Duration::from_nanos((arg.timeout_nsec - now) as u64));
     }
 }
