@@ -250,11 +250,72 @@ impl<const SIZE: usize> IoKnownSize for RelaxedMmio<SIZE> {
     const MIN_SIZE: usize = SIZE;
 }
 
-/// Owns memory standing in for a device, and gives [`Mmio`] access to it; for tests and
+/// Accessors that must stay on the thread that created them: `T` (an [`Mmio`] or a
+/// [`RelaxedMmio`]) without its `Send` and `Sync`.
+///
+/// [`MmioOwner::io`] returns one: its memory is ordinary memory, on which volatile accesses from
+/// two threads at once would race. A plain `&Mmio` is `Send` (`Mmio` is `Sync`), so handing one
+/// out would let safe code share the accessors with another thread.
+///
+/// ```compile_fail
+/// use register::io::mmio::MmioOwner;
+///
+/// let mut words = [0u64; 2];
+/// let owner = MmioOwner::<16>::new(&mut words);
+/// let io = owner.io();
+/// std::thread::scope(|s| {
+///     s.spawn(|| io.write32(1, 0)); // `io` is not `Send`
+/// });
+/// ```
+#[repr(transparent)]
+pub struct Unshared<T>(T, PhantomData<*mut u8>);
+
+impl<T: Io> Io for Unshared<T> {
+    #[inline]
+    fn addr(&self) -> usize {
+        self.0.addr()
+    }
+
+    #[inline]
+    fn maxsize(&self) -> usize {
+        self.0.maxsize()
+    }
+}
+
+impl<T: IoKnownSize> IoKnownSize for Unshared<T> {
+    const MIN_SIZE: usize = T::MIN_SIZE;
+}
+
+impl<U, T: IoCapable<U>> IoCapable<U> for Unshared<T> {
+    #[inline(always)]
+    unsafe fn io_read(&self, addr: usize) -> U {
+        // SAFETY: Same contract, forwarded.
+        unsafe { self.0.io_read(addr) }
+    }
+
+    #[inline(always)]
+    unsafe fn io_write(&self, value: U, addr: usize) {
+        // SAFETY: Same contract, forwarded.
+        unsafe { self.0.io_write(value, addr) }
+    }
+}
+
+impl<const SIZE: usize> Unshared<Mmio<SIZE>> {
+    /// Returns a view of the region whose accesses have no barriers (see [`Mmio::relaxed`]).
+    #[inline]
+    pub fn relaxed(&self) -> &Unshared<RelaxedMmio<SIZE>> {
+        // SAFETY: Both are `repr(transparent)` over `Mmio<SIZE>` (a zero-sized marker aside),
+        // and the view stays on this thread like `self`.
+        unsafe { &*core::ptr::from_ref(self).cast::<Unshared<RelaxedMmio<SIZE>>>() }
+    }
+}
+
+/// Owns memory standing in for a device, and gives [`Mmio`]-like access to it; for tests and
 /// examples.
 ///
-/// It holds the memory mutably borrowed for its whole life, so nothing else can touch it, and it
-/// is not `Sync`, so its accesses cannot race each other.
+/// It holds the memory mutably borrowed for its whole life, so nothing else can touch it, and
+/// neither it nor the accessors it hands out ([`Unshared`]) can be shared with another thread,
+/// so its accesses cannot race each other.
 ///
 /// # Examples
 ///
@@ -288,18 +349,54 @@ impl<'a, const SIZE: usize> MmioOwner<'a, SIZE> {
         }
     }
 
-    /// Returns the accessors of the region.
-    pub fn io(&self) -> &Mmio<SIZE> {
+    /// Returns the accessors of the region, which cannot leave this thread.
+    pub fn io(&self) -> &Unshared<Mmio<SIZE>> {
         // SAFETY: `raw` points to at least `SIZE` bytes of 8-byte aligned memory that `self`
-        // borrows mutably for `'a`, so nothing else accesses it, and `Self` is not `Sync`, so all
-        // accesses through the returned reference happen on one thread.
-        unsafe { Mmio::from_raw(&self.raw) }
+        // borrows mutably for `'a`, so nothing else accesses it. The `Mmio` is only reachable
+        // through `Unshared`, which is neither `Send` nor `Sync`, and `Self` is not `Sync`: all
+        // accesses happen on one thread.
+        let io = unsafe { Mmio::from_raw(&self.raw) };
+        // SAFETY: `Unshared` is `repr(transparent)` over `Mmio<SIZE>` (plus a zero-sized marker).
+        unsafe { &*core::ptr::from_ref(io).cast::<Unshared<Mmio<SIZE>>>() }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tells, for a concrete type, whether it is `Sync` (inherent methods win over trait ones).
+    struct Probe<T: ?Sized>(PhantomData<T>);
+
+    trait NotSync {
+        fn is_sync(&self) -> bool {
+            false
+        }
+    }
+
+    impl<T: ?Sized> NotSync for Probe<T> {}
+
+    impl<T: ?Sized + Sync> Probe<T> {
+        fn is_sync(&self) -> bool {
+            true
+        }
+    }
+
+    fn probe<T: ?Sized>(_: &T) -> Probe<T> {
+        Probe(PhantomData)
+    }
+
+    /// Issue 20, defect 7: the accessors of an `MmioOwner` (ordinary memory) must not be
+    /// shareable with another thread, or safe code races non-atomic accesses.
+    #[test]
+    fn owner_accessors_stay_on_their_thread() {
+        let mut mem = [0u64; 1];
+        let owner = MmioOwner::<8>::new(&mut mem);
+        assert!(!probe(owner.io()).is_sync());
+        assert!(!probe(owner.io().relaxed()).is_sync());
+        // Real MMIO stays shareable.
+        assert!(probe(owner.io().0.relaxed()).is_sync());
+    }
 
     #[test]
     fn raw_checks_size() {
