@@ -42,6 +42,15 @@
 //! are published with compare-and-swap, so two threads racing to create the same table agree
 //! on one and the loser frees its own (tested under Miri with threads).
 //!
+//! # In the Linux kernel
+//!
+//! With the `kernel` feature (built inside a Linux tree by `cargo xtask kernel-build`), the
+//! `kernel` module's `DmaTableAlloc` puts the tables in memory mapped with the DMA API for
+//! the GPU's `struct device`: descriptors hold DMA addresses, and a walker that does not snoop
+//! the CPU caches gets a `dma_sync_single_for_device` after every batch of writes. A page
+//! table whose configuration is not `coherent_walk` refuses an allocator that cannot make
+//! writes visible to such a walker ([`TableAlloc::syncs_for_device`]).
+//!
 //! # Performance
 //!
 //! `cargo bench -p gpukit-io-pgtable --bench vs_aarch64_paging` runs both crates side by side

@@ -15,7 +15,11 @@
 //! - [`job`]: [`PreparedJob`] (fallible, allocating) and [`Committed`];
 //! - [`queue`]: the [`Queue`], the driver's [`Backend`], timeouts and teardown;
 //! - [`exec`], [`time`]: the executor and clock seams (no threads of its own);
-//! - `host` (feature `std`): host fences, allocator, clock and a deterministic executor.
+//! - `host` (feature `std`): host fences, allocator, clock and a deterministic executor;
+//! - `kernel` (feature `kernel`, built inside a Linux tree by `cargo xtask kernel-build`):
+//!   fences that are the kernel's `struct dma_fence` (one fence context per queue, signalling
+//!   safe in hard-IRQ context), and a runner that drives the queue from a work item inside
+//!   `dma_fence` signalling sections, with a high-resolution timer for timeouts.
 //!
 //! # Examples
 //!
