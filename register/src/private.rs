@@ -17,12 +17,14 @@ use bounded::{Bounded, Integer};
 
 /// Lossless conversion into the `Bounded` type of a field: what `with_x`/`set_x` take.
 ///
-/// Implemented for every primitive integer, `bool` and the field's own `Bounded` type, each
-/// where the conversion cannot lose bits. An integer literal that fits no primitive losslessly
-/// convertible (a 4-bit field has none) gets the message below.
+/// Implemented for the unsigned primitive integers, `bool` and the field's own `Bounded` type,
+/// each where the conversion cannot lose bits. An integer literal gets a type only if exactly one
+/// primitive converts (8 to 15-bit fields: `u8`); otherwise (narrower fields, which no primitive
+/// fits, and wider ones, which several fit) it falls back to `i32` and gets the message below.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not known to fit in this field (`{B}`)",
     label = "this value may not fit in the field",
+    note = "an integer literal without a suffix is an `i32` here: either no unsigned integer type, or several, convert losslessly into the field",
     note = "for a constant, write `.with_const_FIELD::<VALUE>()` (checked at build time); for a value known only at run time, `.try_with_FIELD(value)` (or `.try_set_FIELD(value)`), which returns `Err(Error::ValueTooWide)` if it does not fit"
 )]
 pub trait IntoField<B> {
@@ -53,7 +55,10 @@ macro_rules! into_field {
     };
 }
 
-into_field!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize bool);
+// Only unsigned sources: storage types are unsigned, so no signed value ever converts losslessly;
+// leaving the signed types out makes an integer literal that matches no impl (it falls back to
+// `i32`) report the message of `IntoField` rather than one about signed widths.
+into_field!(u8 u16 u32 u64 u128 usize bool);
 
 /// Fallible conversion into the `Bounded` type of a field, named by that type alone (so that
 /// a bound on it needs no constant expression).
@@ -71,6 +76,21 @@ where
     fn try_into_field(self) -> Option<Bounded<S, N>> {
         self.try_into_bounded()
     }
+}
+
+/// The `Debug` of a register: its name, the raw value in hexadecimal, then each field.
+pub fn debug_register(
+    f: &mut core::fmt::Formatter<'_>,
+    name: &str,
+    raw: &dyn core::fmt::LowerHex,
+    fields: &[(&str, &dyn core::fmt::Debug)],
+) -> core::fmt::Result {
+    let mut d = f.debug_struct(name);
+    d.field("<raw>", &format_args!("{raw:#x}"));
+    for (field, value) in fields {
+        d.field(field, value);
+    }
+    d.finish()
 }
 
 /// Width of field `hi:lo`; 1 for an invalid field, whose error is reported separately.

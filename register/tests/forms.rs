@@ -296,3 +296,54 @@ fn runtime_index_out_of_range_panics_in_infallible_accessor() {
     let idx = std::hint::black_box(16);
     let _ = SCRATCH::read(&&io, idx);
 }
+
+register::bounded_enum! {
+    /// Every 2-bit value named.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Power: Bounded<u16, 2> => {
+        Off = 0,
+        Starting = 1,
+        On = 2,
+        Stopping = 3,
+    }
+
+    /// Some 4-bit values named.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Speed: Bounded<u16, 4> ?=> {
+        Slow = 0x1,
+        Fast = 0xa,
+    }
+}
+
+register! {
+    /// Enum fields declared with `bounded_enum!`.
+    pub CORE(u16) @ 0x50 {
+        11:8 speed ?=> Speed;
+        1:0 power => Power;
+    }
+}
+
+#[test]
+fn bounded_enum_fields() {
+    let io = MemRegion::<0x100>::new();
+    io.write_reg(
+        CORE::zeroed()
+            .with_power(Power::Stopping)
+            .with_speed(Speed::Fast),
+    );
+    assert_eq!(io.read16(0x50), 0x0a03);
+    let core = io.read(CORE);
+    assert_eq!(core.power(), Power::Stopping);
+    assert_eq!(core.speed(), Ok(Speed::Fast));
+    assert_eq!(
+        format!("{core:?}"),
+        "CORE { <raw>: 0xa03, speed: Ok(Fast), power: Stopping }"
+    );
+    let bad = CORE::from_raw(0x0200);
+    assert_eq!(bad.speed(), Err(register::UnknownValue(2)));
+    assert_eq!(register::UnknownValue(2u16).to_errno(), -22);
+    for (raw, power) in [(0, Power::Off), (1, Power::Starting), (2, Power::On)] {
+        assert_eq!(CORE::from_raw(raw).power(), power);
+    }
+    assert_eq!(Bounded::<u16, 4>::from(Speed::Slow).get(), 1);
+}

@@ -46,23 +46,50 @@
 /// - `read`, `write`, `update` in the style of the first kernel series (`REG::read(&io)`,
 ///   `v.write(&io)`, `REG::update(&io, f)`; relative registers take `&base` after `io`, arrays an
 ///   index), and for arrays `try_read`, `try_write`, `try_update` returning
-///   [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange) (`EINVAL`) for a bad index;
+///   [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange) (`EINVAL`) for a bad index. As in
+///   that series, `io` is anything that dereferences to the I/O region (the kernel passed its
+///   `Devres` guard of a PCI BAR): with a region `bar` at hand, write `REG::read(&&bar)`, or keep
+///   a reference `let bar = &region;` and write `REG::read(&bar)`;
 /// - per field `x`: constants `X_RANGE`, `X_MASK`, `X_SHIFT`; the getter `x()`; the setters
-///   `with_x(v)` and `set_x(v)` taking anything that converts losslessly into the field's
-///   `Bounded` (or the converted type); for unconverted fields also `with_const_x::<V>()`
-///   (checked at build time, `const`), and `try_with_x(v)`/`try_set_x(v)` taking any integer
-///   and returning [`Error::ValueTooWide`](crate::Error::ValueTooWide) (`EOVERFLOW`) if it does
-///   not fit.
+///   `with_x(v)` and `set_x(v)` (the first-series name; both return the new value and leave
+///   `self` unchanged); for unconverted fields also `with_const_x::<V>()` (checked at build time,
+///   `const`), and `try_with_x(v)`/`try_set_x(v)` taking any integer and returning
+///   [`Error::ValueTooWide`](crate::Error::ValueTooWide) (`EOVERFLOW`) if it does not fit.
+///
+/// Every accessor that returns a value is `#[must_use]`: `reg.set_x(v);` as a statement warns
+/// (`unused_must_use`), since it changes nothing (write `reg = reg.set_x(v);`).
 ///
 /// Field names must not start with `with_`, `set_`, `try_`, `__`, and must not be one of the
-/// names of the generated functions above.
+/// names of the generated functions above. Fields converted to an enum (`=> Enum`, `?=> Enum`)
+/// need `From`/`TryFrom` conversions with the field's `Bounded` type: declare the enum with
+/// [`bounded_enum!`](crate::bounded_enum!) to get them.
+///
+/// # Setter arguments
+///
+/// `with_x(v)`/`set_x(v)` of a plain field take the field's `Bounded<S, W>`, or a `bool` or
+/// unsigned integer whose every value fits in `W` bits (`u8` for fields of 8 bits or more, `u16`
+/// for 16 bits or more, ...). An unsuffixed integer literal gets its type from the field only
+/// where exactly one such integer exists (fields of 8 to 15 bits: `u8`). Elsewhere, and for any
+/// value that may not fit, the compiler rejects the call with a message that names the two
+/// spellings which check the value: `with_const_x::<V>()` for a constant (a build error if it
+/// does not fit) and `try_with_x(v)` for a value known only at run time
+/// (`tests/ui/fail/setter_literal_needs_const.rs`).
 ///
 /// # Build-time checks
 ///
-/// A field with `lo > hi`, a field past the width of the storage, two overlapping fields, an
-/// alias of an out-of-range array element, an array whose stride is smaller than its storage, a
-/// constant too wide for its field in `with_const_x`, and a register that does not fit in a
-/// region of known size, all fail to build.
+/// Evaluated where the register is declared, so reported by `cargo check` (and an editor), at
+/// the declaration, with a message naming the register and the field:
+///
+/// - a field with `lo > hi`, a field past the width of the storage, two overlapping fields;
+/// - an offset (from the base, for relative registers) that is not a multiple of the storage's
+///   size, an empty array, an array stride smaller than the storage or not a multiple of it;
+/// - an alias of an out-of-range array element.
+///
+/// Checked where the register is used, so reported by `cargo build` only (they depend on the
+/// caller's generic arguments): a constant too wide for its field in `with_const_x::<V>()` (the
+/// message names register and field, a note points at the call), a constant index out of range
+/// in `at_const::<I>()`, and a register that does not fit in the build-time size of the region
+/// it is accessed through (the message names the register).
 ///
 /// # Examples
 ///
@@ -321,16 +348,18 @@ macro_rules! register {
 
             impl ::core::fmt::Debug for $name {
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                    f.debug_struct(::core::stringify!($name))
-                        .field("<raw>", &::core::format_args!("{:#x}", self.inner))
-                        $(.field(
+                    $crate::__private::debug_register(
+                        f,
+                        ::core::stringify!($name),
+                        &self.inner,
+                        &[$((
                             ::core::stringify!($field),
                             &$crate::__register_field!(
                                 @debug self $field [<$field:upper _MASK>] [<$field:upper _SHIFT>]
                                 ($(?=> $try_ty)? $(=> $into_ty)?)
                             ),
-                        ))*
-                        .finish()
+                        )),*],
+                    )
                 }
             }
 
