@@ -392,3 +392,22 @@ pub const fn check_enum(name: &str, width: u32, values: &[u64], total: bool) {
         panic!("{}", m.as_str());
     }
 }
+
+/// Checks the constant index `index` of an element of array `reg` of `size` elements.
+///
+/// # Panics
+///
+/// At build time (`at_const` calls it in a constant), with a message naming the array.
+pub const fn check_const_index(reg: &str, index: usize, size: usize) {
+    if index >= size {
+        let m = Msg::new()
+            .s("register array `")
+            .s(reg)
+            .s("`: constant index ")
+            .n(index as u64, false)
+            .s(" is out of range (")
+            .n(size as u64, false)
+            .s(" elements)");
+        panic!("{}", m.as_str());
+    }
+}

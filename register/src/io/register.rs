@@ -574,7 +574,7 @@ impl<R: RegisterArray> RegisterArrayLoc<R> {
     /// Returns the location of element `IDX`, checked at build time.
     #[inline(always)]
     pub const fn new_const<const IDX: usize>() -> Self {
-        const { assert!(IDX < R::SIZE, "register array index out of range") };
+        const { crate::__private::check_const_index(R::NAME, IDX, R::SIZE) };
         // INVARIANT: Checked above.
         Self(IDX, PhantomData)
     }
@@ -689,7 +689,7 @@ where
     /// Returns the location of element `IDX`, checked at build time.
     #[inline(always)]
     pub const fn at_const<const IDX: usize>(self) -> RelativeRegisterArrayLoc<R, B> {
-        const { assert!(IDX < R::SIZE, "register array index out of range") };
+        const { crate::__private::check_const_index(R::NAME, IDX, R::SIZE) };
         // INVARIANT: Checked above.
         RelativeRegisterArrayLoc(IDX, PhantomData, PhantomData)
     }
