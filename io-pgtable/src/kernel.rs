@@ -394,3 +394,5 @@ impl PinnedDrop for DmaTableAlloc {
 }
 
 mod kunit;
+#[cfg(CONFIG_GPUKIT_VS_C)]
+mod vs_c;
