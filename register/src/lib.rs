@@ -55,11 +55,11 @@
 //!
 //! | input | `cargo check` of the crate alone |
 //! | --- | --- |
-//! | 500 registers, `register!` | 11.87 s |
-//! | same layout, `bitbybit` 2.0.1 | 7.28 s |
-//! | ratio `register!` / `bitbybit` | 1.63 (before this version: 4.08, 25.56 s against 6.27 s) |
-//! | Linux 7.2 Tyr `regs.rs` (101 registers) | 1.05 s |
-//! | Linux 7.2 nova-core `regs.rs` (69 registers) | 0.55 s |
+//! | 500 registers, `register!` | 12.98 s |
+//! | same layout, `bitbybit` 2.0.1 | 7.38 s |
+//! | ratio `register!` / `bitbybit` | 1.76 (an earlier run of the same code: 1.63, 11.87 s against 7.28 s; before this version: 4.08, 25.56 s against 6.27 s) |
+//! | Linux 7.2 Tyr `regs.rs` (101 registers) | 1.15 s |
+//! | Linux 7.2 nova-core `regs.rs` (69 registers) | 0.75 s |
 //!
 //! `register!` is still slower to check than `bitbybit` on the synthetic file. Where the time
 //! goes, from `cargo +nightly rustc -- -Z time-passes` on the same layout with 100 registers
