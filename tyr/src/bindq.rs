@@ -127,8 +127,20 @@ pub const BIND_CONFIG: QueueConfig = QueueConfig::new(JOB_SLOTS as u32).with_tim
 
 impl<B: Backend> DevInner<B> {
     /// The bind queue of the VM with key `key`, created on first use.
-    fn bind_queue(self: &Arc<Self>, key: u64) -> Result<Arc<Mutex<BindQueue<B>>>> {
+    ///
+    /// `live` tells, under the lock of the queue map, whether the VM still belongs to its file.
+    /// A VM is removed from its file before its queue is dropped (`release_vm`, which takes
+    /// that lock too), so a queue is never created for a VM already destroyed: it would stay
+    /// behind with its binds, and the VM's page tables with it. [`Error::Invalid`] then.
+    fn bind_queue(
+        self: &Arc<Self>,
+        key: u64,
+        live: impl FnOnce() -> bool,
+    ) -> Result<Arc<Mutex<BindQueue<B>>>> {
         let mut map = lock(&self.sched.binds);
+        if !live() {
+            return Err(Error::Invalid);
+        }
         if let Some(q) = map.get(&key) {
             return Ok(q.clone());
         }
@@ -178,7 +190,11 @@ pub(crate) fn vm_bind_async<B: Backend>(
 ) -> DrmResult<u32> {
     let vm = file.inner().vm(args.vm_id)?;
     let key = lock(&vm).key();
-    let queue = dev.shared().bind_queue(key)?;
+    let queue = dev.shared().bind_queue(key, || {
+        lock(&file.inner().vms)
+            .get(&args.vm_id)
+            .is_some_and(|v| Arc::ptr_eq(v, &vm))
+    })?;
     // Refuse what cannot fit before setting any memory aside (checked again at commit).
     {
         let q = lock(&queue);

@@ -258,14 +258,39 @@ impl<B: Backend> BoBacking for BoRef<B> {
 
 /// Per-file data: the file's VMs and groups.
 pub struct TyrFile<B: Backend> {
-    vms: Mutex<BTreeMap<u32, Arc<Mutex<TyrVm<B>>>>>,
+    pub(crate) vms: Mutex<BTreeMap<u32, Arc<Mutex<TyrVm<B>>>>>,
     groups: Mutex<BTreeMap<u32, Arc<crate::sched::Group<B>>>>,
+    /// Queues of the file's groups (created or being created), at most
+    /// [`MAX_QUEUES_PER_FILE`].
+    queues: core::sync::atomic::AtomicUsize,
 }
 
 /// Groups per file.
 pub const MAX_GROUPS_PER_FILE: u32 = 128;
 
+/// Queues per file, over all its groups: a sixth of the device's 768 queue interfaces, so that
+/// one client cannot take the interfaces every other client needs (`EBUSY` beyond).
+pub const MAX_QUEUES_PER_FILE: usize = 128;
+
 impl<B: Backend> TyrFile<B> {
+    /// Counts `n` more queues against the file's budget; [`Error::Busy`] if it would be
+    /// exceeded.
+    pub(crate) fn reserve_queues(&self, n: usize) -> Result<()> {
+        use core::sync::atomic::Ordering::AcqRel;
+        self.queues
+            .fetch_update(AcqRel, core::sync::atomic::Ordering::Acquire, |q| {
+                q.checked_add(n).filter(|t| *t <= MAX_QUEUES_PER_FILE)
+            })
+            .map(|_| ())
+            .map_err(|_| Error::Busy)
+    }
+
+    /// Gives back `n` queues of the file's budget.
+    pub(crate) fn release_queues(&self, n: usize) {
+        self.queues
+            .fetch_sub(n, core::sync::atomic::Ordering::AcqRel);
+    }
+
     /// Registers a group under the lowest free handle (from 1).
     pub(crate) fn insert_group(&self, g: Arc<crate::sched::Group<B>>) -> Result<u32> {
         let mut groups = lock(&self.groups);
@@ -276,9 +301,11 @@ impl<B: Backend> TyrFile<B> {
         Ok(h)
     }
 
-    /// Removes a group from the file.
+    /// Removes a group from the file (giving its queues back to the file's budget).
     pub(crate) fn remove_group(&self, handle: u32) -> Option<Arc<crate::sched::Group<B>>> {
-        lock(&self.groups).remove(&handle)
+        let g = lock(&self.groups).remove(&handle)?;
+        self.release_queues(g.queues.len());
+        Some(g)
     }
 
     /// The group `handle`.
@@ -304,6 +331,7 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
         Ok(TyrFile {
             vms: Mutex::new(BTreeMap::new()),
             groups: Mutex::new(BTreeMap::new()),
+            queues: core::sync::atomic::AtomicUsize::new(0),
         })
     }
 

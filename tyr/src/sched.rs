@@ -619,6 +619,16 @@ impl<B: Backend> Sched<B> {
     pub fn group_list(&self) -> Vec<Arc<Group<B>>> {
         lock(&self.groups).values().cloned().collect()
     }
+
+    /// Number of queue-interface slots in use (by live groups).
+    pub fn ifaces_in_use(&self) -> usize {
+        lock(&self.iface_free).iter().filter(|f| !**f).count()
+    }
+
+    /// Number of bind queues (one per VM that has had an asynchronous bind and still exists).
+    pub fn bind_queue_count(&self) -> usize {
+        lock(&self.binds).len()
+    }
 }
 
 /// Interrupt masks the driver runs with: every job interrupt, MMU page faults.

@@ -213,6 +213,23 @@ impl<B: Backend> DevInner<B> {
         vm: Arc<Mutex<crate::driver::TyrVm<B>>>,
         qargs: &[uapi::QueueCreate],
     ) -> Result<u32> {
+        // The file's share of the queue interfaces, given back on every failure below and by
+        // `remove_group` once the group is published.
+        file.inner().reserve_queues(qargs.len())?;
+        let r = self.create_group_reserved(dev, file, vm, qargs);
+        if r.is_err() {
+            file.inner().release_queues(qargs.len());
+        }
+        r
+    }
+
+    fn create_group_reserved(
+        self: &Arc<Self>,
+        dev: &TyrDevice<B>,
+        file: &File<B>,
+        vm: Arc<Mutex<crate::driver::TyrVm<B>>>,
+        qargs: &[uapi::QueueCreate],
+    ) -> Result<u32> {
         let rings: Vec<u32> = qargs.iter().map(|q| q.ringbuf_size).collect();
         let size = sched::group_mem_size(&rings);
         let mut vmg = lock(&vm);
@@ -308,15 +325,14 @@ impl<B: Backend> DevInner<B> {
             iface_slots,
             teardown: Mutex::new(()),
         });
-        let handle = file.inner().insert_group(group.clone());
-        match handle {
-            Ok(h) => {
-                lock(&self.sched.groups).insert(key, group);
-                Ok(h)
-            }
+        // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
+        // with this call can only find a group that its teardown removes everywhere.
+        lock(&self.sched.groups).insert(key, group.clone());
+        match file.inner().insert_group(group.clone()) {
+            Ok(h) => Ok(h),
             Err(e) => {
-                self.sched.free_iface(&group.iface_slots);
-                self.unmap_group_mem(&group.vm, va, size);
+                // Never visible to userspace: tear it down like a destroyed group.
+                self.destroy_group(&group);
                 Err(e)
             }
         }

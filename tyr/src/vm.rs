@@ -21,7 +21,7 @@
 //! A failure in steps 1 to 3 drops the plan, which leaves the VM exactly as it was.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use gpuvm::{
     BoSlot, CommitOps, GemObject, Gpuvm, Mapping, Op, OpEntry, OpMap, OpMapped, OpRemap,
@@ -147,14 +147,27 @@ impl<O> VmSlots<O> for VecSlots {
 /// Page-table memory: pages from DMA memory, handed out from a pool filled beforehand.
 ///
 /// Free pages of the pool are linked through their first word; a page leaves the pool zeroed.
+/// The list is changed only with `lock` held, so page tables updated from several threads at
+/// once (disjoint ranges, see `map_pages_shared`) never get the same page.
 ///
 /// # Invariants
 ///
-/// Every page in the pool is a live `alloc_page` page of `dma`, zero except for its first word.
+/// Every page in the pool is a live `alloc_page` page of `dma`, zero except for its first word;
+/// `head` and the links are only changed with `lock` held.
 pub struct PtMem<D: DmaMemory> {
     dma: D,
+    lock: AtomicBool,
     head: AtomicU64,
     len: AtomicUsize,
+}
+
+/// Holds the pool's lock.
+struct PoolGuard<'a>(&'a AtomicBool);
+
+impl Drop for PoolGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl<D: DmaMemory> PtMem<D> {
@@ -162,9 +175,21 @@ impl<D: DmaMemory> PtMem<D> {
     pub fn new(dma: D) -> Self {
         PtMem {
             dma,
+            lock: AtomicBool::new(false),
             head: AtomicU64::new(0),
             len: AtomicUsize::new(0),
         }
+    }
+
+    fn lock(&self) -> PoolGuard<'_> {
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            core::hint::spin_loop();
+        }
+        PoolGuard(&self.lock)
     }
 
     /// Number of pages in the pool.
@@ -185,6 +210,7 @@ impl<D: DmaMemory> PtMem<D> {
                 unsafe { self.dma.free_page(page) };
                 return Err(Error::NoMemory);
             };
+            let _guard = self.lock();
             // SAFETY: `word` points into the live page just allocated (`DmaMemory` contract).
             unsafe { word.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
             self.head.store(page, Ordering::Relaxed);
@@ -194,6 +220,7 @@ impl<D: DmaMemory> PtMem<D> {
     }
 
     fn pop(&self) -> Option<u64> {
+        let _guard = self.lock();
         let page = self.head.load(Ordering::Relaxed);
         if page == 0 {
             return None;
@@ -242,6 +269,7 @@ impl<D: DmaMemory> PtMem<D> {
             unsafe { self.dma.free_page(page) };
             return;
         };
+        let _guard = self.lock();
         // SAFETY: As above.
         unsafe { first.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
         self.head.store(page, Ordering::Relaxed);
@@ -935,5 +963,52 @@ mod tests {
         // Crossing a 1G boundary.
         assert_eq!(tables_for((1 << 30) - 0x1000, 0x2000, 0x1000), 1 + 2 + 2);
         assert_eq!(tables_for(0, 0, 0), 0);
+    }
+
+    /// Issue 20, defect 6: two threads taking tables from one pool at once (what
+    /// `map_pages_shared` on disjoint ranges does) never get the same page.
+    #[cfg(feature = "host")]
+    #[test]
+    fn pool_hands_each_page_out_once_under_concurrency() {
+        use crate::host::SimDma;
+        use crate::sim::{MemConfig, SimMemory};
+        use std::sync::Arc;
+
+        let rounds = if cfg!(miri) { 2 } else { 300 };
+        let per_thread = if cfg!(miri) { 4 } else { 64 };
+        let pool = PtMem::new(SimDma(Arc::new(SimMemory::new(MemConfig::default()))));
+        for _ in 0..rounds {
+            pool.reserve(2 * per_thread).unwrap();
+            let barrier = std::sync::Barrier::new(2);
+            let take = || {
+                barrier.wait();
+                (0..per_thread)
+                    .map(|_| pool.alloc_table(4096).unwrap().dev)
+                    .collect::<std::vec::Vec<u64>>()
+            };
+            let (a, b) = std::thread::scope(|s| {
+                let a = s.spawn(take);
+                let b = s.spawn(take);
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            let mut all: std::vec::Vec<u64> = a.iter().chain(&b).copied().collect();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), 2 * per_thread, "a page was handed out twice");
+            assert_eq!(pool.pooled(), 0);
+            for page in all {
+                // SAFETY: The page came from the pool and is not used.
+                unsafe {
+                    pool.free_table(
+                        TableMem {
+                            cpu: NonNull::dangling(),
+                            dev: page,
+                        },
+                        4096,
+                    )
+                };
+            }
+            pool.drain();
+        }
     }
 }

@@ -29,9 +29,10 @@
 //!
 //! The storage of a frame is an array of [`AtomicU64`]: every byte of it sits inside an
 //! `UnsafeCell`, so the memory may be written through any pointer derived from it while
-//! shared references to it exist. Blocks are kept as `Arc<[Frame]>`, whose heap data has a
-//! stable address and is never reached through a unique (`&mut` or `Box`) reference after
-//! creation, so handing out raw pointers into it does not conflict with the simulator's own
+//! shared references to it exist. Blocks are kept as a `Block`, a zeroed heap allocation
+//! obtained with `alloc_zeroed` (so that an allocation larger than the host can give fails with
+//! [`SimError::OutOfMemory`] instead of aborting, and untouched pages cost nothing), whose data
+//! has a stable address and is never reached through a unique (`&mut` or `Box`) reference, so handing out raw pointers into it does not conflict with the simulator's own
 //! accesses. The simulator only ever touches the memory with atomic operations; a user of a
 //! pointer from [`SimMemory::host_ptr`] must not race with simulator accesses through
 //! non-atomic writes, and must stop using the pointer when the allocation is freed (both
@@ -53,11 +54,12 @@
 //! # Ok::<(), tyr::sim::SimError>(())
 //! ```
 
+use core::alloc::Layout;
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::SimError;
 
@@ -132,9 +134,55 @@ impl Default for MemConfig {
 #[repr(C, align(4096))]
 struct Frame([AtomicU64; WORDS_PER_PAGE]);
 
-impl Frame {
-    fn zeroed() -> Self {
-        Frame([const { AtomicU64::new(0) }; WORDS_PER_PAGE])
+/// The frames of one allocation: zeroed heap memory owned through a raw pointer.
+///
+/// # Invariants
+///
+/// `ptr` is an allocation of the global allocator with layout `Layout::array::<Frame>(len)`,
+/// `len > 0`, zero-initialised (a valid `[Frame]`: atomics of value 0) and only ever accessed
+/// through shared references.
+struct Block {
+    ptr: NonNull<Frame>,
+    len: usize,
+}
+
+// SAFETY: `Block` owns its frames, which are atomics (`Send + Sync`).
+unsafe impl Send for Block {}
+// SAFETY: Shared access only reads through `&[Frame]`, whose words are atomics.
+unsafe impl Sync for Block {}
+
+impl Block {
+    /// `pages` zeroed frames; [`SimError::OutOfMemory`] if the host cannot provide them.
+    fn zeroed(pages: usize) -> Result<Self, SimError> {
+        let layout = Layout::array::<Frame>(pages).map_err(|_| SimError::OutOfMemory)?;
+        if pages == 0 {
+            return Err(SimError::InvalidSize);
+        }
+        // SAFETY: The layout has a non-zero size (`pages > 0`, frames are 4 KiB).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw.cast::<Frame>()).ok_or(SimError::OutOfMemory)?;
+        // INVARIANT: Allocated with that layout, zeroed, `len > 0`.
+        Ok(Block { ptr, len: pages })
+    }
+}
+
+impl core::ops::Deref for Block {
+    type Target = [Frame];
+
+    fn deref(&self) -> &[Frame] {
+        // SAFETY: `ptr` holds `len` initialised frames for as long as `self` lives, accessed only
+        // through shared references (type invariant).
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // The layout was valid when the block was made, so it still is.
+        if let Ok(layout) = Layout::array::<Frame>(self.len) {
+            // SAFETY: `ptr` was allocated with this layout (type invariant) and is not used after.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+        }
     }
 }
 
@@ -145,7 +193,7 @@ impl Frame {
 /// Blocks are disjoint, page aligned and lie inside `[base, end)`; `used_pages` is the sum of
 /// their lengths in pages.
 struct Inner {
-    blocks: BTreeMap<u64, Arc<[Frame]>>,
+    blocks: BTreeMap<u64, Block>,
     cursor: u64,
     used_pages: usize,
     page_limit: Option<usize>,
@@ -220,7 +268,7 @@ impl SimMemory {
             .find_free(&inner, inner.cursor, size)
             .or_else(|| self.find_free(&inner, self.base, size))
             .ok_or(SimError::OutOfMemory)?;
-        let frames: Arc<[Frame]> = (0..pages).map(|_| Frame::zeroed()).collect();
+        let frames = Block::zeroed(pages)?;
         inner.blocks.insert(start, frames);
         inner.used_pages += pages;
         inner.allocations += 1;

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Regression tests of issue 20 on the simulated G610: create/destroy races, per-file budgets
+//! of device-wide pools, memory exhaustion. Every test counts what is left once clients close.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use drm_ctx::{device, drm::Registration, types::ARef};
+use tyr::driver::{self, TyrDriver};
+use tyr::host::HostBackend;
+use tyr::sim::Config;
+use tyr::uapi::*;
+use tyr::umd::Umd;
+
+type Drv = TyrDriver<HostBackend>;
+
+const EBUSY: i32 = -16;
+const ENOMEM: i32 = -12;
+/// Rounds of the races (each is a few milliseconds natively).
+const ROUNDS: usize = if cfg!(miri) { 2 } else { 200 };
+
+struct Rig {
+    reg: Registration<Drv>,
+    _parent: ARef<device::Device>,
+}
+
+fn rig() -> Rig {
+    let parent = device::Device::new("mali").unwrap();
+    let reg = driver::probe(&parent, HostBackend::new(Config::g610())).unwrap();
+    Rig {
+        reg,
+        _parent: parent,
+    }
+}
+
+fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Defect 2: a GROUP_DESTROY that finds the handle while GROUP_CREATE is still running leaves
+/// no group behind in the scheduler (nor its queue interfaces).
+#[test]
+#[cfg_attr(miri, ignore = "a race repeated hundreds of times")]
+fn group_create_racing_group_destroy_leaks_nothing() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    for _ in 0..ROUNDS {
+        let start = Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                let _ = umd.group_create(vm, &[0x1000]);
+            });
+            s.spawn(|| {
+                start.wait();
+                let t0 = Instant::now();
+                // Destroys handle 1 as soon as it exists.
+                while umd.group_destroy(1).is_err() && t0.elapsed() < Duration::from_secs(2) {
+                    std::hint::spin_loop();
+                }
+            });
+        });
+        let _ = umd.group_destroy(1);
+        assert_eq!(dev.sched.group_list().len(), 0, "a destroyed group stayed");
+        assert_eq!(dev.sched.ifaces_in_use(), 0);
+    }
+}
+
+/// Defect 2, deterministically: while the scheduler cannot take the group (its table is locked
+/// here), the group's handle is not visible in the file, so no GROUP_DESTROY can find it.
+#[test]
+#[cfg_attr(miri, ignore = "waits on real time for a blocked thread")]
+fn group_handle_is_published_after_the_scheduler_has_the_group() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let file = umd.client().file();
+    std::thread::scope(|s| {
+        let held = dev.sched.groups.lock().unwrap();
+        let creator = s.spawn(|| umd.group_create(vm, &[0x1000]));
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(500) {
+            assert!(
+                file.inner().group(1).is_none(),
+                "handle published before the scheduler registered the group"
+            );
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert_eq!(creator.join().unwrap().unwrap(), 1);
+    });
+    assert_eq!(dev.sched.group_list().len(), 1);
+    umd.group_destroy(1).unwrap();
+    assert_eq!(dev.sched.group_list().len(), 0);
+}
+
+/// Defect 3 (queue interfaces): one client cannot take every queue interface of the device;
+/// beyond its own budget it gets EBUSY and another client still creates groups.
+#[test]
+#[cfg_attr(miri, ignore = "creates a hundred groups")]
+fn one_client_cannot_take_every_queue_interface() {
+    let r = rig();
+    let dev = r.reg.device();
+    let greedy = Umd::open(dev).unwrap();
+    let vm = greedy.vm_create().unwrap();
+    let mut made = 0;
+    let err = loop {
+        match greedy.group_create(vm, &[0x1000; 8]) {
+            Ok(_) => made += 1,
+            Err(e) => break e.to_errno(),
+        }
+        assert!(made <= 96, "no limit before the device ran out");
+    };
+    assert_eq!(err, EBUSY);
+    assert_eq!(made * 8, driver::MAX_QUEUES_PER_FILE);
+    let other = Umd::open(dev).unwrap();
+    let vm2 = other.vm_create().unwrap();
+    other.group_create(vm2, &[0x1000; 8]).unwrap();
+    // Destroying a group gives its queues back to the budget.
+    greedy.group_destroy(1).unwrap();
+    greedy.group_create(vm, &[0x1000; 8]).unwrap();
+    drop(greedy);
+    drop(other);
+    assert_eq!(dev.sched.group_list().len(), 0);
+    assert_eq!(dev.sched.ifaces_in_use(), 0);
+}
+
+/// Defect 4: a BO larger than the host can back (512 GiB, under the 1 TiB limit) fails with
+/// ENOMEM, or succeeds where the host overcommits; the process never aborts.
+#[test]
+#[cfg_attr(miri, ignore = "Miri cannot allocate or fail 512 GiB")]
+fn huge_bo_create_is_enomem_not_an_abort() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let before = r.reg.device().backend.gpu().memory().live_allocations();
+    match umd.bo_create(512 << 30) {
+        Ok(bo) => {
+            let mut c = drm_ctx::drm::ioctl::DrmGemClose {
+                handle: bo.handle,
+                ..Default::default()
+            };
+            umd.ioctl(drm_ctx::drm::ioctl::DRM_IOCTL_GEM_CLOSE, &mut c)
+                .unwrap();
+            drop(bo);
+        }
+        Err(e) => assert_eq!(e.to_errno(), ENOMEM),
+    }
+    assert_eq!(
+        r.reg.device().backend.gpu().memory().live_allocations(),
+        before
+    );
+    // The device still works.
+    umd.bo_create(4096).unwrap();
+}
+
+/// Defect 5: an asynchronous VM_BIND racing VM_DESTROY of its VM leaves no bind queue behind.
+#[test]
+#[cfg_attr(miri, ignore = "a race repeated hundreds of times")]
+fn async_bind_racing_vm_destroy_leaves_no_bind_queue() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let bo = umd.bo_create(0x1000).unwrap();
+    for _ in 0..ROUNDS {
+        let vm = umd.vm_create().unwrap();
+        let op = VmBindOp {
+            flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+            bo_handle: bo.handle,
+            bo_offset: 0,
+            va: 0x100_0000,
+            size: 0x1000,
+            syncs: ObjArray::default(),
+        };
+        let start = Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                let _ = umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op]);
+            });
+            s.spawn(|| {
+                start.wait();
+                let mut d = VmDestroy { id: vm, pad: 0 };
+                assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+            });
+        });
+        assert_eq!(
+            dev.sched.bind_queue_count(),
+            0,
+            "a bind queue outlived its VM"
+        );
+    }
+}
