@@ -87,7 +87,7 @@ const CRATES: &[Vendored] = &[
         dir: "gpuvm",
         name: "gpuvm",
         externs: &[],
-        c_files: &[],
+        c_files: &["kernel/vs_c.c"],
         kunit_crate: true,
     },
     Vendored {

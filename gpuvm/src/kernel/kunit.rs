@@ -10,6 +10,13 @@
 
 use ::kernel::prelude::*;
 
+/// The prefix of the suite's kernel log lines (`pr_info!` and friends look for it here).
+#[cfg(CONFIG_GPUKIT_VS_C)]
+const __LOG_PREFIX: &[u8] = b"gpukit_gpuvm\0";
+
+#[cfg(CONFIG_GPUKIT_VS_C)]
+mod vs_c;
+
 #[kunit_tests(gpukit_gpuvm)]
 mod tests {
     use ::kernel::prelude::*;
