@@ -36,6 +36,8 @@ int gpukit_c_vm_map(struct gpukit_c_vm *vm, u64 addr, u64 range, u32 obj, u64 of
 int gpukit_c_vm_unmap(struct gpukit_c_vm *vm, u64 addr, u64 range,
 		      struct gpukit_c_gpuva_op *ops, u32 cap, u32 *n);
 void gpukit_c_vm_free(struct gpukit_c_vm *vm);
+int gpukit_c_vm_sm_map(struct gpukit_c_vm *vm, u64 addr, u64 range, u32 obj, u64 offset);
+int gpukit_c_vm_sm_unmap(struct gpukit_c_vm *vm, u64 addr, u64 range);
 
 #define GPUKIT_C_MAX_OBJS 16
 
@@ -69,8 +71,57 @@ static void gpukit_c_vm_free_cb(struct drm_gpuvm *gpuvm)
 	/* The VM is freed by gpukit_c_vm_free() once drm_gpuvm_put() returns. */
 }
 
+/*
+ * Immediate mode, for the timing pass: the driver callbacks apply each op to the tree as
+ * drm_gpuvm_sm_map() / drm_gpuvm_sm_unmap() produce it, allocating the new VAs (a C driver
+ * owns its struct drm_gpuva allocations).
+ */
+static int gpukit_c_step_map(struct drm_gpuva_op *op, void *priv)
+{
+	struct gpukit_c_vm *vm = priv;
+	struct drm_gpuva *va = kzalloc(sizeof(*va), GFP_KERNEL);
+
+	if (!va)
+		return -ENOMEM;
+	drm_gpuva_map(&vm->base, va, &op->map);
+	return 0;
+}
+
+static int gpukit_c_step_remap(struct drm_gpuva_op *op, void *priv)
+{
+	struct drm_gpuva *va = op->remap.unmap->va, *prev = NULL, *next = NULL;
+
+	if (op->remap.prev) {
+		prev = kzalloc(sizeof(*prev), GFP_KERNEL);
+		if (!prev)
+			return -ENOMEM;
+	}
+	if (op->remap.next) {
+		next = kzalloc(sizeof(*next), GFP_KERNEL);
+		if (!next) {
+			kfree(prev);
+			return -ENOMEM;
+		}
+	}
+	drm_gpuva_remap(prev, next, &op->remap);
+	kfree(va);
+	return 0;
+}
+
+static int gpukit_c_step_unmap(struct drm_gpuva_op *op, void *priv)
+{
+	struct drm_gpuva *va = op->unmap.va;
+
+	drm_gpuva_unmap(&op->unmap);
+	kfree(va);
+	return 0;
+}
+
 static const struct drm_gpuvm_ops gpukit_c_vm_ops = {
 	.vm_free = gpukit_c_vm_free_cb,
+	.sm_step_map = gpukit_c_step_map,
+	.sm_step_remap = gpukit_c_step_remap,
+	.sm_step_unmap = gpukit_c_step_unmap,
 };
 
 static u64 gpukit_c_obj_id(struct gpukit_c_vm *vm, struct drm_gem_object *obj)
@@ -259,6 +310,25 @@ int gpukit_c_vm_unmap(struct gpukit_c_vm *vm, u64 addr, u64 range,
 	ret = gpukit_c_apply(vm, ops, out, cap, n);
 	drm_gpuva_ops_free(&vm->base, ops);
 	return ret;
+}
+
+int gpukit_c_vm_sm_map(struct gpukit_c_vm *vm, u64 addr, u64 range, u32 obj, u64 offset)
+{
+	struct drm_gpuvm_map_req req = {
+		.map.va.addr = addr,
+		.map.va.range = range,
+		.map.gem.offset = offset,
+		.map.gem.obj = obj ? vm->objs[obj - 1] : NULL,
+	};
+
+	if (obj > vm->n_objs)
+		return -EINVAL;
+	return drm_gpuvm_sm_map(&vm->base, vm, &req);
+}
+
+int gpukit_c_vm_sm_unmap(struct gpukit_c_vm *vm, u64 addr, u64 range)
+{
+	return drm_gpuvm_sm_unmap(&vm->base, vm, addr, range);
 }
 
 void gpukit_c_vm_free(struct gpukit_c_vm *vm)

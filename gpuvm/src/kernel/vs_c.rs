@@ -18,6 +18,7 @@ mod tests {
     use core::ffi::c_void;
     use core::ptr::NonNull;
 
+    use ::kernel::alloc::VVec;
     use ::kernel::prelude::*;
     use gpuvm::{
         BoSlot, Error, GemObject, Gpuvm, IndexNode, Mapping, OpMap, OpMapped, OpRemap, OpRemapped,
@@ -66,6 +67,14 @@ mod tests {
             n: *mut u32,
         ) -> core::ffi::c_int;
         fn gpukit_c_vm_free(vm: *mut c_void);
+        fn gpukit_c_vm_sm_map(
+            vm: *mut c_void,
+            addr: u64,
+            range: u64,
+            obj: u32,
+            offset: u64,
+        ) -> core::ffi::c_int;
+        fn gpukit_c_vm_sm_unmap(vm: *mut c_void, addr: u64, range: u64) -> core::ffi::c_int;
     }
 
     const OBJS: u32 = 4;
@@ -311,6 +320,131 @@ mod tests {
             "differential: gpuvm: {steps} random requests ({ops} ops), seed {seed:#x}, identical\n"
         );
         assert!(ops > steps as usize);
+        Ok(())
+    }
+
+    /// Nanoseconds on the monotonic clock.
+    fn now_ns() -> i64 {
+        // SAFETY: Reads the monotonic clock.
+        unsafe { ::kernel::bindings::ktime_get() }
+    }
+
+    /// Applies every op at once (for building and measuring), counting nothing.
+    struct Apply;
+
+    impl SmOps<Bo, u32> for Apply {
+        type Error = Error;
+
+        fn sm_step_map<'op>(
+            &mut self,
+            op: OpMap<'op, Bo, u32>,
+        ) -> core::result::Result<OpMapped<'op>, Error> {
+            Ok(op.insert(0))
+        }
+
+        fn sm_step_unmap<'op>(
+            &mut self,
+            op: OpUnmap<'op, Bo, u32>,
+        ) -> core::result::Result<OpUnmapped<'op>, Error> {
+            Ok(op.remove().0)
+        }
+
+        fn sm_step_remap<'op>(
+            &mut self,
+            op: OpRemap<'op, Bo, u32>,
+        ) -> core::result::Result<OpRemapped<'op>, Error> {
+            Ok(op.remap(|old, _| *old).0)
+        }
+    }
+
+    /// Unmap + map of one random 4K mapping among `n` live ones, both implementations in
+    /// immediate mode (this crate's `sm_unmap`/`sm_map` on preallocated slots; C's
+    /// `drm_gpuvm_sm_unmap`/`drm_gpuvm_sm_map` with callbacks that allocate and free their
+    /// `struct drm_gpuva`s, as a C driver does). Returns ns per unmap + map for both.
+    fn unmap_map_at(n: usize, rounds: u32) -> Result<(u64, u64)> {
+        let slots = n + 8;
+        let mut vas = VVec::with_capacity(slots, GFP_KERNEL)?;
+        for _ in 0..slots {
+            vas.push(VaSlot::<u32>::new(), GFP_KERNEL)?;
+        }
+        let mut bos = KVec::with_capacity(8, GFP_KERNEL)?;
+        for _ in 0..8 {
+            bos.push(BoSlot::<Bo>::new(), GFP_KERNEL)?;
+        }
+        let needed = IndexNode::needed(slots);
+        let mut nodes = VVec::with_capacity(needed, GFP_KERNEL)?;
+        for _ in 0..needed {
+            nodes.push(IndexNode::new(), GFP_KERNEL)?;
+        }
+        let mut vm = Gpuvm::with_nodes(
+            VmConfig::new(0, 1 << 47),
+            &mut vas[..],
+            &mut bos[..],
+            &mut nodes[..],
+        )?;
+        // SAFETY: Returns NULL or a new C VM, owned by `CVm` from here on.
+        let c = NonNull::new(unsafe { gpukit_c_vm_new(0, 1 << 47, OBJS, 1 << 40) })
+            .map(CVm)
+            .ok_or(ENOMEM)?;
+        let bo = Bo(1);
+        // Mappings of 4K every 8K, all at offset 0 of one object: with gaps between them,
+        // nothing merges.
+        let addr = |i: u64| i * 2 * PAGE;
+        for i in 0..n as u64 {
+            if let Err(e) = vm.map(Mapping::new(addr(i), PAGE, &bo, 0), 0) {
+                pr_err!("gpuvm timing: map {i} of {n} failed: {e:?}\n");
+                return Err(e.into());
+            }
+            // SAFETY: `c` is live.
+            let r = unsafe { gpukit_c_vm_sm_map(c.0.as_ptr(), addr(i), PAGE, 1, 0) };
+            if r != 0 {
+                pr_err!("gpuvm timing: C map {i} of {n} failed: {r}\n");
+                return Err(ENOMEM);
+            }
+        }
+        let mut rng = Rng(0x5eed_0004 ^ n as u64);
+        let picks: KVec<u64> = {
+            let mut v = KVec::with_capacity(rounds as usize, GFP_KERNEL)?;
+            for _ in 0..rounds {
+                v.push(rng.below(n as u64), GFP_KERNEL)?;
+            }
+            v
+        };
+        let t0 = now_ns();
+        for &i in picks.iter() {
+            vm.sm_unmap(&mut Apply, addr(i), PAGE)?;
+            vm.sm_map(&mut Apply, Mapping::new(addr(i), PAGE, &bo, 0))?;
+        }
+        let t1 = now_ns();
+        for &i in picks.iter() {
+            // SAFETY: `c` is live.
+            let r = unsafe {
+                gpukit_c_vm_sm_unmap(c.0.as_ptr(), addr(i), PAGE)
+                    | gpukit_c_vm_sm_map(c.0.as_ptr(), addr(i), PAGE, 1, 0)
+            };
+            if r != 0 {
+                return Err(ENOMEM);
+            }
+        }
+        let t2 = now_ns();
+        if vm.len() != n {
+            return Err(EINVAL);
+        }
+        let per = |d: i64| (d.max(0) as u64) / u64::from(rounds);
+        Ok((per(t1 - t0), per(t2 - t1)))
+    }
+
+    #[test]
+    fn timing_unmap_map_against_c() -> Result {
+        for (n, rounds) in [(1_000, 4_000), (10_000, 4_000), (100_000, 4_000), (1_000_000, 4_000)] {
+            let (rust, c) = unmap_map_at(n, rounds)?;
+            let ratio_x100 = c * 100 / rust.max(1);
+            pr_info!(
+                "vs-C: gpuvm/unmap+map at {n} mappings: rust {rust} ns, C {c} ns, ratio {}.{:02}x\n",
+                ratio_x100 / 100,
+                ratio_x100 % 100
+            );
+        }
         Ok(())
     }
 }

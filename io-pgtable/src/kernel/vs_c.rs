@@ -366,4 +366,169 @@ mod tests {
         assert!(differential::<ArmMaliLpae>(true, 0x5eed_0002, 3000)? > 1000);
         Ok(())
     }
+
+    /// Nanoseconds on the monotonic clock.
+    fn now_ns() -> i64 {
+        // SAFETY: Reads the monotonic clock.
+        unsafe { ::kernel::bindings::ktime_get() }
+    }
+
+    /// Maps `size` bytes as `pg` pages, calling again while the call maps less (the C code
+    /// stops at the end of a table).
+    fn map_all<F: Format>(
+        rust: &mut PageTable<F, &DmaTableAlloc, NoFlush>,
+        c: Option<&CTable>,
+        iova: u64,
+        pa: u64,
+        size: u64,
+        pg: u64,
+    ) -> Result {
+        let prot = PROTS[0];
+        let mut done = 0;
+        while done < size {
+            let count = (size - done) / pg;
+            let mapped = match c {
+                Some(c) => {
+                    let (m, r) = c.map(iova + done, pa + done, pg, count, prot);
+                    if r != 0 {
+                        return Err(ENOMEM);
+                    }
+                    m
+                }
+                None => {
+                    let (m, r) = rust.map_pages(iova + done, pa + done, pg, count as usize, prot);
+                    r?;
+                    m
+                }
+            };
+            if mapped == 0 {
+                return Err(EINVAL);
+            }
+            done += mapped;
+        }
+        Ok(())
+    }
+
+    fn unmap_all<F: Format>(
+        rust: &mut PageTable<F, &DmaTableAlloc, NoFlush>,
+        c: Option<&CTable>,
+        iova: u64,
+        size: u64,
+        pg: u64,
+    ) -> Result {
+        let mut done = 0;
+        while done < size {
+            let count = (size - done) / pg;
+            let n = match c {
+                Some(c) => c.unmap(iova + done, pg, count),
+                None => rust.unmap_pages(iova + done, pg, count as usize, None)?,
+            };
+            if n == 0 {
+                return Err(EINVAL);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Times the bulk and single-page workloads on both implementations, each with tables
+    /// DMA-mapped for the same device and synced for a non-coherent walker (the same memory
+    /// policy), one after the other in this thread.
+    fn timings() -> Result {
+        const GIB: u64 = 1 << 30;
+        let gpu = faux::Registration::new(c"gpukit-io-pgtable-vs-c", None)?;
+        let dev: &Device = gpu.as_ref();
+        let raw = core::ptr::from_ref(dev).cast::<c_void>().cast_mut();
+        // SAFETY: `raw` is the registered faux device, alive while `gpu` is.
+        if unsafe { gpukit_io_pgtable_test_dma_setup(raw) } != 0 {
+            return Err(EIO);
+        }
+        let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
+        let mem = DmaTableAlloc::new(dev, false, 4096, GFP_KERNEL)?;
+        let mut rust = PageTable::<Arm64LpaeS1, _>::new(cfg, &*mem, NoFlush)?;
+        let c = CTable::new(false, raw, rust.cfg())?;
+        let (iova, pa) = (GIB, 4 * GIB);
+        let report = |what: &str, r: i64, cns: i64| {
+            let (r, cns) = (r.max(1) as u64, cns.max(0) as u64);
+            let x100 = cns * 100 / r;
+            pr_info!(
+                "vs-C: io-pgtable/{what}: rust {} us, C {} us, ratio {}.{:02}x\n",
+                r / 1000,
+                cns / 1000,
+                x100 / 100,
+                x100 % 100
+            );
+        };
+        type Step<'a> = &'a mut dyn FnMut(Option<&CTable>) -> Result;
+        let timed = |what: &str, rust_side: Step<'_>, c_side: Step<'_>| -> Result {
+            let t0 = now_ns();
+            rust_side(None)?;
+            let t1 = now_ns();
+            c_side(Some(&c))?;
+            let t2 = now_ns();
+            report(what, t1 - t0, t2 - t1);
+            Ok(())
+        };
+        let pt = core::cell::RefCell::new(&mut rust);
+        timed(
+            "map 1 GiB as 4K pages",
+            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_4K),
+            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_4K),
+        )?;
+        timed(
+            "unmap 1 GiB of 4K pages",
+            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_4K),
+            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_4K),
+        )?;
+        // Fresh region: level-3 tables of the 4K run may stay behind on either side.
+        let iova = 8 * GIB;
+        timed(
+            "map 1 GiB as 2M blocks",
+            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_2M),
+            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_2M),
+        )?;
+        timed(
+            "unmap 1 GiB of 2M blocks",
+            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_2M),
+            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_2M),
+        )?;
+        // One page in every 2M of a fresh GiB puts all its tables in place; then map and
+        // unmap single pages next to them.
+        let iova = 16 * GIB;
+        for side in [None, Some(&c)] {
+            for i in 0..512u64 {
+                map_all(&mut pt.borrow_mut(), side, iova + i * SZ_2M, pa, SZ_4K, SZ_4K)?;
+            }
+        }
+        let mut rng = Rng(0x5eed_0005);
+        let mut picks = KVec::with_capacity(4096, GFP_KERNEL)?;
+        for _ in 0..4096 {
+            picks.push(iova + rng.below(512) * SZ_2M + (1 + rng.below(511)) * SZ_4K, GFP_KERNEL)?;
+        }
+        let single = |c: Option<&CTable>| -> Result {
+            for &at in picks.iter() {
+                map_all(&mut pt.borrow_mut(), c, at, pa, SZ_4K, SZ_4K)?;
+                unmap_all(&mut pt.borrow_mut(), c, at, SZ_4K, SZ_4K)?;
+            }
+            Ok(())
+        };
+        let t0 = now_ns();
+        single(None)?;
+        let t1 = now_ns();
+        single(Some(&c))?;
+        let t2 = now_ns();
+        let (r, cns) = ((t1 - t0) / 4096, (t2 - t1) / 4096);
+        let x100 = (cns.max(0) as u64) * 100 / (r.max(1) as u64);
+        pr_info!(
+            "vs-C: io-pgtable/map + unmap one 4K page, tables present: rust {r} ns, C {cns} ns, ratio {}.{:02}x\n",
+            x100 / 100,
+            x100 % 100
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn timing_against_c() -> Result {
+        timings()
+    }
 }
