@@ -347,6 +347,14 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
     }
 }
 
+impl<B: Backend> DevInner<B> {
+    /// Number of VMs destroyed while a group of theirs held a slot, whose address space is
+    /// still to be released.
+    pub fn zombie_vm_count(&self) -> usize {
+        lock(&self.zombie_vms).len()
+    }
+}
+
 /// Takes the address space away from a VM that is going away.
 fn release_vm<B: Backend>(dev: &TyrDevice<B>, vm: &Mutex<TyrVm<B>>) {
     let key = lock(vm).key();
@@ -787,6 +795,12 @@ fn read_bind_ops(user: &dyn UserMemory, ops: &uapi::ObjArray) -> Result<Vec<uapi
     }
     if (ops.stride as usize) < uapi::VmBindOp::MIN_SIZE {
         return Err(Error::Invalid);
+    }
+    // The kernel copy is at most what `kvmalloc_array` gives panthor (`INT_MAX` bytes), so a
+    // bogus count cannot set aside hundreds of GB before anything is read.
+    let bytes = (ops.count as usize).saturating_mul(core::mem::size_of::<uapi::VmBindOp>());
+    if bytes > i32::MAX as usize {
+        return Err(Error::NoMemory);
     }
     out.try_reserve(ops.count as usize)
         .map_err(|_| Error::NoMemory)?;

@@ -28,6 +28,10 @@ pub const MCU_SHARED_REGION_START: u64 = 0x0400_0000;
 pub const CSF_GROUP_CONTROL_OFFSET: u64 = 0x1000;
 /// Offset of a group's first stream control block from the group's block.
 pub const CSF_STREAM_CONTROL_OFFSET: u64 = 0x40;
+/// Most group slots a firmware may publish (panthor's `MAX_CSGS`).
+pub const MAX_CSGS: usize = 31;
+/// Most streams per group slot a firmware may publish (panthor's `MAX_CS_PER_CSG`).
+pub const MAX_CS_PER_CSG: usize = 32;
 /// Registers a command stream does not preserve across calls.
 pub const CSF_UNPRESERVED_REG_COUNT: u32 = 4;
 /// How long the MCU may take to start.
@@ -99,7 +103,7 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
     }
     let csg0 = CSF_GROUP_CONTROL_OFFSET;
     let stream_num = rd32(dma, base, size, csg0 + CSG_STREAM_NUM)?;
-    if stream_num == 0 {
+    if stream_num == 0 || stream_num as usize > MAX_CS_PER_CSG {
         return Err(Error::Invalid);
     }
     let _stream_stride = rd32(dma, base, size, csg0 + CSG_STREAM_STRIDE)?;

@@ -106,7 +106,17 @@ pub type JobQueue<B> =
     jobqueue::Queue<RingHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
 
 /// 32- and 64-bit CPU accesses to DMA memory by device address (little-endian words).
-pub struct Words<'a, D: DmaMemory>(pub &'a D);
+///
+/// Crate-internal: an access is only sound while the memory it touches stays allocated, which
+/// the driver guarantees for the memory it owns (the firmware region, a live group's rings and
+/// sync objects) but which a safe public API could not promise (another thread may free a block
+/// between the look-up of its CPU view and the access).
+///
+/// ```compile_fail
+/// # // Not reachable from outside the crate (issue 20).
+/// use tyr::sched::Words;
+/// ```
+pub(crate) struct Words<'a, D: DmaMemory>(pub(crate) &'a D);
 
 impl<D: DmaMemory> Words<'_, D> {
     fn word(&self, addr: u64) -> Option<&AtomicU64> {
@@ -117,14 +127,14 @@ impl<D: DmaMemory> Words<'_, D> {
     }
 
     /// The 32-bit word at `addr` (0 if the address is not in live memory).
-    pub fn rd32(&self, addr: u64) -> u32 {
+    pub(crate) fn rd32(&self, addr: u64) -> u32 {
         self.word(addr).map_or(0, |w| {
             (w.load(Ordering::Acquire) >> ((addr & 4) * 8)) as u32
         })
     }
 
     /// Writes the 32-bit word at `addr` (nothing if the address is not in live memory).
-    pub fn wr32(&self, addr: u64, v: u32) {
+    pub(crate) fn wr32(&self, addr: u64, v: u32) {
         if let Some(w) = self.word(addr) {
             let shift = (addr & 4) * 8;
             let mask = 0xffff_ffffu64 << shift;
@@ -135,17 +145,19 @@ impl<D: DmaMemory> Words<'_, D> {
     }
 
     /// The 64-bit word at `addr` (0 if the address is not in live memory).
-    pub fn rd64(&self, addr: u64) -> u64 {
+    pub(crate) fn rd64(&self, addr: u64) -> u64 {
         self.word(addr).map_or(0, |w| w.load(Ordering::Acquire))
     }
 
     /// Writes the 64-bit word at `addr` (nothing if the address is not in live memory).
-    pub fn wr64(&self, addr: u64, v: u64) {
+    pub(crate) fn wr64(&self, addr: u64, v: u64) {
         if let Some(w) = self.word(addr) {
             w.store(v, Ordering::Release);
         }
     }
 }
+
+use crate::fw::{MAX_CSGS, MAX_CS_PER_CSG};
 
 /// Where the firmware's interface blocks are, as offsets in the firmware region.
 #[derive(Clone, Debug, Default)]
@@ -170,7 +182,18 @@ impl FwIface {
         groups: usize,
         streams: usize,
     ) -> Result<Self> {
+        // Faulty firmware must not make the probe loop or allocate without bound: the counts
+        // are those panthor accepts, and every control block lies inside the region.
+        if groups == 0 || groups > MAX_CSGS || streams == 0 || streams > MAX_CS_PER_CSG {
+            return Err(Error::Invalid);
+        }
         let w = Words(dma);
+        let rd = |o: u64| {
+            if o.checked_add(4).is_none_or(|end| end > size) {
+                return Err(Error::Invalid);
+            }
+            Ok(w.rd32(base + o))
+        };
         let start = crate::fw::MCU_SHARED_REGION_START;
         let off = |va: u32| {
             let o = u64::from(va).checked_sub(start).ok_or(Error::Invalid)?;
@@ -179,27 +202,24 @@ impl FwIface {
             }
             Ok(o)
         };
-        let glb = (
-            off(w.rd32(base + glb::INPUT_VA))?,
-            off(w.rd32(base + glb::OUTPUT_VA))?,
-        );
-        let stride = u64::from(w.rd32(base + crate::fw::GLB_GROUP_STRIDE));
+        let glb = (off(rd(glb::INPUT_VA)?)?, off(rd(glb::OUTPUT_VA)?)?);
+        let stride = u64::from(rd(crate::fw::GLB_GROUP_STRIDE)?);
         let mut csgs = Vec::new();
         let mut css = Vec::new();
+        csgs.try_reserve_exact(groups)
+            .map_err(|_| Error::NoMemory)?;
+        css.try_reserve_exact(groups).map_err(|_| Error::NoMemory)?;
         for n in 0..groups as u64 {
-            let c = base + crate::fw::CSF_GROUP_CONTROL_OFFSET + n * stride;
-            csgs.push((
-                off(w.rd32(c + csg::INPUT_VA))?,
-                off(w.rd32(c + csg::OUTPUT_VA))?,
-            ));
-            let s_stride = u64::from(w.rd32(c + csg::STREAM_STRIDE));
+            let c = crate::fw::CSF_GROUP_CONTROL_OFFSET + n * stride;
+            csgs.push((off(rd(c + csg::INPUT_VA)?)?, off(rd(c + csg::OUTPUT_VA)?)?));
+            let s_stride = u64::from(rd(c + csg::STREAM_STRIDE)?);
             let mut streams_of = Vec::new();
+            streams_of
+                .try_reserve_exact(streams)
+                .map_err(|_| Error::NoMemory)?;
             for s in 0..streams as u64 {
                 let sc = c + crate::fw::CSF_STREAM_CONTROL_OFFSET + s * s_stride;
-                streams_of.push((
-                    off(w.rd32(sc + cs::INPUT_VA))?,
-                    off(w.rd32(sc + cs::OUTPUT_VA))?,
-                ));
+                streams_of.push((off(rd(sc + cs::INPUT_VA)?)?, off(rd(sc + cs::OUTPUT_VA)?)?));
             }
             css.push(streams_of);
         }
@@ -635,4 +655,56 @@ impl<B: Backend> Sched<B> {
 pub(crate) fn enable_irqs<B: Backend>(b: &B) {
     b.io().write_reg(JOB_IRQ_MASK::from(u32::MAX));
     b.io().write_reg(MMU_IRQ_MASK::from(0xffff_u32));
+}
+
+#[cfg(all(test, feature = "host"))]
+mod tests {
+    use super::*;
+    use crate::host::SimDma;
+    use crate::sim::{MemConfig, SimMemory};
+
+    /// Issue 20, suspected item: firmware publishing absurd counts or strides (here a stream
+    /// stride of 0 with 2^32 - 1 streams, every block valid) makes the probe fail at once
+    /// instead of looping over billions of streams while allocating.
+    #[test]
+    fn faulty_firmware_interface_is_refused_quickly() {
+        let mem = std::sync::Arc::new(SimMemory::new(MemConfig::default()));
+        let dma = SimDma(mem);
+        let size = 0x1_0000u64;
+        let region = dma.alloc((size / 0x1000) as usize, 0x1000).unwrap();
+        let base = region.addr;
+        let w = Words(&dma);
+        let va = (crate::fw::MCU_SHARED_REGION_START + 0x8000) as u32;
+        w.wr32(base + glb::INPUT_VA, va);
+        w.wr32(base + glb::OUTPUT_VA, va);
+        w.wr32(base + crate::fw::GLB_GROUP_STRIDE, 0x100);
+        for n in 0..31 {
+            let c = base + crate::fw::CSF_GROUP_CONTROL_OFFSET + n * 0x100;
+            w.wr32(c + csg::INPUT_VA, va);
+            w.wr32(c + csg::OUTPUT_VA, va);
+            w.wr32(c + csg::STREAM_STRIDE, 0);
+            let sc = c + crate::fw::CSF_STREAM_CONTROL_OFFSET;
+            w.wr32(sc + cs::INPUT_VA, va);
+            w.wr32(sc + cs::OUTPUT_VA, va);
+        }
+        // A sane interface reads.
+        let ok = FwIface::read(&dma, base, size, 2, 8).unwrap();
+        assert_eq!((ok.csg.len(), ok.cs[1].len()), (2, 8));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dma2 = dma.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(FwIface::read(&dma2, base, size, 31, u32::MAX as usize).err());
+        });
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(Some(Error::Invalid)),
+            "the probe did not refuse 2^32 - 1 streams"
+        );
+        // Control blocks past the region are refused too.
+        w.wr32(base + crate::fw::GLB_GROUP_STRIDE, 0x1000_0000);
+        assert_eq!(
+            FwIface::read(&dma, base, size, 2, 8).err(),
+            Some(Error::Invalid)
+        );
+    }
 }

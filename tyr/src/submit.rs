@@ -378,6 +378,7 @@ impl<B: Backend> DevInner<B> {
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.
         if Arc::strong_count(&g.vm) == 1 {
+            lock(&self.zombie_vms).remove(&g.vm_key);
             self.release_unpinned_as(&mut lock(&self.slots), g.vm_key);
         }
         lock(&self.sched.groups).remove(&g.key);
@@ -868,6 +869,8 @@ impl<B: Backend> DevInner<B> {
             }
         }
         lock(&self.slots).clear();
+        // No address space is left, so none is waiting to be released.
+        lock(&self.zombie_vms).clear();
         let mut ok = false;
         for attempt in 1..=3 {
             if gpu::soft_reset(b).is_ok() {
@@ -964,5 +967,23 @@ mod tests {
         assert_eq!(hw.queued_callbacks(), 0);
         drop(late);
         assert_eq!(fence.status(), Some(Ok(())));
+    }
+
+    /// Issue 20, suspected item: a reset takes every address space away (and every pin), so
+    /// no VM is left waiting for its slot to go; the list of such "zombie" VMs must not keep
+    /// them forever.
+    #[cfg(feature = "host")]
+    #[test]
+    #[cfg_attr(miri, ignore = "a probe and a GPU reset take minutes under Miri")]
+    fn a_reset_forgets_zombie_vms() {
+        let parent = drm_ctx::device::Device::new("mali").unwrap();
+        let backend = crate::host::HostBackend::new(crate::sim::Config::g610());
+        let reg = crate::driver::probe(&parent, backend).unwrap();
+        let dev = reg.device().shared();
+        // A VM destroyed while a group of it held a slot.
+        lock(&dev.zombie_vms).insert(0x1234);
+        assert_eq!(dev.zombie_vm_count(), 1);
+        dev.reset();
+        assert_eq!(dev.zombie_vm_count(), 0, "a zombie VM outlived the reset");
     }
 }

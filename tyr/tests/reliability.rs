@@ -197,3 +197,36 @@ fn async_bind_racing_vm_destroy_leaves_no_bind_queue() {
         );
     }
 }
+
+/// Suspected item: `VM_BIND` with a huge op count. Refuted as a defect: the kernel copy was
+/// already a fallible reservation of `count × 48` bytes (never `× stride`), nothing is touched
+/// before the ops are read, and the call fails with `ENOMEM` like panthor's `kvmalloc_array`
+/// (now checked against the same `INT_MAX` bound, whatever the host's overcommit policy).
+#[test]
+fn vm_bind_with_a_huge_op_count_fails_cleanly() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let one = umd
+        .array(&[VmBindOp {
+            flags: DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+            va: 0x100_0000,
+            size: 0x1000,
+            ..Default::default()
+        }])
+        .unwrap();
+    for stride in [48, u32::MAX] {
+        let mut a = VmBind {
+            vm_id: vm,
+            flags: 0,
+            ops: ObjArray {
+                stride,
+                count: u32::MAX,
+                array: one.array,
+            },
+        };
+        let t0 = Instant::now();
+        assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a)), ENOMEM);
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+}
