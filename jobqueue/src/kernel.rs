@@ -834,3 +834,5 @@ impl Executor for WorkExecutor {
 }
 
 mod kunit;
+#[cfg(CONFIG_GPUKIT_VS_C)]
+mod vs_c;

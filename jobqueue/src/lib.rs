@@ -66,6 +66,10 @@ compile_error!(
 #[cfg(all(feature = "kernel", gpukit_kernel))]
 pub mod kernel;
 
+/// The prefix of this crate's kernel log lines (`pr_info!` and friends look for it here).
+#[cfg(all(feature = "kernel", gpukit_kernel, CONFIG_GPUKIT_VS_C))]
+const __LOG_PREFIX: &[u8] = b"gpukit_jobqueue\0";
+
 pub mod error;
 pub mod exec;
 pub mod fence;

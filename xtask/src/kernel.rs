@@ -94,7 +94,7 @@ const CRATES: &[Vendored] = &[
         dir: "jobqueue",
         name: "jobqueue",
         externs: &[],
-        c_files: &["kernel/fence.c"],
+        c_files: &["kernel/fence.c", "kernel/vs_c.c"],
         kunit_crate: false,
     },
 ];

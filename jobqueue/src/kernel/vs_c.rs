@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! KUnit suite `gpukit_jobqueue_vs_c`: this crate's queue and the kernel's `drm_sched`, given
+//! the same workloads in one kernel.
+//!
+//! Both sides get the same driver: `run_job` hands back an already-signalled hardware fence
+//! and records when it ran. Both allocate per job at submission (a `PreparedJob` here, a
+//! `drm_sched_job` with its scheduler fences there), both run their work on the system's
+//! workqueues, and both see the same submission window: at most 32 jobs whose done fence has
+//! not signalled (the queue's 32 slots and credits; 32 credits for `drm_sched`, and the
+//! submitting thread waits for job `i - 32` before it submits job `i`). Workloads: 2000
+//! independent jobs, a chain in which each job waits for the one before, and a fan-in in
+//! which each waits for the four before; then the time from the signal of a pending
+//! dependency to `run_job`, median of 200.
+
+use ::kernel::prelude::*;
+
+#[kunit_tests(gpukit_jobqueue_vs_c)]
+mod tests {
+    use core::ffi::c_void;
+    use core::ptr::NonNull;
+
+    use crate::kernel::{KernelAlloc, KernelClock, KernelFence, Runner, Timeline, WorkExecutor};
+    use crate::{
+        Backend, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, SignalFence,
+        TimedOutJob, TimeoutAction,
+    };
+    use ::kernel::bindings;
+    use ::kernel::prelude::*;
+    use ::kernel::sync::Arc;
+
+    // `kernel/vs_c.c`.
+    extern "C" {
+        fn gpukit_c_sched_new(credits: u32) -> *mut c_void;
+        fn gpukit_c_sched_submit(
+            s: *mut c_void,
+            deps: *const *mut bindings::dma_fence,
+            n: u32,
+            finished: *mut *mut bindings::dma_fence,
+        ) -> core::ffi::c_int;
+        fn gpukit_c_sched_last_run(s: *mut c_void) -> i64;
+        fn gpukit_c_sched_free(s: *mut c_void);
+    }
+
+    const JOBS: usize = 2000;
+    const WINDOW: usize = 32;
+
+    fn now_ns() -> i64 {
+        // SAFETY: Reads the monotonic clock.
+        unsafe { bindings::ktime_get() }
+    }
+
+    /// The hardware of the comparison: every job completes at once.
+    struct Ring {
+        done: KernelFence,
+        last_run: i64,
+    }
+
+    impl Backend for Ring {
+        type Fence = KernelFence;
+        type Alloc = KernelAlloc;
+        type Payload = ();
+
+        fn run_job(
+            &mut self,
+            _job: RunJob<'_, ()>,
+            _ctx: &SignalCtx<'_>,
+        ) -> core::result::Result<KernelFence, FenceError> {
+            self.last_run = now_ns();
+            Ok(self.done.clone())
+        }
+
+        fn timed_out(&mut self, _job: TimedOutJob<'_, ()>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
+            TimeoutAction::Fail
+        }
+    }
+
+    type Q = Queue<Ring, WorkExecutor, KernelClock, WINDOW>;
+
+    /// One side of the comparison.
+    trait Side {
+        /// Submits a job waiting for `deps`; returns its done fence.
+        fn submit(&mut self, deps: &[&KernelFence]) -> Result<KernelFence>;
+        /// When `run_job` last ran.
+        fn last_run(&self) -> i64;
+    }
+
+    struct Ours {
+        runner: Arc<Runner<Q>>,
+        alloc: KernelAlloc,
+        config: QueueConfig,
+    }
+
+    impl Ours {
+        fn new() -> Result<Self> {
+            let timeline = Timeline::new(c"gpukit-kunit", c"ring");
+            let done = KernelFence::new(&timeline, 1, GFP_KERNEL)?;
+            done.signal(Ok(()));
+            let clock = KernelClock::new();
+            let runner = Runner::<Q>::new(clock, c"gpukit-kunit", c"vs-c", GFP_KERNEL)?;
+            let config = QueueConfig::new(WINDOW as u32);
+            let ring = Ring { done, last_run: 0 };
+            let q = Queue::new(ring, Runner::executor(&runner), clock, config)?;
+            Runner::install(&runner, q);
+            let alloc = runner.allocator(GFP_KERNEL);
+            Ok(Ours {
+                runner,
+                alloc,
+                config,
+            })
+        }
+    }
+
+    impl Side for Ours {
+        fn submit(&mut self, deps: &[&KernelFence]) -> Result<KernelFence> {
+            let mut job = PreparedJob::new(&self.alloc, &self.config, 1, deps.len(), ())
+                .map_err(|r| r.error)?;
+            for d in deps {
+                job.add_dependency(d)?;
+            }
+            self.runner
+                .with(|q| q.submit(job).map(|c| c.done))
+                .ok_or(EINVAL)?
+                .map_err(|r| r.error.into())
+        }
+
+        fn last_run(&self) -> i64 {
+            self.runner.with(|q| q.backend().last_run).unwrap_or(0)
+        }
+    }
+
+    impl Drop for Ours {
+        fn drop(&mut self) {
+            drop(self.runner.take());
+        }
+    }
+
+    /// The C scheduler.
+    ///
+    /// # Invariants
+    ///
+    /// `0` came from `gpukit_c_sched_new` and is freed only by `drop`.
+    struct Theirs(NonNull<c_void>);
+
+    impl Theirs {
+        fn new() -> Result<Self> {
+            // SAFETY: Returns NULL or a new scheduler.
+            NonNull::new(unsafe { gpukit_c_sched_new(WINDOW as u32) })
+                .map(Theirs)
+                .ok_or(ENOMEM)
+        }
+    }
+
+    impl Side for Theirs {
+        fn submit(&mut self, deps: &[&KernelFence]) -> Result<KernelFence> {
+            let mut raw = [core::ptr::null_mut(); 4];
+            for (r, d) in raw.iter_mut().zip(deps) {
+                *r = d.as_raw();
+            }
+            let mut finished = core::ptr::null_mut();
+            // SAFETY: `self.0` is live; `raw` holds `deps.len() <= 4` live fences, of which the
+            // function takes its own references.
+            let ret = unsafe {
+                gpukit_c_sched_submit(
+                    self.0.as_ptr(),
+                    raw.as_ptr(),
+                    deps.len() as u32,
+                    &mut finished,
+                )
+            };
+            if ret != 0 {
+                return Err(::kernel::error::Error::from_errno(ret));
+            }
+            let finished = NonNull::new(finished).ok_or(EINVAL)?;
+            // SAFETY: The function handed over one reference to the finished fence.
+            Ok(unsafe { KernelFence::from_raw(finished) })
+        }
+
+        fn last_run(&self) -> i64 {
+            // SAFETY: `self.0` is live.
+            unsafe { gpukit_c_sched_last_run(self.0.as_ptr()) }
+        }
+    }
+
+    impl Drop for Theirs {
+        fn drop(&mut self) {
+            // SAFETY: `self.0` is live, freed once here.
+            unsafe { gpukit_c_sched_free(self.0.as_ptr()) };
+        }
+    }
+
+    /// Submits `JOBS` jobs, each waiting for the `fan` jobs before it, within the window;
+    /// returns jobs per second.
+    fn throughput(side: &mut dyn Side, fan: usize) -> Result<u64> {
+        let mut done: KVec<KernelFence> = KVec::with_capacity(JOBS, GFP_KERNEL)?;
+        let t0 = now_ns();
+        for i in 0..JOBS {
+            if i >= WINDOW && done[i - WINDOW].wait(false, 5000)? != Some(Ok(())) {
+                return Err(ETIMEDOUT);
+            }
+            let f = match done.first() {
+                None => side.submit(&[])?,
+                Some(first) => {
+                    let n = fan.min(i);
+                    let mut deps: [&KernelFence; 4] = [first; 4];
+                    for (k, d) in deps.iter_mut().enumerate().take(n) {
+                        *d = &done[i - 1 - k];
+                    }
+                    side.submit(&deps[..n])?
+                }
+            };
+            done.push(f, GFP_KERNEL)?;
+        }
+        for f in done.iter() {
+            if f.wait(false, 5000)? != Some(Ok(())) {
+                return Err(ETIMEDOUT);
+            }
+        }
+        let ns = (now_ns() - t0).max(1) as u64;
+        Ok(JOBS as u64 * 1_000_000_000 / ns)
+    }
+
+    /// Median time from the signal of a job's only (pending) dependency to its `run_job`.
+    fn latency(side: &mut dyn Side) -> Result<u64> {
+        const ROUNDS: usize = 200;
+        let timeline = Timeline::new(c"gpukit-kunit", c"dependency");
+        let mut samples = KVec::with_capacity(ROUNDS, GFP_KERNEL)?;
+        for seqno in 1..=ROUNDS as u64 {
+            let dep = KernelFence::new(&timeline, seqno, GFP_KERNEL)?;
+            let done = side.submit(&[&dep])?;
+            // Let the scheduler pick the job up and wait on the dependency.
+            ::kernel::time::delay::fsleep(::kernel::time::Delta::from_micros(500));
+            let t0 = now_ns();
+            dep.signal(Ok(()));
+            if done.wait(false, 5000)? != Some(Ok(())) {
+                return Err(ETIMEDOUT);
+            }
+            samples.push((side.last_run() - t0).max(0) as u64, GFP_KERNEL)?;
+        }
+        samples.sort_unstable();
+        Ok(samples[ROUNDS / 2])
+    }
+
+    fn ratio(ours: u64, theirs: u64) -> (u64, u64) {
+        let x100 = ours * 100 / theirs.max(1);
+        (x100 / 100, x100 % 100)
+    }
+
+    #[test]
+    fn throughput_and_latency_against_drm_sched() -> Result {
+        for (fan, what) in [
+            (0, "independent jobs"),
+            (1, "chain, 1 dependency"),
+            (4, "fan-in of 4"),
+        ] {
+            let ours = throughput(&mut Ours::new()?, fan)?;
+            let theirs = throughput(&mut Theirs::new()?, fan)?;
+            // Time per job is the inverse of throughput: C time / Rust time = ours / theirs.
+            let (a, b) = ratio(ours, theirs);
+            pr_info!(
+                "vs-C: jobqueue/{what}: rust {ours} jobs/s, C {theirs} jobs/s, ratio {a}.{b:02}x\n"
+            );
+            assert!(ours > 0 && theirs > 0);
+        }
+        let ours = latency(&mut Ours::new()?)?;
+        let theirs = latency(&mut Theirs::new()?)?;
+        let (a, b) = ratio(theirs, ours.max(1));
+        pr_info!(
+            "vs-C: jobqueue/dependency signal to run_job: rust {ours} ns, C {theirs} ns, ratio {a}.{b:02}x\n"
+        );
+        Ok(())
+    }
+}
