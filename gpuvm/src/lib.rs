@@ -104,6 +104,22 @@
 //! 0.97x for `map` at 10^5 and 10^6 with the tree nodes inside the VA slots (160-byte slots),
 //! 0.5x with an AVL tree.
 //!
+//! Against the kernel's `drm_gpuvm.c`, in the same kernel (`cargo xtask kernel-test`, suite
+//! `gpukit_gpuvm_vs_c`, which first checks that 3000 random requests give both the same op
+//! streams): 4K mappings every 8K, then 4000 random unmap + map of one of them, both in
+//! immediate mode (this crate on preallocated slots; C through `drm_gpuvm_sm_unmap` /
+//! `drm_gpuvm_sm_map` with callbacks that allocate and free their `struct drm_gpuva`, as C
+//! drivers do). The kernel runs under QEMU without KVM, with lockdep and DMA-API debugging:
+//! the figures compare the two under identical conditions, not on hardware. Ratio = C time /
+//! Rust time; one run:
+//!
+//! | mappings | gpuvm    | drm_gpuvm | ratio |
+//! |---------:|---------:|----------:|------:|
+//! | 10^3     | 3.1 µs   | 4.1 µs    | 1.31x |
+//! | 10^4     | 3.1 µs   | 6.5 µs    | 2.08x |
+//! | 10^5     | 4.5 µs   | 7.8 µs    | 1.74x |
+//! | 10^6     | 8.1 µs   | 22.8 µs   | 2.82x |
+//!
 //! # Examples
 //!
 //! ```

@@ -67,6 +67,22 @@
 //! | map 1 GiB as 2M blocks                      | 1.8 us                  | 3.8 us                |
 //! | unmap 1 GiB of 2M blocks                    | 0.55 us                 | 3.9 us                |
 //! | map + unmap one 4K page (tables present)    | 57 ns                   | 79 ns                 |
+//!
+//! Against `drivers/iommu/io-pgtable-arm.c` in the same kernel (`cargo xtask kernel-test`,
+//! suite `gpukit_io_pgtable_vs_c`, which first checks both against each other over about
+//! 1600 random steps per format): both with tables DMA-mapped for one device and synced for a
+//! non-coherent walker. The kernel runs under QEMU without KVM with lockdep and DMA-API
+//! debugging, so this compares the two under identical conditions, not on hardware; here
+//! this crate pays a hash lookup per level for the CPU view of a table's DMA address, where
+//! C computes it from the physical address. Ratio = C time / Rust time; one run:
+//!
+//! | operation                                   | io-pgtable | io-pgtable-arm.c | ratio |
+//! |---------------------------------------------|-----------:|-----------------:|------:|
+//! | map 1 GiB as 4K pages                       | 17.3 ms    | 21.5 ms          | 1.24x |
+//! | unmap 1 GiB of 4K pages                     | 2.6 ms     | 3.0 ms           | 1.14x |
+//! | map 1 GiB as 2M blocks                      | 158 us     | 80 us            | 0.50x |
+//! | unmap 1 GiB of 2M blocks                    | 76 us      | 49 us            | 0.64x |
+//! | map + unmap one 4K page (tables present)    | 5.4 us     | 4.0 us           | 0.74x |
 
 #![no_std]
 

@@ -55,6 +55,19 @@
 //! and 1.3 million with one (prepare to done fence), and the time from a dependency's signal
 //! to `run_job` is about 0.26 µs; the README has the table against an async-task peer and the
 //! command (`cargo bench -p gpukit-jobqueue --bench throughput`).
+//!
+//! Against the kernel's `drm_sched`, in the same kernel (`cargo xtask kernel-test`, suite
+//! `gpukit_jobqueue_vs_c`; QEMU without KVM, lockdep and DMA-API debugging on, so the figures
+//! compare the two under identical conditions, not on hardware): the same driver, whose
+//! `run_job` returns a signalled fence, and the same window of 32 unsignalled jobs. Ratio =
+//! C time / Rust time; one run:
+//!
+//! | workload (2000 jobs)                      | jobqueue          | drm_sched         | ratio |
+//! |-------------------------------------------|------------------:|------------------:|------:|
+//! | independent jobs                          | 28834 jobs/s      | 14650 jobs/s      | 1.96x |
+//! | chain, 1 dependency                       | 15501 jobs/s      | 10367 jobs/s      | 1.49x |
+//! | fan-in of 4                               | 13049 jobs/s      | 7738 jobs/s       | 1.68x |
+//! | dependency signal to `run_job` (median)   | 185 µs            | 219 µs            | 1.18x |
 
 #![no_std]
 
