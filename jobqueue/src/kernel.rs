@@ -319,6 +319,10 @@ unsafe impl Sync for CallbackNode {}
 
 /// A preallocated `dma_fence_cb` for [`KernelFence`]: queued on at most one fence at a time,
 /// reusable once that fence has signalled or the callback was taken back.
+///
+/// Adding and removing it take a plain spinlock of the node (around the fence's own lock), so
+/// they are for process context; the callback itself may run in any context the fence
+/// signals in, hard IRQ included, and only wakes the waker it was given.
 #[derive(Clone)]
 pub struct KernelCallback(Arc<CallbackNode>);
 
