@@ -7,6 +7,7 @@
 //! cargo xtask setup              install the toolchain pieces the checks need (idempotent)
 //! cargo xtask codegen [--bless]  zero-cost proof: compare probe pairs' assembly, check snapshots
 //! cargo xtask demo               run every example of the library crates (release mode)
+//! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
 //! ```
@@ -14,6 +15,7 @@
 //! The tool uses only `std` so that it builds in a couple of seconds on a fresh clone.
 
 mod codegen;
+mod fuzz;
 mod kernel;
 mod setup;
 mod workspace;
@@ -38,6 +40,7 @@ fn usage() -> ExitCode {
            setup              install rustup components, targets and toolchains the checks need\n  \
            codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots\n  \
            demo               run every example of the library crates, in release mode\n  \
+           fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
            kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU"
     );
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Some("setup") => setup::run(),
         Some("demo") => demo(&ws),
         Some("codegen") => codegen::run(&ws, args.iter().any(|a| a == "--bless")),
+        Some("fuzz") => fuzz::command(&ws, &args[1..]),
         Some("kernel-build") => {
             kernel::Options::parse(&args[1..]).and_then(|o| kernel::build(&ws, &o))
         }
@@ -283,6 +287,17 @@ fn ci(ws: &Workspace) -> Result<(), String> {
                     .args(args.iter().map(String::as_str))
                     .status()
             }),
+        });
+    }
+    // Each fuzz target for a short, bounded time from its corpus (issue 20): what a longer
+    // `cargo xtask fuzz <target>` found stays fixed.
+    for target in fuzz::TARGETS {
+        steps.push(Step {
+            name: format!(
+                "fuzz {target} ({} s from fuzz/corpus/{target})",
+                fuzz::CI_SECONDS
+            ),
+            run: Box::new(move |_| fuzz::run(ws, target, fuzz::CI_SECONDS)),
         });
     }
     // Last: the crates inside a real Linux kernel, their KUnit suites under QEMU. The build
