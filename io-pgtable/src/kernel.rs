@@ -206,14 +206,17 @@ impl DmaTableAlloc {
 
     /// The live table containing device address `addr`: its base, CPU view and size.
     fn containing(&self, addr: u64) -> Option<(u64, NonNull<u8>, usize)> {
-        let shifts = self.shifts.load(Ordering::Acquire);
-        (MIN_SHIFT..=MAX_SHIFT)
-            .filter(|s| shifts & (1 << s) != 0)
-            .find_map(|s| {
-                let base = addr & !((1u64 << s) - 1);
-                self.lookup(key(base, s))
-                    .map(|cpu| (base, cpu, 1usize << s))
-            })
+        // Only the sizes handed out so far (usually one or two: the granule and the PGD's).
+        let mut shifts = self.shifts.load(Ordering::Acquire);
+        while shifts != 0 {
+            let s = shifts.trailing_zeros();
+            shifts &= shifts - 1;
+            let base = addr & !((1u64 << s) - 1);
+            if let Some(cpu) = self.lookup(key(base, s)) {
+                return Some((base, cpu, 1usize << s));
+            }
+        }
+        None
     }
 
     /// Records a new live table; `false` (nothing recorded) when `max` tables are live.

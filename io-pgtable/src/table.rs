@@ -526,25 +526,36 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         attrs: u64,
         lvl: u32,
     ) -> Result<(), Error> {
+        let mut subtables = false;
         for s in slots {
             let v = s.load(Ordering::Acquire);
+            if v == 0 {
+                continue;
+            }
             if pte::is_leaf(v, lvl, Self::mali()) {
                 return Err(Error::Exists);
             }
-            if pte::is_table(v, lvl) && !self.subtree_empty(self.child(v), lvl + 1) {
-                return Err(Error::Exists);
+            if pte::is_table(v, lvl) {
+                if !self.subtree_empty(self.child(v), lvl + 1) {
+                    return Err(Error::Exists);
+                }
+                subtables = true;
             }
         }
-        for (i, s) in slots.iter().enumerate() {
-            let v = s.load(Ordering::Acquire);
-            if pte::is_table(v, lvl) {
-                s.store(0, Ordering::Release);
-                if !self.coherent() {
-                    self.alloc.sync_for_device(first_dev + i as u64 * 8, 8);
+        // Empty subtables are replaced by the leaves; in the common case there are none, and
+        // the slots are read once and written once.
+        if subtables {
+            for (i, s) in slots.iter().enumerate() {
+                let v = s.load(Ordering::Acquire);
+                if pte::is_table(v, lvl) {
+                    s.store(0, Ordering::Release);
+                    if !self.coherent() {
+                        self.alloc.sync_for_device(first_dev + i as u64 * 8, 8);
+                    }
+                    self.tlb
+                        .tlb_flush_walk(iova + i as u64 * size, size, self.geo.granule());
+                    self.free_tree(self.child(v), lvl + 1);
                 }
-                self.tlb
-                    .tlb_flush_walk(iova + i as u64 * size, size, self.geo.granule());
-                self.free_tree(self.child(v), lvl + 1);
             }
         }
         let ty = pte::leaf_type(lvl, Self::mali());

@@ -950,11 +950,12 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     let log = fs::read_to_string(l.build.join("test.log"))
         .map_err(|e| format!("the kernel log {}: {e}", l.build.join("test.log").display()))?;
     // The comparisons with the C code print one line each (`differential: ...` for the
-    // step-by-step checks, `vs-C: ...` for timings); show them with the summary.
+    // step-by-step checks, `vs-C: ...` for timings, `floor: ...` for a cost they explain);
+    // show them with the summary.
     let compared: Vec<&str> = log
         .lines()
         .filter_map(|line| {
-            ["differential: ", "vs-C: "]
+            ["differential: ", "vs-C: ", "floor: "]
                 .iter()
                 .find_map(|tag| line.find(tag).map(|i| &line[i..]))
         })

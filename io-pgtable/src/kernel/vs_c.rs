@@ -29,7 +29,10 @@ mod tests {
     use core::ptr::NonNull;
 
     use crate::kernel::DmaTableAlloc;
-    use crate::{Arm64LpaeS1, ArmMaliLpae, Config, Format, NoFlush, PageTable, Prot, SZ_2M, SZ_4K};
+    use crate::{
+        Arm64LpaeS1, ArmMaliLpae, Config, Format, NoFlush, PageTable, Prot, TableAlloc, SZ_2M,
+        SZ_4K,
+    };
     use ::kernel::device::Device;
     use ::kernel::faux;
     use ::kernel::prelude::*;
@@ -433,9 +436,11 @@ mod tests {
 
     /// Times the bulk and single-page workloads on both implementations, each with tables
     /// DMA-mapped for the same device and synced for a non-coherent walker (the same memory
-    /// policy), one after the other in this thread.
+    /// policy). The sides alternate, three rounds each, and the best round counts: under
+    /// QEMU without KVM the first run of a code path also pays for its translation.
     fn timings() -> Result {
         const GIB: u64 = 1 << 30;
+        const SINGLE: usize = 4096;
         let gpu = faux::Registration::new(c"gpukit-io-pgtable-vs-c", None)?;
         let dev: &Device = gpu.as_ref();
         let raw = core::ptr::from_ref(dev).cast::<c_void>().cast_mut();
@@ -447,9 +452,57 @@ mod tests {
         let mem = DmaTableAlloc::new(dev, false, 4096, GFP_KERNEL)?;
         let mut rust = PageTable::<Arm64LpaeS1, _>::new(cfg, &*mem, NoFlush)?;
         let c = CTable::new(false, raw, rust.cfg())?;
-        let (iova, pa) = (GIB, 4 * GIB);
-        let report = |what: &str, r: i64, cns: i64| {
-            let (r, cns) = (r.max(1) as u64, cns.max(0) as u64);
+        let pa = 4 * GIB;
+        // Best time per workload, [rust, C].
+        let mut best = [[i64::MAX; 2]; 5];
+        let mut keep = |w: usize, side: usize, t: i64| best[w][side] = best[w][side].min(t);
+        // One page in every 2M of the third GiB puts all its tables in place for the
+        // single-page workload, next to the pages it maps.
+        let single = 16 * GIB;
+        for side in [None, Some(&c)] {
+            for i in 0..512u64 {
+                map_all(&mut rust, side, single + i * SZ_2M, pa, SZ_4K, SZ_4K)?;
+            }
+        }
+        let mut rng = Rng(0x5eed_0005);
+        let mut picks = KVec::with_capacity(SINGLE, GFP_KERNEL)?;
+        for _ in 0..SINGLE {
+            picks.push(
+                single + rng.below(512) * SZ_2M + (1 + rng.below(511)) * SZ_4K,
+                GFP_KERNEL,
+            )?;
+        }
+        for _round in 0..3 {
+            for (s, side) in [None, Some(&c)].into_iter().enumerate() {
+                let t = now_ns();
+                map_all(&mut rust, side, GIB, pa, GIB, SZ_4K)?;
+                keep(0, s, now_ns() - t);
+                let t = now_ns();
+                unmap_all(&mut rust, side, GIB, GIB, SZ_4K)?;
+                keep(1, s, now_ns() - t);
+                // A GiB of its own: level-3 tables of the 4K run may stay behind.
+                let t = now_ns();
+                map_all(&mut rust, side, 8 * GIB, pa, GIB, SZ_2M)?;
+                keep(2, s, now_ns() - t);
+                let t = now_ns();
+                unmap_all(&mut rust, side, 8 * GIB, GIB, SZ_2M)?;
+                keep(3, s, now_ns() - t);
+                let t = now_ns();
+                for &at in picks.iter() {
+                    map_all(&mut rust, side, at, pa, SZ_4K, SZ_4K)?;
+                    unmap_all(&mut rust, side, at, SZ_4K, SZ_4K)?;
+                }
+                keep(4, s, (now_ns() - t) / SINGLE as i64);
+            }
+        }
+        let names = [
+            "map 1 GiB as 4K pages",
+            "unmap 1 GiB of 4K pages",
+            "map 1 GiB as 2M blocks",
+            "unmap 1 GiB of 2M blocks",
+        ];
+        for (w, what) in names.iter().enumerate() {
+            let [r, cns] = best[w].map(|t| t.max(1) as u64);
             let x100 = cns * 100 / r;
             pr_info!(
                 "vs-C: io-pgtable/{what}: rust {} us, C {} us, ratio {}.{:02}x\n",
@@ -458,71 +511,27 @@ mod tests {
                 x100 / 100,
                 x100 % 100
             );
-        };
-        type Step<'a> = &'a mut dyn FnMut(Option<&CTable>) -> Result;
-        let timed = |what: &str, rust_side: Step<'_>, c_side: Step<'_>| -> Result {
-            let t0 = now_ns();
-            rust_side(None)?;
-            let t1 = now_ns();
-            c_side(Some(&c))?;
-            let t2 = now_ns();
-            report(what, t1 - t0, t2 - t1);
-            Ok(())
-        };
-        let pt = core::cell::RefCell::new(&mut rust);
-        timed(
-            "map 1 GiB as 4K pages",
-            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_4K),
-            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_4K),
-        )?;
-        timed(
-            "unmap 1 GiB of 4K pages",
-            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_4K),
-            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_4K),
-        )?;
-        // Fresh region: level-3 tables of the 4K run may stay behind on either side.
-        let iova = 8 * GIB;
-        timed(
-            "map 1 GiB as 2M blocks",
-            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_2M),
-            &mut |c| map_all(&mut pt.borrow_mut(), c, iova, pa, GIB, SZ_2M),
-        )?;
-        timed(
-            "unmap 1 GiB of 2M blocks",
-            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_2M),
-            &mut |c| unmap_all(&mut pt.borrow_mut(), c, iova, GIB, SZ_2M),
-        )?;
-        // One page in every 2M of a fresh GiB puts all its tables in place; then map and
-        // unmap single pages next to them.
-        let iova = 16 * GIB;
-        for side in [None, Some(&c)] {
-            for i in 0..512u64 {
-                map_all(&mut pt.borrow_mut(), side, iova + i * SZ_2M, pa, SZ_4K, SZ_4K)?;
-            }
         }
-        let mut rng = Rng(0x5eed_0005);
-        let mut picks = KVec::with_capacity(4096, GFP_KERNEL)?;
-        for _ in 0..4096 {
-            picks.push(iova + rng.below(512) * SZ_2M + (1 + rng.below(511)) * SZ_4K, GFP_KERNEL)?;
-        }
-        let single = |c: Option<&CTable>| -> Result {
-            for &at in picks.iter() {
-                map_all(&mut pt.borrow_mut(), c, at, pa, SZ_4K, SZ_4K)?;
-                unmap_all(&mut pt.borrow_mut(), c, at, SZ_4K, SZ_4K)?;
-            }
-            Ok(())
-        };
-        let t0 = now_ns();
-        single(None)?;
-        let t1 = now_ns();
-        single(Some(&c))?;
-        let t2 = now_ns();
-        let (r, cns) = ((t1 - t0) / 4096, (t2 - t1) / 4096);
-        let x100 = (cns.max(0) as u64) * 100 / (r.max(1) as u64);
+        let [r, cns] = best[4].map(|t| t.max(1) as u64);
+        let x100 = cns * 100 / r;
         pr_info!(
             "vs-C: io-pgtable/map + unmap one 4K page, tables present: rust {r} ns, C {cns} ns, ratio {}.{:02}x\n",
             x100 / 100,
             x100 % 100
+        );
+        // What this crate pays and C does not: the CPU view of a table found from the DMA
+        // address in a descriptor goes through the allocator's index, where C computes it
+        // from the physical address. A single-page map or unmap makes five such lookups (one
+        // per level and one for its sync).
+        const LOOKUPS: i64 = 100_000;
+        let root = rust.root_dev_addr();
+        let t = now_ns();
+        for _ in 0..LOOKUPS {
+            core::hint::black_box(mem.table_cpu(core::hint::black_box(root)));
+        }
+        let per = (now_ns() - t) / LOOKUPS;
+        pr_info!(
+            "floor: io-pgtable/CPU view of a DMA address (one index lookup): {per} ns, five per single-page map or unmap\n"
         );
         Ok(())
     }
