@@ -15,7 +15,7 @@ use crate::workspace::{Cmd, Workspace};
 use crate::MIRI_TOOLCHAIN;
 
 /// The fuzz targets (binaries of `fuzz/Cargo.toml`).
-pub(crate) const TARGETS: &[&str] = &["ioctl", "io_pgtable"];
+pub(crate) const TARGETS: &[&str] = &["ioctl", "io_pgtable", "gpuvm", "jobqueue"];
 
 /// Seconds each target runs in `cargo xtask ci`.
 pub(crate) const CI_SECONDS: u32 = 30;
@@ -62,7 +62,7 @@ pub(crate) fn run(ws: &Workspace, target: &str, seconds: u32) -> Result<(), Stri
     let corpus = ws.root.join("fuzz").join("corpus").join(target);
     let toolchain = format!("+{MIRI_TOOLCHAIN}");
     let fuzz_manifest_dir = ws.root.join("fuzz");
-    let target_dir = out.join("build");
+    let target_dir = out.clone();
     let max_time = format!("-max_total_time={seconds}");
     let artifact_prefix = format!("-artifact_prefix={}/", artifacts.display());
     let args: Vec<String> = vec![
