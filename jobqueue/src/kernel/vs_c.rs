@@ -10,8 +10,9 @@
 //! not signalled (the queue's 32 slots and credits; 32 credits for `drm_sched`, and the
 //! submitting thread waits for job `i - 32` before it submits job `i`). Workloads: 2000
 //! independent jobs, a chain in which each job waits for the one before, and a fan-in in
-//! which each waits for the four before; then the time from the signal of a pending
-//! dependency to `run_job`, median of 200.
+//! which each waits for the four before, three rounds each with the sides alternating, the
+//! best round counting; then the time from the signal of a pending dependency to `run_job`,
+//! median of 200.
 
 use ::kernel::prelude::*;
 
@@ -253,8 +254,12 @@ mod tests {
             (1, "chain, 1 dependency"),
             (4, "fan-in of 4"),
         ] {
-            let ours = throughput(&mut Ours::new()?, fan)?;
-            let theirs = throughput(&mut Theirs::new()?, fan)?;
+            // Three rounds, the sides alternating; the best of each side counts.
+            let (mut ours, mut theirs) = (0, 0);
+            for _ in 0..3 {
+                ours = ours.max(throughput(&mut Ours::new()?, fan)?);
+                theirs = theirs.max(throughput(&mut Theirs::new()?, fan)?);
+            }
             // Time per job is the inverse of throughput: C time / Rust time = ours / theirs.
             let (a, b) = ratio(ours, theirs);
             pr_info!(
