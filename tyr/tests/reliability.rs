@@ -11,7 +11,7 @@ use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
 use tyr::sim::Config;
 use tyr::uapi::*;
-use tyr::umd::Umd;
+use tyr::umd::{Job, Umd};
 
 type Drv = TyrDriver<HostBackend>;
 
@@ -229,4 +229,141 @@ fn vm_bind_with_a_huge_op_count_fails_cleanly() {
         assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_BIND, &mut a)), ENOMEM);
         assert!(t0.elapsed() < Duration::from_secs(5));
     }
+}
+
+/// A small deterministic generator (xorshift64*), so that a failing round can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One client's random life: BOs, VMs, sync and async binds, groups, submissions, syncobjs,
+/// and closing and reopening its file.
+///
+/// Returns how many calls succeeded.
+fn client_life(dev: &tyr::driver::TyrDevice<HostBackend>, seed: u64, ops: usize) -> usize {
+    let mut rng = Rng(seed | 1);
+    let mut ok = 0;
+    let mut umd = match Umd::open(dev) {
+        Ok(u) => u,
+        Err(_) => return ok, // unplugged already
+    };
+    let mut bos = Vec::new();
+    let code = tyr::csf::instr::move32(2, 1);
+    for _ in 0..ops {
+        let vm = 1 + rng.below(3) as u32;
+        let r: drm_ctx::Result<()> = match rng.below(10) {
+            0 => umd.bo_create(0x1000 << rng.below(4)).map(|bo| {
+                let _ = umd.write_stream(&bo, 0, &[code]);
+                bos.push(bo);
+            }),
+            1 => umd.vm_create().map(|_| ()),
+            2 => {
+                let mut d = VmDestroy { id: vm, pad: 0 };
+                umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d).map(|_| ())
+            }
+            3 | 4 => match bos.get(rng.below(bos.len().max(1) as u64) as usize) {
+                Some(bo) => {
+                    let op = VmBindOp {
+                        flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+                        bo_handle: bo.handle,
+                        bo_offset: 0,
+                        va: 0x100_0000 + (rng.below(16) << 16),
+                        size: 0x1000,
+                        syncs: ObjArray::default(),
+                    };
+                    let flags = if rng.below(2) == 0 {
+                        DRM_PANTHOR_VM_BIND_ASYNC
+                    } else {
+                        0
+                    };
+                    umd.bind(vm, flags, &[op])
+                }
+                None => Err(drm_ctx::Error::Invalid),
+            },
+            5 => umd.group_create(vm, &[0x1000; 2]).map(|_| ()),
+            6 => umd.group_destroy(1 + rng.below(3) as u32),
+            7 => {
+                let va = 0x100_0000 + (rng.below(16) << 16);
+                umd.submit(1 + rng.below(3) as u32, &[Job::new(0, va, 8)])
+            }
+            8 => umd.syncobj_create(rng.below(2) == 0).map(|h| {
+                let _ = umd.wait(&[h], 0);
+                let _ = umd.syncobj_destroy(h);
+            }),
+            _ => {
+                bos.clear();
+                drop(umd);
+                umd = match Umd::open(dev) {
+                    Ok(u) => u,
+                    Err(_) => return ok,
+                };
+                Ok(())
+            }
+        };
+        ok += usize::from(r.is_ok());
+    }
+    ok
+}
+
+/// Several clients create, destroy, bind, submit and close in parallel while the device is
+/// unplugged at a random moment; once every client is gone nothing is left: no group, queue
+/// interface, bind queue or zombie VM, and once the device is released no DMA page.
+#[test]
+#[cfg_attr(miri, ignore = "thousands of ioctls on several threads")]
+fn parallel_clients_with_a_random_unplug_leak_nothing() {
+    let rounds = 6u64;
+    let mut total_ok = 0;
+    for round in 0..rounds {
+        let parent = device::Device::new("mali").unwrap();
+        let reg = driver::probe(&parent, HostBackend::new(Config::g610())).unwrap();
+        let memory = reg.device().backend.gpu().memory().clone();
+        let dev = reg.device();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ round);
+        // Some rounds never unplug: their clients close normally.
+        let unplug_after = (round % 3 != 0).then(|| Duration::from_millis(rng.below(40)));
+        let succeeded: usize = std::thread::scope(|s| {
+            let clients: Vec<_> = (0..4)
+                .map(|c| s.spawn(move || client_life(dev, round * 16 + c, 150)))
+                .collect();
+            if let Some(after) = unplug_after {
+                s.spawn(move || {
+                    std::thread::sleep(after);
+                    dev.unplug();
+                });
+            }
+            clients.into_iter().map(|c| c.join().unwrap()).sum()
+        });
+        total_ok += succeeded;
+        assert!(
+            dev.sched.group_list().is_empty(),
+            "round {round}: groups left"
+        );
+        assert_eq!(dev.sched.ifaces_in_use(), 0, "round {round}");
+        assert_eq!(dev.sched.bind_queue_count(), 0, "round {round}");
+        assert_eq!(dev.zombie_vm_count(), 0, "round {round}");
+        drop(reg);
+        drop(parent);
+        let t0 = Instant::now();
+        while memory.live_allocations() != 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "round {round}: {} DMA allocations left",
+                memory.live_allocations()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // The clients did real work (most calls before the unplug succeed).
+    eprintln!("{total_ok} of {} calls succeeded", rounds * 4 * 150);
+    assert!(total_ok > 500, "only {total_ok} calls succeeded");
 }
