@@ -19,6 +19,9 @@
 //! runs out of time fails with `ETIME` (`-62`); one on a syncobj without a fence fails with
 //! `EINVAL` unless `WAIT_FOR_SUBMIT` asks to wait for one; an error a fence signalled with
 //! is not reported by the wait (as in the kernel: the wait only tells that fences signalled).
+//! A wait is about the syncobjs its handles named when it started: destroying a handle does not
+//! end it (nothing can attach a fence to that syncobj any more). A wait for submission sleeps
+//! until a fence is attached, and every wait fails with `ENODEV` once the device is unplugged.
 
 use core::any::Any;
 use core::task::Waker;
