@@ -109,16 +109,17 @@
 //! streams): 4K mappings every 8K, then 4000 random unmap + map of one of them, both in
 //! immediate mode (this crate on preallocated slots; C through `drm_gpuvm_sm_unmap` /
 //! `drm_gpuvm_sm_map` with callbacks that allocate and free their `struct drm_gpuva`, as C
-//! drivers do). The kernel runs under QEMU without KVM, with lockdep and DMA-API debugging:
-//! the figures compare the two under identical conditions, not on hardware. Ratio = C time /
-//! Rust time; one run:
+//! drivers do). The kernel runs under QEMU without KVM, with lockdep and DMA-API debugging,
+//! on a shared 2-core host: the figures compare the two under identical conditions, not on
+//! hardware, and move from run to run. Ratio = C time / Rust time; one run, and the range
+//! over six runs:
 //!
-//! | mappings | gpuvm    | drm_gpuvm | ratio |
-//! |---------:|---------:|----------:|------:|
-//! | 10^3     | 3.1 µs   | 4.1 µs    | 1.31x |
-//! | 10^4     | 3.1 µs   | 6.5 µs    | 2.08x |
-//! | 10^5     | 4.5 µs   | 7.8 µs    | 1.74x |
-//! | 10^6     | 8.1 µs   | 22.8 µs   | 2.82x |
+//! | mappings | gpuvm    | drm_gpuvm | ratio | range       |
+//! |---------:|---------:|----------:|------:|------------:|
+//! | 10^3     | 2.7 µs   | 4.2 µs    | 1.56x | 1.31-1.95x  |
+//! | 10^4     | 2.9 µs   | 5.6 µs    | 1.96x | 1.14-2.63x  |
+//! | 10^5     | 3.1 µs   | 7.2 µs    | 2.30x | 1.74-2.42x  |
+//! | 10^6     | 3.9 µs   | 13.9 µs   | 3.61x | 2.74-3.68x  |
 //!
 //! # Examples
 //!

@@ -57,17 +57,18 @@
 //! command (`cargo bench -p gpukit-jobqueue --bench throughput`).
 //!
 //! Against the kernel's `drm_sched`, in the same kernel (`cargo xtask kernel-test`, suite
-//! `gpukit_jobqueue_vs_c`; QEMU without KVM, lockdep and DMA-API debugging on, so the figures
-//! compare the two under identical conditions, not on hardware): the same driver, whose
-//! `run_job` returns a signalled fence, and the same window of 32 unsignalled jobs. Ratio =
-//! C time / Rust time; one run:
+//! `gpukit_jobqueue_vs_c`; QEMU without KVM, lockdep and DMA-API debugging on, a shared
+//! 2-core host, so the figures compare the two under identical conditions, not on hardware,
+//! and move from run to run): the same driver, whose `run_job` returns a signalled fence, and
+//! the same window of 32 unsignalled jobs; three alternating rounds, the best of each side.
+//! Ratio = C time / Rust time; one run, and the range over three runs:
 //!
-//! | workload (2000 jobs)                      | jobqueue          | drm_sched         | ratio |
-//! |-------------------------------------------|------------------:|------------------:|------:|
-//! | independent jobs                          | 28834 jobs/s      | 14650 jobs/s      | 1.96x |
-//! | chain, 1 dependency                       | 15501 jobs/s      | 10367 jobs/s      | 1.49x |
-//! | fan-in of 4                               | 13049 jobs/s      | 7738 jobs/s       | 1.68x |
-//! | dependency signal to `run_job` (median)   | 185 µs            | 219 µs            | 1.18x |
+//! | workload (2000 jobs)                      | jobqueue     | drm_sched    | ratio | range       |
+//! |-------------------------------------------|-------------:|-------------:|------:|------------:|
+//! | independent jobs                          | 37780 jobs/s | 16456 jobs/s | 2.29x | 1.62-2.29x  |
+//! | chain, 1 dependency                       | 22428 jobs/s | 15157 jobs/s | 1.47x | 1.02-1.47x  |
+//! | fan-in of 4                               | 15524 jobs/s | 14650 jobs/s | 1.05x | 0.69-1.18x  |
+//! | dependency signal to `run_job` (median)   | 119 µs       | 184 µs       | 1.54x | 1.07-1.54x  |
 
 #![no_std]
 
