@@ -88,7 +88,10 @@
 //! In the kernel this crate finds the CPU view of a table from the DMA address in a
 //! descriptor through `DmaTableAlloc`'s index of live tables (about 60 to 70 ns a lookup
 //! there, five per single-page map or unmap), where the C code computes it from the physical
-//! address; that is most of the single-page difference.
+//! address; that is most of the single-page difference. The same suite measures the least
+//! any implementation must do for the bulk 4K map (read, write and sync each descriptor
+//! once): about 1.45 ms in quiet runs, against 2.3 to 2.4 ms here and 2.6 ms for C, so
+//! twice C's speed is out of reach there.
 
 #![no_std]
 
