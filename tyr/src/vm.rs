@@ -974,8 +974,8 @@ mod tests {
         use crate::sim::{MemConfig, SimMemory};
         use std::sync::Arc;
 
-        let rounds = if cfg!(miri) { 2 } else { 300 };
-        let per_thread = if cfg!(miri) { 4 } else { 64 };
+        let rounds = if cfg!(miri) { 1 } else { 300 };
+        let per_thread = if cfg!(miri) { 2 } else { 64 };
         let pool = PtMem::new(SimDma(Arc::new(SimMemory::new(MemConfig::default()))));
         for _ in 0..rounds {
             pool.reserve(2 * per_thread).unwrap();
