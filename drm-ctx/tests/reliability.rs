@@ -172,13 +172,15 @@ fn handle_allocation_scales() {
 }
 
 /// Defect 3 (mmap offsets): offsets of freed objects are given back, so creating, mapping and
-/// freeing objects forever never runs out of offset space (it is 1 TiB; this cycles 4 TiB).
+/// freeing objects forever never runs out of offset space (it is 1 TiB; this cycles more).
 #[test]
 fn mmap_offsets_are_reclaimed() {
     let (_p, reg, counters) = registered();
     let size = 1usize << 32;
     let mut last = None;
-    for _ in 0..1024 {
+    // 4 TiB natively; under Miri 1.2 TiB, still more than the whole offset space.
+    let cycles = if cfg!(miri) { 300 } else { 1024 };
+    for _ in 0..cycles {
         let bo = gem::Object::<Bo>::new(reg.device(), size, counters.clone()).unwrap();
         let off = bo.create_mmap_offset().expect("offset space exhausted");
         last.get_or_insert(off);
