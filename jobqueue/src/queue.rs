@@ -17,6 +17,10 @@
 //! - a job running longer than the configured timeout is handed to
 //!   [`Backend::timed_out`], which may extend it (a bounded number of times), fail it, report a
 //!   reset after which the other unfinished jobs on the ring are run again, or kill the queue.
+//!   A job whose hardware fence has signalled by then is not timed out: one that finished
+//!   before the handler was called is simply completed, and one whose fence signals success
+//!   while the handler runs (a driver that processes completions there) keeps its success
+//!   whatever the handler answers.
 //!
 //! All of this happens in [`Queue::run`], which the driver calls from a work item whenever the
 //! [`Executor`] is woken. The queue never allocates: it owns a fixed array of `N` job slots, and
@@ -514,14 +518,19 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             return;
         };
         let State::Running {
+            hw,
             deadline,
             extensions,
             attempt,
-            ..
         } = &mut entry.state
         else {
             return;
         };
+        if hw.is_signalled() {
+            // It finished after this run collected completions: not a timeout. The run's
+            // next pass collects it.
+            return;
+        }
         let action = self.backend.timed_out(
             TimedOutJob {
                 seqno: entry.seqno,
@@ -552,13 +561,19 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         self.fail_running(i);
     }
 
-    /// Marks running job `i` as failed with `ETIMEDOUT` and returns its credits.
+    /// Marks running job `i` as failed with `ETIMEDOUT` and returns its credits, unless its
+    /// hardware fence signalled success in the meantime (the driver's timeout handler may
+    /// process completions): then the job completed and keeps that result.
     fn fail_running(&mut self, i: usize) {
         if let Some(entry) = slot(&mut self.slots, self.head, i) {
-            if matches!(entry.state, State::Running { .. }) {
+            if let State::Running { hw, .. } = &entry.state {
+                let result = match hw.status() {
+                    Some(Ok(())) => Ok(()),
+                    _ => Err(FenceError::TIMED_OUT),
+                };
                 entry.disarm();
                 self.credits = self.credits.saturating_sub(entry.cost);
-                entry.state = State::Finished(Err(FenceError::TIMED_OUT));
+                entry.state = State::Finished(result);
             }
         }
     }

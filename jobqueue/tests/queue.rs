@@ -602,3 +602,22 @@ fn dependency_across_queues_propagates_errors() {
     );
     assert_eq!(c0.status(), Some(Err(FenceError::IO)));
 }
+
+#[test]
+fn a_job_that_finishes_inside_the_timeout_handler_is_not_timed_out() {
+    for action in [
+        TimeoutAction::Fail,
+        TimeoutAction::Reset,
+        TimeoutAction::Kill,
+    ] {
+        let mut h = Harness::<8>::new(4);
+        h.q.backend_mut().complete_in_timeout = true;
+        h.q.backend_mut().timeout_script.push_back(action);
+        let done = h.submit(1, 1, &[]);
+        h.run();
+        h.advance(TIMEOUT);
+        // The handler ran, found the job complete, and the job keeps its success.
+        assert_eq!(h.q.backend().timeouts.len(), 1, "{action:?}");
+        assert_eq!(done.status(), Some(Ok(())), "{action:?}");
+    }
+}

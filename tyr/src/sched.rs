@@ -472,7 +472,11 @@ impl<B: Backend> JqBackend for RingHw<B> {
     ) -> TimeoutAction {
         let dead = self.group.dead.load(Ordering::Acquire);
         if dead {
-            // Already being torn down (a fault, a destroy): no reset needed for it.
+            // Already being torn down (a fault, a destroy): no reset needed for it. Jobs the
+            // GPU finished keep their success; only the rest is cancelled.
+            if let Some(dev) = self.backend.upgrade() {
+                self.complete(dev.backend.dma());
+            }
             self.fail_inflight(FenceError::CANCELED);
             return TimeoutAction::Kill;
         }
@@ -498,6 +502,8 @@ impl<B: Backend> JqBackend for RingHw<B> {
                 self.index
             );
             dev.sched.shared.reset_needed.store(true, Ordering::Release);
+            // Jobs that finished before the hang keep their success.
+            self.complete(dev.backend.dma());
         }
         self.group
             .state
