@@ -877,8 +877,10 @@ fn parse_report(out: &str) -> Vec<Suite> {
         };
         let body = line.trim_matches('=').trim();
         if line.starts_with('=') {
+            // `(N subtests)`, or `(1 subtest)` for a suite of one case.
             if let Some(name) = body
                 .strip_suffix(" subtests)")
+                .or_else(|| body.strip_suffix(" subtest)"))
                 .and_then(|b| b.rsplit_once(" ("))
             {
                 suites.push(Suite {
@@ -1033,4 +1035,29 @@ fn check_log(log: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_report;
+
+    #[test]
+    fn report_suites_of_one_and_of_several_cases() {
+        let out = "\
+[01:30:56] ============= gpukit_one (1 subtest) =============
+[01:31:00] [PASSED] only_case
+[01:31:00] ============== [PASSED] gpukit_one ===============
+[01:31:00] =============== gpukit_two (2 subtests) ================
+[01:31:00] [PASSED] first
+[01:31:00] a log line between cases
+[01:31:00] [FAILED] second
+[01:31:00] ================= [FAILED] gpukit_two ==================
+";
+        let suites = parse_report(out);
+        let seen: Vec<(&str, u64, u64)> = suites
+            .iter()
+            .map(|s| (s.name.as_str(), s.passed, s.failed))
+            .collect();
+        assert_eq!(seen, [("gpukit_one", 1, 0), ("gpukit_two", 1, 1)]);
+    }
 }
