@@ -5,7 +5,8 @@
 //! The queue reads a monotonic [`Clock`] when a job starts on the ring and when it checks for
 //! timeouts; it never sleeps. Deadlines are handed to the executor
 //! ([`Executor::wake_at`](crate::Executor::wake_at)), which runs the queue again when one is due
-//! (kernel: a delayed work item on `ktime_get()` time; host: a manual clock in tests).
+//! (kernel: the `Runner`'s high-resolution timer on the monotonic clock, armed for the earliest
+//! deadline after each run; host: a manual clock in tests).
 
 use core::time::Duration;
 
