@@ -274,9 +274,9 @@ impl Drop for KernelFence {
 }
 
 impl core::fmt::Debug for KernelFence {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let (context, seqno) = self.context_and_seqno();
-        f.debug_struct("KernelFence")
+        out.debug_struct("KernelFence")
             .field("context", &context)
             .field("seqno", &seqno)
             .field("status", &self.status())

@@ -71,59 +71,6 @@ static void gpukit_c_vm_free_cb(struct drm_gpuvm *gpuvm)
 	/* The VM is freed by gpukit_c_vm_free() once drm_gpuvm_put() returns. */
 }
 
-/*
- * Immediate mode, for the timing pass: the driver callbacks apply each op to the tree as
- * drm_gpuvm_sm_map() / drm_gpuvm_sm_unmap() produce it, allocating the new VAs (a C driver
- * owns its struct drm_gpuva allocations).
- */
-static int gpukit_c_step_map(struct drm_gpuva_op *op, void *priv)
-{
-	struct gpukit_c_vm *vm = priv;
-	struct drm_gpuva *va = kzalloc(sizeof(*va), GFP_KERNEL);
-
-	if (!va)
-		return -ENOMEM;
-	drm_gpuva_map(&vm->base, va, &op->map);
-	return 0;
-}
-
-static int gpukit_c_step_remap(struct drm_gpuva_op *op, void *priv)
-{
-	struct drm_gpuva *va = op->remap.unmap->va, *prev = NULL, *next = NULL;
-
-	if (op->remap.prev) {
-		prev = kzalloc(sizeof(*prev), GFP_KERNEL);
-		if (!prev)
-			return -ENOMEM;
-	}
-	if (op->remap.next) {
-		next = kzalloc(sizeof(*next), GFP_KERNEL);
-		if (!next) {
-			kfree(prev);
-			return -ENOMEM;
-		}
-	}
-	drm_gpuva_remap(prev, next, &op->remap);
-	kfree(va);
-	return 0;
-}
-
-static int gpukit_c_step_unmap(struct drm_gpuva_op *op, void *priv)
-{
-	struct drm_gpuva *va = op->unmap.va;
-
-	drm_gpuva_unmap(&op->unmap);
-	kfree(va);
-	return 0;
-}
-
-static const struct drm_gpuvm_ops gpukit_c_vm_ops = {
-	.vm_free = gpukit_c_vm_free_cb,
-	.sm_step_map = gpukit_c_step_map,
-	.sm_step_remap = gpukit_c_step_remap,
-	.sm_step_unmap = gpukit_c_step_unmap,
-};
-
 static u64 gpukit_c_obj_id(struct gpukit_c_vm *vm, struct drm_gem_object *obj)
 {
 	u32 i;
@@ -182,6 +129,60 @@ static void gpukit_c_record(struct gpukit_c_vm *vm, struct gpukit_c_gpuva_op *r,
 	}
 }
 
+/*
+ * Applying one op to the VM's tree, allocating the new VAs and freeing the removed ones (a C
+ * driver owns its struct drm_gpuva allocations). These are the immediate-mode callbacks of the
+ * timing pass (drm_gpuvm_sm_map() / drm_gpuvm_sm_unmap() call them as they go) and what the
+ * differential run applies its recorded ops lists with.
+ */
+static int gpukit_c_step_map(struct drm_gpuva_op *op, void *priv)
+{
+	struct gpukit_c_vm *vm = priv;
+	struct drm_gpuva *va = kzalloc(sizeof(*va), GFP_KERNEL);
+
+	if (!va)
+		return -ENOMEM;
+	drm_gpuva_map(&vm->base, va, &op->map);
+	return 0;
+}
+
+static int gpukit_c_step_remap(struct drm_gpuva_op *op, void *priv)
+{
+	struct drm_gpuva *va = op->remap.unmap->va, *prev = NULL, *next = NULL;
+
+	if (op->remap.prev) {
+		prev = kzalloc(sizeof(*prev), GFP_KERNEL);
+		if (!prev)
+			return -ENOMEM;
+	}
+	if (op->remap.next) {
+		next = kzalloc(sizeof(*next), GFP_KERNEL);
+		if (!next) {
+			kfree(prev);
+			return -ENOMEM;
+		}
+	}
+	drm_gpuva_remap(prev, next, &op->remap);
+	kfree(va);
+	return 0;
+}
+
+static int gpukit_c_step_unmap(struct drm_gpuva_op *op, void *priv)
+{
+	struct drm_gpuva *va = op->unmap.va;
+
+	drm_gpuva_unmap(&op->unmap);
+	kfree(va);
+	return 0;
+}
+
+static const struct drm_gpuvm_ops gpukit_c_vm_ops = {
+	.vm_free = gpukit_c_vm_free_cb,
+	.sm_step_map = gpukit_c_step_map,
+	.sm_step_remap = gpukit_c_step_remap,
+	.sm_step_unmap = gpukit_c_step_unmap,
+};
+
 /* Records `ops` into `out` and applies them to the VM's tree. */
 static int gpukit_c_apply(struct gpukit_c_vm *vm, struct drm_gpuva_ops *ops,
 			  struct gpukit_c_gpuva_op *out, u32 cap, u32 *n)
@@ -190,43 +191,26 @@ static int gpukit_c_apply(struct gpukit_c_vm *vm, struct drm_gpuva_ops *ops,
 	u32 count = 0;
 
 	drm_gpuva_for_each_op(op, ops) {
-		struct drm_gpuva *va, *prev = NULL, *next = NULL;
+		int ret;
 
 		if (count == cap)
 			return -ENOSPC;
 		gpukit_c_record(vm, &out[count++], op);
 		switch (op->op) {
 		case DRM_GPUVA_OP_MAP:
-			va = kzalloc(sizeof(*va), GFP_KERNEL);
-			if (!va)
-				return -ENOMEM;
-			drm_gpuva_map(&vm->base, va, &op->map);
+			ret = gpukit_c_step_map(op, vm);
 			break;
 		case DRM_GPUVA_OP_UNMAP:
-			va = op->unmap.va;
-			drm_gpuva_unmap(&op->unmap);
-			kfree(va);
+			ret = gpukit_c_step_unmap(op, vm);
 			break;
 		case DRM_GPUVA_OP_REMAP:
-			va = op->remap.unmap->va;
-			if (op->remap.prev) {
-				prev = kzalloc(sizeof(*prev), GFP_KERNEL);
-				if (!prev)
-					return -ENOMEM;
-			}
-			if (op->remap.next) {
-				next = kzalloc(sizeof(*next), GFP_KERNEL);
-				if (!next) {
-					kfree(prev);
-					return -ENOMEM;
-				}
-			}
-			drm_gpuva_remap(prev, next, &op->remap);
-			kfree(va);
+			ret = gpukit_c_step_remap(op, vm);
 			break;
 		default:
-			return -EINVAL;
+			ret = -EINVAL;
 		}
+		if (ret)
+			return ret;
 	}
 	*n = count;
 	return 0;

@@ -232,16 +232,28 @@ mod tests {
         true
     }
 
+    /// The `struct device` under a `Device`, for the C side.
+    fn raw_dev(dev: &Device) -> *mut c_void {
+        // `Device` is `repr(transparent)` over the C `struct device`.
+        core::ptr::from_ref(dev).cast::<c_void>().cast_mut()
+    }
+
+    /// A faux device with a 64-bit DMA mask, whose tables both implementations map.
+    fn gpu() -> Result<faux::Registration> {
+        let gpu = faux::Registration::new(c"gpukit-io-pgtable-vs-c", None)?;
+        // SAFETY: The registered faux device, alive while `gpu` is.
+        if unsafe { gpukit_io_pgtable_test_dma_setup(raw_dev(gpu.as_ref())) } != 0 {
+            return Err(EIO);
+        }
+        Ok(gpu)
+    }
+
     /// Runs `steps` random operations on both implementations; returns the number of steps
     /// that changed a mapping, or `EINVAL` at the first disagreement.
     fn differential<F: Format>(mali: bool, seed: u64, steps: u32) -> Result<u32> {
-        let gpu = faux::Registration::new(c"gpukit-io-pgtable-vs-c", None)?;
+        let gpu = gpu()?;
         let dev: &Device = gpu.as_ref();
-        let raw = core::ptr::from_ref(dev).cast::<c_void>().cast_mut();
-        // SAFETY: `raw` is the registered faux device, alive while `gpu` is.
-        if unsafe { gpukit_io_pgtable_test_dma_setup(raw) } != 0 {
-            return Err(EIO);
-        }
+        let raw = raw_dev(dev);
         let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
         let mem = DmaTableAlloc::new(dev, false, 256, GFP_KERNEL)?;
         let mut rust = PageTable::<F, _>::new(cfg, &*mem, NoFlush)?;
@@ -441,13 +453,9 @@ mod tests {
     fn timings() -> Result {
         const GIB: u64 = 1 << 30;
         const SINGLE: usize = 4096;
-        let gpu = faux::Registration::new(c"gpukit-io-pgtable-vs-c", None)?;
+        let gpu = gpu()?;
         let dev: &Device = gpu.as_ref();
-        let raw = core::ptr::from_ref(dev).cast::<c_void>().cast_mut();
-        // SAFETY: `raw` is the registered faux device, alive while `gpu` is.
-        if unsafe { gpukit_io_pgtable_test_dma_setup(raw) } != 0 {
-            return Err(EIO);
-        }
+        let raw = raw_dev(dev);
         let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
         let mem = DmaTableAlloc::new(dev, false, 4096, GFP_KERNEL)?;
         let mut rust = PageTable::<Arm64LpaeS1, _>::new(cfg, &*mem, NoFlush)?;
