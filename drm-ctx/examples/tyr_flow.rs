@@ -57,8 +57,8 @@ impl drm::Driver for TyrDemo {
         major: 1,
         minor: 0,
         patchlevel: 0,
-        name: "tyr",
-        desc: "Arm Mali (demo)",
+        name: c"tyr",
+        desc: c"Arm Mali (demo)",
     };
     const FEAT_RENDER: bool = true;
     drm_ctx::declare_drm_ioctls! {

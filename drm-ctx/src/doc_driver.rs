@@ -24,8 +24,8 @@ impl drm::Driver for DocDriver {
         major: 1,
         minor: 2,
         patchlevel: 3,
-        name: "doc",
-        desc: "documentation driver",
+        name: c"doc",
+        desc: c"documentation driver",
     };
     const IOCTLS: &'static [drm::ioctl::Descriptor<Self>] = &[];
     const FEAT_RENDER: bool = true;

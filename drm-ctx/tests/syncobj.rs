@@ -196,7 +196,10 @@ fn create_signal_wait_reset_destroy() {
         client.ioctl_arg(DRM_IOCTL_SYNCOBJ_CREATE, &mut c),
         Err(Error::Invalid)
     );
-    assert_eq!(wait(&client, &[77], 0, Duration::ZERO), Err(Error::Invalid));
+    assert_eq!(
+        wait(&client, &[77], 0, Duration::ZERO),
+        Err(Error::NotFound)
+    );
     assert_eq!(
         wait(&client, &[signalled], 1 << 5, Duration::ZERO),
         Err(Error::Invalid)

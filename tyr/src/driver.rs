@@ -988,8 +988,8 @@ fn bo_mmap_offset<B: Backend>(
 impl<B: Backend> TyrDriver<B> {
     /// What `DRM_IOCTL_VERSION` reports: panthor's name and uAPI version, so Mesa picks it up.
     const DRIVER_INFO: drm::DriverInfo = drm::DriverInfo {
-        name: "panthor",
-        desc: "ARM Mali Tyr DRM driver",
+        name: c"panthor",
+        desc: c"ARM Mali Tyr DRM driver",
         major: 1,
         minor: 5,
         patchlevel: 0,

@@ -9,6 +9,7 @@
 //! [`Registered`](super::Registered) context. Dropping the registration unplugs the device.
 
 use super::{file::DriverFile, gem::DriverObject, ioctl};
+use core::ffi::CStr;
 
 /// Name and version a driver reports to userspace (`DRM_IOCTL_VERSION`).
 #[derive(Clone, Copy, Debug)]
@@ -19,10 +20,11 @@ pub struct DriverInfo {
     pub minor: i32,
     /// Patch level.
     pub patchlevel: i32,
-    /// Driver name (for example `"panthor"`).
-    pub name: &'static str,
+    /// Driver name (for example `c"panthor"`); a C string, as the kernel's `struct drm_driver`
+    /// holds it.
+    pub name: &'static CStr,
     /// Human-readable description.
-    pub desc: &'static str,
+    pub desc: &'static CStr,
 }
 
 /// A DRM driver.

@@ -42,7 +42,7 @@
 
 use super::{Device, Driver, File};
 use crate::Result;
-use core::{marker::PhantomData, mem::size_of};
+use core::{ffi::CStr, marker::PhantomData, mem::size_of};
 
 /// The ioctl type of DRM (`'d'`).
 pub const BASE: u32 = b'd' as u32;
@@ -271,8 +271,8 @@ pub struct Descriptor<T: Driver + 'static> {
     pub cmd: u32,
     /// Permission flags ([`AUTH`], [`MASTER`], [`ROOT_ONLY`], [`RENDER_ALLOW`]).
     pub flags: u32,
-    /// Name for diagnostics.
-    pub name: &'static str,
+    /// Name for diagnostics (a C string: the kernel's `drm_ioctl` prints it).
+    pub name: &'static CStr,
     /// The handler.
     pub handler: &'static dyn Handler<T>,
 }
@@ -288,7 +288,7 @@ impl<T: Driver> Descriptor<T> {
     pub const fn new<A: IoctlArg>(
         cmd: u32,
         flags: u32,
-        name: &'static str,
+        name: &'static CStr,
         handler: &'static Typed<T, A>,
     ) -> Self {
         assert!(ty(cmd) == BASE, "not a DRM ioctl");
@@ -306,6 +306,20 @@ impl<T: Driver> Descriptor<T> {
             name,
             handler,
         }
+    }
+}
+
+/// `name` (which ends with its only NUL byte) as a C string, for
+/// [`declare_drm_ioctls!`](crate::declare_drm_ioctls).
+///
+/// # Panics
+///
+/// In const evaluation (a build error) if `name` has no NUL at its end or one before.
+#[doc(hidden)]
+pub const fn c_name(name: &'static str) -> &'static CStr {
+    match CStr::from_bytes_with_nul(name.as_bytes()) {
+        Ok(c) => c,
+        Err(_) => panic!("an ioctl handler's name must end with its only NUL byte"),
     }
 }
 
@@ -372,7 +386,7 @@ pub const fn validated<T: Driver>(table: &[Descriptor<T>]) -> &[Descriptor<T>] {
 ///     type Object = MyBo;
 ///     type File = MyFile;
 ///     const INFO: drm::DriverInfo =
-///         drm::DriverInfo { major: 1, minor: 0, patchlevel: 0, name: "my", desc: "example" };
+///         drm::DriverInfo { major: 1, minor: 0, patchlevel: 0, name: c"my", desc: c"example" };
 ///     drm_ctx::declare_drm_ioctls! {
 ///         (ECHO, Echo, ioctl::RENDER_ALLOW, echo),
 ///     }
@@ -406,7 +420,7 @@ macro_rules! declare_drm_ioctls {
                 $crate::drm::ioctl::Descriptor::new::<$arg>(
                     $cmd,
                     $flags,
-                    ::core::stringify!($func),
+                    $crate::drm::ioctl::c_name(::core::concat!(::core::stringify!($func), "\0")),
                     &$crate::drm::ioctl::Typed::<Self, $arg> {
                         func: $func,
                         _arg: ::core::marker::PhantomData,

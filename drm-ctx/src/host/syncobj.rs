@@ -21,7 +21,10 @@
 //! is not reported by the wait (as in the kernel: the wait only tells that fences signalled).
 //! A wait is about the syncobjs its handles named when it started: destroying a handle does not
 //! end it (nothing can attach a fence to that syncobj any more). A wait for submission sleeps
-//! until a fence is attached, and every wait fails with `ENODEV` once the device is unplugged.
+//! until a fence is attached. As in the kernel, a handle that names no syncobj is `ENOENT` for
+//! wait, reset and signal, and unplugging the device does not end a wait that has started: it
+//! ends when its fences signal or its deadline passes (the driver signals every fence of an
+//! unplugged device, with an error).
 
 use core::any::Any;
 use core::task::Waker;
@@ -36,10 +39,7 @@ use std::{
 
 use super::{idr::Idr, WakerList};
 use crate::{
-    drm::{
-        device::RawDevice,
-        ioctl::{IoctlArg, IOWR},
-    },
+    drm::ioctl::{IoctlArg, IOWR},
     uaccess::UserMemory,
     Error, Result,
 };
@@ -473,7 +473,6 @@ pub(super) fn wait(
     table: &SyncobjTable,
     user: &dyn UserMemory,
     arg: &mut DrmSyncobjWait,
-    dev: &RawDevice,
 ) -> Result<u32> {
     let known = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT;
     if arg.flags & !known != 0 || arg.pad != 0 {
@@ -490,16 +489,15 @@ pub(super) fn wait(
         .map_err(|_| Error::NoMemory)?;
     for h in &handles {
         match table.lookup(*h) {
-            None => return Err(Error::Invalid),
+            None => return Err(Error::NotFound),
             Some((_, Some(f))) => slots.push(Slot::Fence(f)),
             Some((id, None)) if for_submit => slots.push(Slot::Empty(id)),
             Some((_, None)) => return Err(Error::Invalid),
         }
     }
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    // Woken by unplug (the wait then fails with ENODEV) and, while a syncobj has no fence, by
-    // every fence attached to the table's syncobjs. Both are taken back on every way out.
-    let _unplug = dev.unplug_wakers().add(&waker)?;
+    // While a syncobj has no fence, woken by every fence attached to the table's syncobjs;
+    // taken back on every way out.
     let _submit = if slots.iter().any(|s| matches!(s, Slot::Empty(_))) {
         Some(table.waiters.add(&waker)?)
     } else {
@@ -538,9 +536,6 @@ pub(super) fn wait(
         if (all && done == slots.len()) || (!all && first.is_some()) {
             arg.first_signaled = if all { 0 } else { first.unwrap_or(0) as u32 };
             return Ok(0);
-        }
-        if dev.is_unplugged() {
-            return Err(Error::NoDevice);
         }
         let now = monotonic_ns();
         if now >= arg.timeout_nsec {

@@ -250,8 +250,8 @@ impl drm::Driver for TestDriver {
         major: 1,
         minor: 5,
         patchlevel: 0,
-        name: "tyr-test",
-        desc: "test driver",
+        name: c"tyr-test",
+        desc: c"test driver",
     };
     const FEAT_RENDER: bool = true;
 

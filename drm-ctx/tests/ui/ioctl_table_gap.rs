@@ -19,7 +19,7 @@ impl drm::Driver for Drv {
     type Object = Bo;
     type File = F;
     const INFO: drm::DriverInfo =
-        drm::DriverInfo { major: 1, minor: 0, patchlevel: 0, name: "x", desc: "x" };
+        drm::DriverInfo { major: 1, minor: 0, patchlevel: 0, name: c"x", desc: c"x" };
     drm_ctx::declare_drm_ioctls! {
         (ioctl::IOW::<u32>(0x40), u32, 0, handler),
         (ioctl::IOW::<u32>(0x42), u32, 0, handler),

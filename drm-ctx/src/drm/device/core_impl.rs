@@ -107,9 +107,6 @@ pub(crate) struct RawDevice {
     active: AtomicUsize,
     mmap_lock: AtomicBool,
     mmap_list: UnsafeCell<MmapList>,
-    /// Threads blocked inside an entry point (`SYNCOBJ_WAIT`), woken by unplug.
-    #[cfg(feature = "std")]
-    unplug_wakers: crate::host::WakerList,
     parent: ARef<device::Device>,
     pub(crate) mem: MemOps,
     layout: Layout,
@@ -334,21 +331,10 @@ impl RawDevice {
         self.state.load(Ordering::SeqCst) == STATE_UNPLUGGED
     }
 
-    /// Threads blocked in an entry point queue their wakers here: unplug wakes them, and they
-    /// then return [`Error::NoDevice`] instead of holding up the unplug.
-    #[cfg(feature = "std")]
-    pub(crate) fn unplug_wakers(&self) -> &crate::host::WakerList {
-        &self.unplug_wakers
-    }
-
     fn unplug(&self) {
         if self.state.swap(STATE_UNPLUGGED, Ordering::SeqCst) == STATE_UNPLUGGED {
             return;
         }
-        // Blocking waits inside entry points (the kernel's `drm_dev_unplug` does not wait for
-        // them either) see the new state once woken and leave with `ENODEV`.
-        #[cfg(feature = "std")]
-        self.unplug_wakers.wake_all();
         // Wait for entry points in flight on other threads; those of the current thread (an
         // ioctl handler unplugging its own device) cannot finish before we return.
         let own = entry_tracking::count(self);
@@ -525,10 +511,12 @@ impl<T: Driver> Device<T, Registered> {
     /// Unplugs the device ("hot-unplug"): from now on every userspace entry point (open, ioctl,
     /// mmap) fails with [`Error::NoDevice`].
     ///
-    /// Waits for entry points already running on other threads to finish; threads blocked in
-    /// `SYNCOBJ_WAIT` are woken and fail with [`Error::NoDevice`], so the wait is short. Open files, GEM objects
-    /// and the driver data stay valid until their last reference goes. Unplugging twice is a
-    /// no-op; dropping the [`Registration`](super::Registration) unplugs too.
+    /// Waits, as the kernel's `drm_dev_unplug` does, for the sections entered with
+    /// [`enter`](Self::enter) on other threads to end; not for ioctls as such, so a client
+    /// blocked in `SYNCOBJ_WAIT` does not hold it up (its wait goes on until its fences signal
+    /// or its deadline passes). Open files, GEM objects and the driver data stay valid until
+    /// their last reference goes. Unplugging twice is a no-op; dropping the
+    /// [`Registration`](crate::drm::Registration) unplugs too.
     pub fn unplug(&self) {
         self.raw.unplug();
     }
@@ -691,8 +679,6 @@ impl<T: Driver> UnregisteredDevice<T> {
                     head: None,
                     tail: None,
                 }),
-                #[cfg(feature = "std")]
-                unplug_wakers: Default::default(),
                 parent: ARef::from(parent),
                 mem,
                 layout,

@@ -5,6 +5,8 @@
 
 use super::DriverObject;
 #[cfg(feature = "std")]
+use crate::drm::Driver;
+#[cfg(feature = "std")]
 use crate::drm::File;
 use crate::drm::{
     device::{
@@ -13,8 +15,6 @@ use crate::drm::{
     },
     Device,
 };
-#[cfg(feature = "std")]
-use crate::drm::Driver;
 use crate::{
     types::{ARef, AlwaysRefCounted},
     Error, Result,
