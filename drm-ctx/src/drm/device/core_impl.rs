@@ -325,12 +325,6 @@ impl RawDevice {
         })
     }
 
-    /// Whether the device has been unplugged.
-    #[cfg(feature = "std")]
-    pub(crate) fn is_unplugged(&self) -> bool {
-        self.state.load(Ordering::SeqCst) == STATE_UNPLUGGED
-    }
-
     fn unplug(&self) {
         if self.state.swap(STATE_UNPLUGGED, Ordering::SeqCst) == STATE_UNPLUGGED {
             return;
