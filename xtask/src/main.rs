@@ -10,6 +10,8 @@
 //! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
+//! cargo xtask userspace-test [--cache DIR] [--bzimage PATH]  boot the built kernel with each
+//!                                userspace test program as /init (see xtask/USERSPACE.md)
 //! ```
 //!
 //! The tool uses only `std` so that it builds in a couple of seconds on a fresh clone.
@@ -18,6 +20,7 @@ mod codegen;
 mod fuzz;
 mod kernel;
 mod setup;
+mod userspace;
 mod workspace;
 
 use std::process::ExitCode;
@@ -42,7 +45,9 @@ fn usage() -> ExitCode {
            demo               run every example of the library crates, in release mode\n  \
            fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
-           kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU"
+           kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU\n  \
+           userspace-test [--cache DIR] [--bzimage PATH]  boot the built kernel with the\n  \
+                              userspace test programs as /init (see xtask/USERSPACE.md)"
     );
     ExitCode::from(2)
 }
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         }
         Some("kernel-test") => kernel::Options::parse(&args[1..])
             .and_then(|o| kernel::test(&ws, &o, &mut Tally::default())),
+        Some("userspace-test") => userspace::command(&ws, &args[1..], &userspace::basic_log_check),
         _ => return usage(),
     };
     match result {
