@@ -1,16 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Kernel adapters, compiled only inside a Linux tree (`cargo xtask kernel-build` passes
+//! The kernel backend, compiled only inside a Linux tree (`cargo xtask kernel-build` passes
 //! `--cfg gpukit_kernel --extern kernel`).
 //!
-//! The typestate core runs unchanged in the kernel; what an environment supplies are the
-//! seams. Here: memory for devices and GEM objects from the kernel's slab ([`Kmalloc`] with
-//! `GFP_KERNEL`, the flags `drm_dev_alloc` and `drm_gem_object_init` use), user copies through
-//! the kernel's `copy_from_user`/`copy_to_user` ([`KernelUserMemory`]), and the error
-//! conversion. Replacing the crate's own DRM core bookkeeping by `struct drm_device` and the C
-//! helpers is the driver backend's work (Tyr), not this crate's.
+//! In the kernel the crate's driver-facing API ([`Driver`](crate::drm::Driver),
+//! [`drm::Device`](crate::drm::Device) with its contexts, [`UnregisteredDevice`],
+//! [`Registration`], [`File`](crate::drm::File), [`gem::Object`](crate::drm::gem::Object), ioctl
+//! tables) is implemented on `kernel::drm` of Linux 7.2 instead of the crate's own core:
 //!
-//! [`Kmalloc`]: ::kernel::alloc::allocator::Kmalloc
+//! | this crate | the kernel |
+//! |---|---|
+//! | [`device::Device<Ctx>`](crate::device::Device) | `kernel::device::Device<Ctx>` (`struct device`) |
+//! | `Driver` | `kernel::drm::Driver` of [`drm::KDriver<T>`] (`struct drm_driver`) |
+//! | `drm::Device<T, Ctx>` | `kernel::drm::Device<KDriver<T>, Ctx>` (`struct drm_device`) |
+//! | `UnregisteredDevice::new_with_in` | `kernel::drm::UnregisteredDevice::new` (`__drm_dev_alloc`), data built after |
+//! | `Registration::new` / drop | `drm_dev_register` / `drm_dev_unplug` |
+//! | `Registration::new_foreign_owned` | the same, kept in the parent's devres (`kernel::devres::register`) |
+//! | `Device::enter` | `drm_dev_enter` / `drm_dev_exit` |
+//! | `File<F>` | `kernel::drm::File<KFile<F>>` (`struct drm_file`, `driver_priv`) |
+//! | `gem::Object<T, Ctx>` | `kernel::drm::gem::shmem::Object` (`struct drm_gem_shmem_object`) |
+//! | `create_handle`, `lookup_handle`, `close_handle`, `create_mmap_offset` | `drm_gem_handle_create`, `drm_gem_object_lookup`, `drm_gem_handle_delete`, `drm_gem_create_mmap_offset` |
+//! | `Driver::IOCTLS` ([`declare_drm_ioctls!`](crate::declare_drm_ioctls)) | a `drm_ioctl_desc` table built at compile time, dispatched by `drm_ioctl` |
+//! | `File::create_syncobj` | `drm_syncobj_create` + `drm_syncobj_get_handle` |
+//! | core ioctls (`VERSION`, `GEM_CLOSE`, `SYNCOBJ_*`, PRIME) | the DRM core's own |
+//!
+//! Two small C helpers (`kernel/drm.c`) stand in for what Linux 7.2's Rust DRM lacks: its
+//! `struct drm_driver` never sets `DRIVER_SYNCOBJ`, so the device gets a managed copy of its
+//! vtable with `DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE` before registration; and
+//! `drm_syncobj.h`, `drm_auth.h` are not in the bindings.
+//!
+//! [`UnregisteredDevice`]: crate::drm::UnregisteredDevice
+//! [`Registration`]: crate::drm::Registration
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -68,4 +88,59 @@ impl UserMemory for KernelUserMemory {
     }
 }
 
+pub mod device;
+pub mod drm;
+pub mod file;
+pub mod gem;
 mod kunit;
+
+extern "C" {
+    fn gpukit_drm_fence_get(fence: *mut ::kernel::bindings::dma_fence);
+    fn gpukit_drm_fence_put(fence: *mut ::kernel::bindings::dma_fence);
+}
+
+/// One reference to a `struct dma_fence` (any driver's), to put in a syncobj with
+/// [`File::create_syncobj`](crate::drm::File::create_syncobj).
+///
+/// # Invariants
+///
+/// `self.0` is a fence this value owns one reference of.
+pub struct DmaFence(NonNull<::kernel::bindings::dma_fence>);
+
+// SAFETY: Fence references may be taken, used and dropped on any thread.
+unsafe impl Send for DmaFence {}
+// SAFETY: Shared use only reads the pointer; the fence synchronises itself.
+unsafe impl Sync for DmaFence {}
+
+impl DmaFence {
+    /// Takes a new reference to `fence`.
+    ///
+    /// # Safety
+    ///
+    /// `fence` is a live `struct dma_fence` (the caller holds a reference during the call).
+    pub unsafe fn from_raw_get(fence: NonNull<::kernel::bindings::dma_fence>) -> Self {
+        // SAFETY: The fence is alive (caller's guarantee).
+        unsafe { gpukit_drm_fence_get(fence.as_ptr()) };
+        // INVARIANT: We took the reference.
+        DmaFence(fence)
+    }
+
+    /// The fence.
+    pub fn as_raw(&self) -> *mut ::kernel::bindings::dma_fence {
+        self.0.as_ptr()
+    }
+}
+
+impl Clone for DmaFence {
+    fn clone(&self) -> Self {
+        // SAFETY: We hold a reference, so the fence is alive.
+        unsafe { Self::from_raw_get(self.0) }
+    }
+}
+
+impl Drop for DmaFence {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference (type invariant).
+        unsafe { gpukit_drm_fence_put(self.0.as_ptr()) };
+    }
+}

@@ -77,3 +77,12 @@ mod core_impl;
 pub use self::core_impl::File;
 #[cfg(gpukit_kernel)]
 pub use crate::kernel::file::File;
+
+/// The fence type [`File::create_syncobj`] takes: in the kernel one reference to a
+/// `struct dma_fence`, in the host core a [`FenceRef`](crate::host::syncobj::FenceRef).
+#[cfg(gpukit_kernel)]
+pub type SyncobjFence = crate::kernel::DmaFence;
+/// The fence type [`File::create_syncobj`] takes: in the kernel one reference to a
+/// `struct dma_fence`, in the host core a [`FenceRef`](crate::host::syncobj::FenceRef).
+#[cfg(all(not(gpukit_kernel), feature = "std"))]
+pub type SyncobjFence = crate::host::syncobj::FenceRef;

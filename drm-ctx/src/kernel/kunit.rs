@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! KUnit suite `gpukit_drm_ctx`: the device-context typestate in kernel memory.
+//! KUnit suite `gpukit_drm_ctx`: the typestate on the kernel's DRM core, with a faux device as
+//! the parent (the userspace side is the sample driver's stage of `cargo xtask kernel-test`).
 
 use ::kernel::prelude::*;
 
@@ -11,6 +12,7 @@ mod tests {
     use crate::device;
     use crate::drm::{self, gem, AnyCtx};
     use crate::kernel::{KernelAlloc, KernelUserMemory};
+    use crate::types::ARef;
     use crate::uaccess::UserMemory;
     use crate::Error;
     use ::kernel::prelude::*;
@@ -36,8 +38,8 @@ mod tests {
             major: 1,
             minor: 0,
             patchlevel: 0,
-            name: "gpukit-kunit",
-            desc: "drm-ctx KUnit driver",
+            name: c"gpukit_kunit",
+            desc: c"drm-ctx KUnit driver",
         };
         const IOCTLS: &'static [drm::ioctl::Descriptor<Self>] = &[];
     }
@@ -60,36 +62,60 @@ mod tests {
     }
 
     #[test]
-    fn parent_device_in_kernel_memory() -> Result {
-        let parent = device::Device::new_in::<KernelAlloc>("gpukit-parent")?;
-        let second = parent.clone();
-        assert_eq!(second.name(), "gpukit-parent");
+    fn parent_is_the_kernel_device() -> Result {
+        let faux = ::kernel::faux::Registration::new(c"gpukit-drm-ctx-kunit", None)?;
+        let parent = device::Device::from_kernel(faux.as_ref());
+        let second: ARef<device::Device> = parent.into();
         assert!(parent.same_device(&*second));
+        let unreg = drm::UnregisteredDevice::<TestDriver>::new_in::<KernelAlloc>(parent, Data)?;
+        assert!(unreg.parent().same_device(parent));
         Ok(())
     }
 
     #[test]
     fn objects_before_registration_then_registered_device() -> Result {
         let before = DROPPED.load(Ordering::SeqCst);
-        let parent = device::Device::new_in::<KernelAlloc>("gpukit-parent")?;
+        let faux = ::kernel::faux::Registration::new(c"gpukit-drm-ctx-kunit", None)?;
+        let parent = device::Device::from_kernel(faux.as_ref());
+        let mut kept = None;
         let unreg =
-            drm::UnregisteredDevice::<TestDriver>::new_with_in::<KernelAlloc>(&parent, |init| {
-                // Firmware-style object created before userspace can see the device.
+            drm::UnregisteredDevice::<TestDriver>::new_with_in::<KernelAlloc>(parent, |init| {
+                // Firmware-style object created before userspace can see the device; the
+                // device's data does not exist yet.
                 let fw = gem::Object::<Bo, AnyCtx>::new_for_init(init, 100, ())?;
                 assert_eq!(fw.size(), 4096);
+                assert_eq!(fw.device().err(), Some(Error::NoDevice));
+                kept = Some(fw);
                 Ok(Data)
             })?;
         assert!(!unreg.is_registered());
+        assert!(unreg.as_registered().is_none());
+        let fw = kept.ok_or(EINVAL)?;
+        assert!(fw.device()?.same_device(&*unreg));
+        // A kernel GEM object holds its device: drop it before expecting the data to go.
+        drop(fw);
         let reg = drm::Registration::new(unreg, 0)?;
         let dev = reg.device();
         assert!(dev.is_registered());
         let bo = gem::Object::<Bo>::new(dev, 8192, ())?;
         assert_eq!(bo.size(), 8192);
         assert!(bo.belongs_to(dev));
+        assert_eq!(bo.mmap_offset(), None);
         let off = bo.create_mmap_offset()?;
+        assert_eq!(off % 4096, 0);
         assert_eq!(bo.mmap_offset(), Some(off));
+        assert_eq!(bo.create_mmap_offset()?, off);
+        assert_eq!(bo.handle_count(), 0);
+        {
+            let _section = dev.enter()?;
+        }
+        let kept: ARef<drm::Device<TestDriver>> = dev.into();
         drop(bo);
         drop(reg);
+        assert!(kept.is_unplugged());
+        assert_eq!(kept.enter().err(), Some(Error::NoDevice));
+        assert_eq!(DROPPED.load(Ordering::SeqCst), before);
+        drop(kept);
         // The driver data went exactly once, with the last reference.
         assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
         Ok(())
@@ -97,8 +123,9 @@ mod tests {
 
     #[test]
     fn flags_and_sizes_are_checked() -> Result {
-        let parent = device::Device::new_in::<KernelAlloc>("gpukit-parent")?;
-        let unreg = drm::UnregisteredDevice::<TestDriver>::new_in::<KernelAlloc>(&parent, Data)?;
+        let faux = ::kernel::faux::Registration::new(c"gpukit-drm-ctx-kunit", None)?;
+        let parent = device::Device::from_kernel(faux.as_ref());
+        let unreg = drm::UnregisteredDevice::<TestDriver>::new_in::<KernelAlloc>(parent, Data)?;
         assert_eq!(
             gem::Object::<Bo, AnyCtx>::new(&unreg, 0, ()).err(),
             Some(Error::Invalid)

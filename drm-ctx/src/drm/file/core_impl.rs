@@ -102,6 +102,12 @@ mod host {
             &self.host.syncobjs
         }
 
+        /// Creates a syncobj of this file holding `fence` (or none) and returns its handle (what a
+        /// driver's submit ioctl hands back for its job's done fence).
+        pub fn create_syncobj(&self, fence: Option<&super::super::SyncobjFence>) -> Result<u32> {
+            self.host.syncobjs.create(fence.cloned())
+        }
+
         /// The memory of the client that opened the file (for pointers inside ioctl arguments).
         pub fn user(&self) -> &dyn UserMemory {
             &*self.host.user

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! GEM objects in the kernel: [`Object`] is a `kernel::drm::gem::shmem::Object`, a
+//! `struct drm_gem_shmem_object` whose pages come from shmem, so userspace can `mmap` it through
+//! the fake offset [`Object::create_mmap_offset`] returns (`drm_gem_mmap` and the shmem fault
+//! handler), and PRIME export works as the shmem helpers provide it.
+//!
+//! Unlike the crate's own core, a kernel GEM object holds a reference on its DRM device
+//! (`drm_gem_object_init` takes one): driver data that keeps GEM objects of its own device must
+//! drop them when the driver unbinds, or the device is never released.
+
+use core::{ops::Deref, ptr::NonNull};
+
+use ::kernel::{
+    bindings,
+    drm::{
+        self as kdrm,
+        gem::{shmem, BaseObject as _, IntoGEMObject as _},
+    },
+    sync::aref::{self as karef, AlwaysRefCounted as KRefCounted},
+};
+
+use super::drm::{from_kernel, KDriver};
+use crate::{
+    drm::{gem::DriverObject, AnyCtx, Device, DeviceCtx, DeviceInit, Driver, File, Registered},
+    types::{ARef, AlwaysRefCounted},
+    Error, Result,
+};
+
+const PAGE_SIZE: usize = 4096;
+
+/// The kernel-side driver data of a GEM object of a driver written against this crate.
+#[repr(transparent)]
+pub struct KObject<O: DriverObject>(O);
+
+impl<O: DriverObject> kdrm::gem::DriverObject for KObject<O> {
+    type Driver = KDriver<O::Driver>;
+    type Args = O::Args;
+
+    fn new<Ctx: kdrm::DeviceContext>(
+        _dev: &kdrm::Device<Self::Driver, Ctx>,
+        size: usize,
+        args: O::Args,
+    ) -> impl ::kernel::prelude::PinInit<Self, ::kernel::error::Error> {
+        O::new(size, args)
+            .map(KObject)
+            .map_err(::kernel::error::Error::from)
+    }
+
+    fn open(
+        obj: &kdrm::gem::DriverAllocImpl<Self>,
+        file: &kdrm::gem::DriverFile<Self>,
+    ) -> ::kernel::error::Result {
+        O::open(Object::from_kernel(obj), File::from_kernel(file)).map_err(Into::into)
+    }
+
+    fn close(obj: &kdrm::gem::DriverAllocImpl<Self>, file: &kdrm::gem::DriverFile<Self>) {
+        O::close(Object::from_kernel(obj), File::from_kernel(file))
+    }
+}
+
+/// The kernel's object type behind `Object<T, C>`.
+type Inner<T, C> = shmem::Object<KObject<T>, <C as DeviceCtx>::Kernel>;
+
+/// A GEM object with driver data `T`, created with a device in context `C`: a shmem-backed
+/// `struct drm_gem_object`.
+///
+/// # Invariants
+///
+/// - Transparent over the kernel's shmem object, whatever `C`.
+/// - The device it was created with was in context `C` then.
+#[repr(transparent)]
+pub struct Object<T: DriverObject, C: DeviceCtx = Registered>(Inner<T, C>);
+
+/// Turns a kernel reference into one of ours.
+fn adopt<T: DriverObject, C: DeviceCtx>(obj: karef::ARef<Inner<T, C>>) -> ARef<Object<T, C>> {
+    let ptr = karef::ARef::into_raw(obj).cast::<Object<T, C>>();
+    // SAFETY: The reference is transferred; the layout is transparent.
+    unsafe { ARef::from_raw(ptr) }
+}
+
+/// A zero size is refused, others are rounded up to whole pages.
+fn page_size(size: usize) -> Result<usize> {
+    if size == 0 {
+        return Err(Error::Invalid);
+    }
+    Ok(size.checked_add(PAGE_SIZE - 1).ok_or(Error::Invalid)? & !(PAGE_SIZE - 1))
+}
+
+impl<T: DriverObject, C: DeviceCtx> Object<T, C> {
+    /// Creates an object of at least `size` bytes (rounded up to whole pages). A zero size is
+    /// [`Error::Invalid`].
+    pub fn new(dev: &Device<T::Driver, C>, size: usize, args: T::Args) -> Result<ARef<Self>> {
+        let size = page_size(size)?;
+        let config = shmem::ObjectConfig {
+            map_wc: false,
+            parent_resv_obj: None,
+        };
+        shmem::Object::new(dev.as_kernel(), size, config, args)
+            .map(adopt)
+            .map_err(from_kernel)
+    }
+
+    pub(crate) fn from_kernel(obj: &Inner<T, C>) -> &Self {
+        // CAST: Transparent wrapper.
+        // SAFETY: The reference bounds the lifetime.
+        unsafe { &*core::ptr::from_ref(obj).cast::<Self>() }
+    }
+
+    /// The kernel's object.
+    pub fn as_kernel(&self) -> &shmem::Object<KObject<T>, C::Kernel> {
+        &self.0
+    }
+
+    fn as_raw(&self) -> *mut bindings::drm_gem_object {
+        self.0.as_raw()
+    }
+
+    /// The size in bytes (a multiple of the page size).
+    pub fn size(&self) -> usize {
+        self.0.size()
+    }
+
+    /// The number of file handles naming this object.
+    pub fn handle_count(&self) -> usize {
+        // SAFETY: The object is alive; `handle_count` is an integer the DRM core updates under
+        // its lock: a racy read only sees an older or newer count.
+        let n = unsafe { core::ptr::addr_of!((*self.as_raw()).handle_count).read_volatile() };
+        n as usize
+    }
+
+    /// The device the object was created with ([`Error::NoDevice`] while its driver data is
+    /// still being built).
+    pub fn device(&self) -> Result<ARef<Device<T::Driver, C>>> {
+        let kdev = self.0.dev();
+        let data: &super::drm::DevData<T::Driver> = kdev;
+        if !data.is_built() {
+            return Err(Error::NoDevice);
+        }
+        // SAFETY: The data is built; the object was made with the device in context `C`.
+        let dev = unsafe { Device::<T::Driver, C>::from_kernel(kdev) };
+        Ok(ARef::from(dev))
+    }
+
+    /// Returns whether the object was created with `dev`.
+    pub fn belongs_to<C2: DeviceCtx>(&self, dev: &Device<T::Driver, C2>) -> bool {
+        // SAFETY: The object is alive, and so is its device.
+        unsafe { (*self.as_raw()).dev == dev.as_raw() }
+    }
+
+    /// The mmap offset, if one was created.
+    pub fn mmap_offset(&self) -> Option<u64> {
+        // SAFETY: The object is alive; the node's start is 0 until an offset is created.
+        match unsafe { bindings::drm_vma_node_offset_addr(&raw mut (*self.as_raw()).vma_node) } {
+            0 => None,
+            o => Some(o),
+        }
+    }
+}
+
+impl<T: DriverObject> Object<T, AnyCtx> {
+    /// Creates an object while the device's driver data is being built.
+    pub fn new_for_init(
+        dev: &DeviceInit<'_, T::Driver>,
+        size: usize,
+        args: T::Args,
+    ) -> Result<ARef<Self>> {
+        let size = page_size(size)?;
+        let config = shmem::ObjectConfig {
+            map_wc: false,
+            parent_resv_obj: None,
+        };
+        shmem::Object::new(dev.dev, size, config, args)
+            .map(adopt)
+            .map_err(from_kernel)
+    }
+}
+
+impl<T: DriverObject> Object<T, Registered> {
+    /// Creates a handle to the object for `file` (`drm_gem_handle_create`).
+    /// [`Error::Invalid`] if the file belongs to another device.
+    pub fn create_handle(&self, file: &File<<T::Driver as Driver>::File>) -> Result<u32> {
+        if !self.belongs_to(file.device()) {
+            return Err(Error::Invalid);
+        }
+        self.0.create_handle(file.as_kernel()).map_err(from_kernel)
+    }
+
+    /// Looks up the object `handle` names in `file`; [`Error::NotFound`] if none.
+    pub fn lookup_handle(
+        file: &File<<T::Driver as Driver>::File>,
+        handle: u32,
+    ) -> Result<ARef<Self>> {
+        Inner::<T, Registered>::lookup_handle(file.as_kernel(), handle)
+            .map(adopt)
+            .map_err(from_kernel)
+    }
+
+    /// Creates the fake offset userspace passes to `mmap()` (or returns the existing one).
+    pub fn create_mmap_offset(&self) -> Result<u64> {
+        self.0.create_mmap_offset().map_err(from_kernel)
+    }
+}
+
+impl<T: DriverObject, C: DeviceCtx> Deref for Object<T, C> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &(*self.0).0
+    }
+}
+
+// SAFETY: `drm_gem_object_get`/`put` (the kernel's implementation) count the references; the
+// object is freed with the last one.
+unsafe impl<T: DriverObject, C: DeviceCtx> AlwaysRefCounted for Object<T, C> {
+    fn inc_ref(&self) {
+        self.0.inc_ref();
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference; the layout is transparent.
+        unsafe { Inner::<T, C>::dec_ref(obj.cast()) }
+    }
+}
