@@ -231,7 +231,7 @@ fn bad_input_gets_the_errno_the_kernel_run_expects() {
     assert_eq!(client.ioctl_arg(SUBMIT, &mut s), Err(Error::Invalid));
     let unknown = ioctl::IOWR::<[u64; 2]>(0x4f);
     assert_eq!(client.ioctl(unknown, &mut [0; 16]), Err(Error::Invalid));
-    let not_drm = ioctl::ioc(3, b'x' as u32, 0x40, 16);
+    let not_drm = ioctl::ioc(3, u32::from(b'x'), 0x40, 16);
     assert_eq!(client.ioctl(not_drm, &mut [0; 16]), Err(Error::NotTty));
     assert_eq!(wait(&client, 0x77), Err(Error::NotFound));
     // A short BO_CREATE (only `size`): zero-extended, so it succeeds; the handle is not
