@@ -49,6 +49,12 @@ impl From<Error> for ::kernel::error::Error {
     }
 }
 
+impl From<::kernel::error::Error> for Error {
+    fn from(e: ::kernel::error::Error) -> Self {
+        drm::from_kernel(e)
+    }
+}
+
 /// Device and object memory from `kmalloc(GFP_KERNEL)`.
 pub struct KernelAlloc;
 

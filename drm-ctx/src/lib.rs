@@ -33,14 +33,19 @@
 
 //! # Backends
 //!
-//! The typestate does not depend on who runs the DRM core. What differs between environments
-//! sits behind small seams: device and object memory ([`mem::Allocator`]), user copies
-//! ([`uaccess::UserMemory`]), binding drivers to parent devices
-//! ([`device::Device::assume_bound`]), and the core's bookkeeping inside [`drm::Device`] and
-//! [`drm::gem::Object`] (reference counts, registration state, mmap offsets), which a kernel
-//! backend replaces with `struct drm_device`/`struct drm_gem_object` and the C helpers
-//! (`drm_dev_register`, `drm_dev_unplug`, `drm_gem_handle_create`, ...). The `kernel` feature is
-//! reserved for that backend and refuses to build outside a Linux tree.
+//! The typestate, the driver traits and the ioctl tables do not depend on who runs the DRM core.
+//! Two backends implement the types behind them ([`drm::Device`], [`drm::UnregisteredDevice`],
+//! [`drm::Registration`], [`drm::File`], [`drm::gem::Object`], [`device::Device`]):
+//!
+//! - the crate's own core (here, `core_impl` modules): reference counts, registration state and
+//!   mmap offsets in memory from [`mem::Allocator`], with [`host`] (feature `std`) as the DRM
+//!   core a test talks to;
+//! - the kernel backend (feature `kernel`, built only inside a Linux tree by
+//!   `cargo xtask kernel-build`): the same items on Linux 7.2's `kernel::drm` —
+//!   `struct drm_device`, `struct drm_file`, shmem GEM objects, `drm_ioctl` dispatching the
+//!   driver's table, the kernel's own syncobjs (its module documentation maps every item).
+//!
+//! Where the two behave differently, the kernel is right and the crate's core follows it.
 
 #![no_std]
 

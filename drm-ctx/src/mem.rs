@@ -50,13 +50,16 @@ unsafe impl Allocator for Global {
     }
 }
 
-/// The functions of one allocator, stored in the objects it allocated.
+/// The functions of one allocator, stored in the objects it allocated (by the crate's own core;
+/// in the kernel the DRM core allocates).
+#[cfg(not(gpukit_kernel))]
 #[derive(Clone, Copy)]
 pub(crate) struct MemOps {
     pub(crate) alloc: fn(Layout) -> Result<NonNull<u8>>,
     pub(crate) free: unsafe fn(NonNull<u8>, Layout),
 }
 
+#[cfg(not(gpukit_kernel))]
 impl MemOps {
     pub(crate) const fn of<A: Allocator>() -> MemOps {
         MemOps {

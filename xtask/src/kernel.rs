@@ -73,7 +73,7 @@ const CRATES: &[Vendored] = &[
         dir: "drm-ctx",
         name: "drm_ctx",
         externs: &[],
-        c_files: &[],
+        c_files: &["kernel/drm.c"],
         kunit_crate: false,
     },
     Vendored {
@@ -98,6 +98,31 @@ const CRATES: &[Vendored] = &[
         kunit_crate: false,
     },
 ];
+
+/// A driver built into the test kernel from a directory of a crate (outside its `src/`): a
+/// crate root, the library crates it uses, and C files (its boot hook), all under the Kconfig
+/// symbol `config`.
+struct Driver {
+    /// Directory in the workspace, vendored to the same path under `rust/gpukit/`.
+    dir: &'static str,
+    /// The crate root, relative to `dir`.
+    root: &'static str,
+    /// Crate name, also the object's name in `rust/gpukit/`.
+    name: &'static str,
+    externs: &'static [&'static str],
+    c_files: &'static [&'static str],
+    config: &'static str,
+}
+
+/// The drivers built into the test kernel; the userspace stage of `kernel-test` talks to them.
+const DRIVERS: &[Driver] = &[Driver {
+    dir: "drm-ctx/sample",
+    root: "kernel.rs",
+    name: "gpukit_drm_sample",
+    externs: &["drm_ctx", "jobqueue"],
+    c_files: &["init.c"],
+    config: "CONFIG_GPUKIT_SAMPLE_DRM",
+}];
 
 /// A third-party crate from the Cargo registry that Linux does not provide.
 struct ThirdParty {
@@ -549,6 +574,36 @@ fn makefile_rules(canary: bool) -> String {
             w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
         }
     }
+    for d in DRIVERS {
+        let target = format!("$(obj)/gpukit/{}.o", d.name);
+        let mut objs = vec![format!("gpukit/{}.o", d.name)];
+        objs.extend(
+            d.c_files
+                .iter()
+                .map(|f| format!("gpukit/{}/{}", d.dir, f.replace(".c", ".o"))),
+        );
+        let mut flags = String::from("$(gpukit-flags)");
+        let mut deps = String::from("$(obj)/kernel.o");
+        for e in d.externs {
+            flags.push_str(&format!(" --extern {e}"));
+            deps.push_str(&format!(" $(obj)/gpukit/{e}.o"));
+        }
+        w(&mut m, "");
+        w(
+            &mut m,
+            &format!("obj-$({}) += {}", d.config, objs.join(" ")),
+        );
+        w(&mut m, &format!("{target}: private skip_gendwarfksyms = 1"));
+        w(
+            &mut m,
+            &format!("{target}: private rustc_target_flags = {flags}"),
+        );
+        w(
+            &mut m,
+            &format!("{target}: $(src)/gpukit/{}/{} {deps} FORCE", d.dir, d.root),
+        );
+        w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
+    }
     w(&mut m, "endif # CONFIG_RUST");
     m
 }
@@ -578,6 +633,9 @@ fn vendor(ws: &Workspace, l: &Layout, canary: bool) -> Result<usize, String> {
             &root.join(c.dir).join("src"),
             &mut seen,
         )?;
+    }
+    for d in DRIVERS {
+        changed += sync_tree(&ws.root.join(d.dir), &root.join(d.dir), &mut seen)?;
     }
     for tp in THIRD_PARTY {
         let dir = registry_crate(ws, tp)?;
@@ -626,6 +684,21 @@ config GPUKIT_VS_C
 \thelp
 \t  Builds the C io-pgtable, drm_gpuvm and drm_sched into the test kernel so that
 \t  gpukit's KUnit suites can drive both implementations with the same operations.
+
+config GPUKIT_DRM
+\tbool \"gpukit: drm-ctx's kernel backend (kernel::drm, shmem GEM objects)\"
+\tdepends on RUST && DRM && MMU
+\tselect RUST_DRM_GEM_SHMEM_HELPER
+\thelp
+\t  The kernel DRM pieces drm-ctx's kernel backend is built on; the Rust
+\t  shmem GEM abstraction is only built when a driver selects it.
+
+config GPUKIT_SAMPLE_DRM
+\tbool \"gpukit: the drm-ctx sample driver on a faux device\"
+\tdepends on GPUKIT_DRM
+\thelp
+\t  Registers the render node of drm-ctx's sample driver at boot, for the
+\t  userspace stage of cargo xtask kernel-test.
 ";
 
 /// The kernel configuration the suites run under. Besides KUnit and Rust: the DRM core (its
@@ -643,6 +716,12 @@ CONFIG_DEBUG_ATOMIC_SLEEP=y
 CONFIG_DMA_API_DEBUG=y
 CONFIG_IOMMU_SUPPORT=y
 CONFIG_GPUKIT_VS_C=y
+CONFIG_GPUKIT_DRM=y
+CONFIG_GPUKIT_SAMPLE_DRM=y
+CONFIG_BLK_DEV_INITRD=y
+CONFIG_DEVTMPFS=y
+CONFIG_BINFMT_ELF=y
+CONFIG_SHMEM=y
 ";
 
 /// Writes the kunitconfig, the TCG QEMU configuration and the QEMU wrapper.

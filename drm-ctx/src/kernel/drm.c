@@ -13,6 +13,13 @@
 #include <drm/drm_syncobj.h>
 #include <linux/dma-fence.h>
 
+/* Called from Rust (drm-ctx/src/kernel/{drm,file}.rs and kernel.rs). */
+int gpukit_drm_enable_syncobj(struct drm_device *dev);
+int gpukit_drm_syncobj_create(struct drm_file *file, struct dma_fence *fence, u32 *handle);
+bool gpukit_drm_is_current_master(struct drm_file *file);
+void gpukit_drm_fence_get(struct dma_fence *fence);
+void gpukit_drm_fence_put(struct dma_fence *fence);
+
 /*
  * kernel::drm builds one constant struct drm_driver per driver, without DRIVER_SYNCOBJ, and
  * the DRM core only answers the syncobj ioctls for drivers that have it (drm_device's own

@@ -39,6 +39,9 @@ use crate::{
     Error, Result,
 };
 
+// `struct drm_device` has a member of a type that is empty in this configuration
+// (`sched_statistics`), which `improper_ctypes` flags; only pointers cross the boundary.
+#[allow(improper_ctypes)]
 extern "C" {
     fn gpukit_drm_enable_syncobj(dev: *mut bindings::drm_device) -> c_int;
 }
@@ -138,7 +141,7 @@ const fn entry<T: Driver, const I: usize>() -> bindings::drm_ioctl_desc {
             cmd: d.cmd,
             flags: d.flags,
             func: Some(trampoline::<T, I>),
-            name: d.name.as_ptr(),
+            name: d.name.as_ptr().cast(),
         }
     } else {
         bindings::drm_ioctl_desc {
@@ -255,7 +258,9 @@ impl<T: Driver, C: DeviceCtx> Device<T, C> {
         // SAFETY: `dev` of a live `struct drm_device` is its parent, which it holds a reference on.
         let parent = unsafe { (*self.as_raw()).dev };
         // SAFETY: As above: valid while the DRM device is.
-        device::Device::from_kernel(unsafe { ::kernel::device::Device::from_raw(parent) })
+        device::Device::from_kernel(unsafe {
+            ::kernel::device::Device::<::kernel::device::Normal>::from_raw(parent)
+        })
     }
 
     /// Returns whether the device is currently registered and not unplugged.
@@ -505,9 +510,9 @@ impl<T: Driver> Registration<T> {
         }
         let reg = Registration::new(drm, flags)?;
         let ptr = NonNull::from(reg.device());
-        ::kernel::devres::register(
+        ::kernel::devres::register::<Registration<T>, ::kernel::error::Error>(
             dev.as_kernel_bound(),
-            Ok::<_, ::kernel::error::Error>(reg),
+            Ok::<Registration<T>, ::kernel::error::Error>(reg),
             GFP_KERNEL,
         )
         .map_err(from_kernel)?;

@@ -17,6 +17,8 @@ use crate::{
     Result,
 };
 
+// See `drm.rs`: only pointers to `struct drm_file` cross the boundary.
+#[allow(improper_ctypes)]
 extern "C" {
     fn gpukit_drm_syncobj_create(
         file: *mut bindings::drm_file,
