@@ -105,7 +105,7 @@ fn init() -> drm_ctx::Result {
     let bound = unsafe { parent.assume_bound() };
     let drm = driver::probe(bound)?;
     ::kernel::pr_info!(
-        "gpukit_sample: registered a render node on faux device gpukit-sample ({} ioctls)\n",
+        "registered a render node on faux device gpukit-sample ({} ioctls)\n",
         <driver::SampleDriver as drm_ctx::drm::Driver>::IOCTLS.len()
     );
     let _ = drm;
