@@ -24,10 +24,14 @@
 //! | `File::create_syncobj` | `drm_syncobj_create` + `drm_syncobj_get_handle` |
 //! | core ioctls (`VERSION`, `GEM_CLOSE`, `SYNCOBJ_*`, PRIME) | the DRM core's own |
 //!
-//! Two small C helpers (`kernel/drm.c`) stand in for what Linux 7.2's Rust DRM lacks: its
-//! `struct drm_driver` never sets `DRIVER_SYNCOBJ`, so the device gets a managed copy of its
-//! vtable with `DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE` before registration; and
-//! `drm_syncobj.h`, `drm_auth.h` are not in the bindings.
+//! A small C file (`kernel/drm.c`) stands in for what Linux 7.2's Rust DRM lacks or gets
+//! wrong for this crate: its `struct drm_driver` never sets `DRIVER_SYNCOBJ`, and with shmem
+//! objects it offers `dumb_create` (to any primary-node client) and PRIME import of other
+//! devices' buffers, both of which make plain shmem objects that a handle lookup would then
+//! take for the driver's type. So each device gets, before registration, a managed copy of its
+//! vtable with `DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE` and without those two callbacks. It
+//! also wraps what is not in the bindings (`drm_syncobj.h`, `drm_auth.h`, the `static inline`
+//! fence reference counting).
 //!
 //! [`UnregisteredDevice`]: crate::drm::UnregisteredDevice
 //! [`Registration`]: crate::drm::Registration

@@ -14,20 +14,27 @@
 #include <linux/dma-fence.h>
 
 /* Called from Rust (drm-ctx/src/kernel/{drm,file}.rs and kernel.rs). */
-int gpukit_drm_enable_syncobj(struct drm_device *dev);
+int gpukit_drm_adjust_driver(struct drm_device *dev);
 int gpukit_drm_syncobj_create(struct drm_file *file, struct dma_fence *fence, u32 *handle);
 bool gpukit_drm_is_current_master(struct drm_file *file);
 void gpukit_drm_fence_get(struct dma_fence *fence);
 void gpukit_drm_fence_put(struct dma_fence *fence);
 
 /*
- * kernel::drm builds one constant struct drm_driver per driver, without DRIVER_SYNCOBJ, and
- * the DRM core only answers the syncobj ioctls for drivers that have it (drm_device's own
- * feature mask can only take features away). Give the device, before registration, a copy of
- * its vtable with the syncobj features; drmm memory is freed after the release callback, the
- * last reader of dev->driver.
+ * kernel::drm builds one constant struct drm_driver per driver. Two things in it do not fit
+ * drm-ctx, and the device gets, before registration, a copy of its vtable without them
+ * (drmm memory is freed after the release callback, the last reader of dev->driver):
+ *
+ * - DRIVER_SYNCOBJ is never set, and the DRM core only answers the syncobj ioctls for drivers
+ *   that have it (drm_device's own feature mask can only take features away): set it, with
+ *   DRIVER_SYNCOBJ_TIMELINE.
+ * - The shmem helpers' dumb_create (DRM_IOCTL_MODE_CREATE_DUMB, open to any client of the
+ *   primary node) and gem_prime_import_sg_table (importing another device's dma-buf) make
+ *   plain drm_gem_shmem_objects, not the driver's object type; a handle to one would then be
+ *   looked up as the driver's type. Without them the core refuses both (ENOSYS, EINVAL);
+ *   re-importing a buffer this device exported still returns the original object.
  */
-int gpukit_drm_enable_syncobj(struct drm_device *dev)
+int gpukit_drm_adjust_driver(struct drm_device *dev)
 {
 	struct drm_driver *drv = drmm_kmalloc(dev, sizeof(*drv), GFP_KERNEL);
 
@@ -35,6 +42,8 @@ int gpukit_drm_enable_syncobj(struct drm_device *dev)
 		return -ENOMEM;
 	*drv = *dev->driver;
 	drv->driver_features |= DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE;
+	drv->dumb_create = NULL;
+	drv->gem_prime_import_sg_table = NULL;
 	dev->driver = drv;
 	return 0;
 }

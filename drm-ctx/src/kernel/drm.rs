@@ -43,7 +43,7 @@ use crate::{
 // (`sched_statistics`), which `improper_ctypes` flags; only pointers cross the boundary.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn gpukit_drm_enable_syncobj(dev: *mut bindings::drm_device) -> c_int;
+    fn gpukit_drm_adjust_driver(dev: *mut bindings::drm_device) -> c_int;
 }
 
 /// Converts a kernel error into this crate's.
@@ -443,7 +443,7 @@ impl<T: Driver> UnregisteredDevice<T> {
         let kdev: &kdrm::Device<KDriver<T>, kdrm::Uninit> = &unreg;
         let raw: *mut bindings::drm_device = core::ptr::from_ref(kdev).cast_mut().cast();
         // SAFETY: The device is still private to this function (not registered).
-        check(unsafe { gpukit_drm_enable_syncobj(raw) })?;
+        check(unsafe { gpukit_drm_adjust_driver(raw) })?;
         let data = init(&DeviceInit {
             dev: kdev,
             _p: PhantomData,
