@@ -585,7 +585,9 @@ fn boot(bzimage: &Path, initramfs: &Path, log: &Path, name: &str) -> Result<Stri
                 if let Some(at) = line.find(&prefix) {
                     eprintln!("  {}", &line[at..]);
                 }
-                if line.contains("reboot: Power down") || line.contains("reboot: System halted") {
+                // "reboot: System halted", or "reboot: Power off not available: System halted
+                // instead" when a program asks for a power-off the kernel cannot do.
+                if line.contains("reboot: Power down") || line.contains("System halted") {
                     halted.get_or_insert_with(Instant::now);
                 }
                 console.push_str(&line);

@@ -5,8 +5,8 @@
 //! As PID 1 of the test VM a program must never exit or let a panic unwind out of `main`: the
 //! kernel panics when init dies ("Attempted to kill init"). [`run`] mounts devtmpfs on `/dev`,
 //! runs the checks with panics caught (a panic is one more failed check), prints the summary,
-//! flushes, syncs and powers the VM off. Run by hand on a host (not PID 1) it mounts nothing and
-//! exits with status 0 only if every check passed.
+//! flushes, syncs and ends the VM (see [`sys::shut_down`]). Run by hand on a host (not PID 1)
+//! it mounts nothing and exits with status 0 only if every check passed.
 
 use std::any::Any;
 use std::io::Stdout;
@@ -15,7 +15,7 @@ use std::panic::{self, AssertUnwindSafe};
 use crate::report::Report;
 use crate::sys;
 
-/// Runs `checks` as program `program` and ends the process (powering the VM off as PID 1).
+/// Runs `checks` as program `program` and ends the process (the VM, as PID 1).
 pub fn run(program: &'static str, checks: impl FnOnce(&mut Report<Stdout>)) -> ! {
     let init = sys::is_init();
     let mut report = Report::new(program, std::io::stdout());
@@ -33,7 +33,7 @@ pub fn run(program: &'static str, checks: impl FnOnce(&mut Report<Stdout>)) -> !
     }
     report.summary();
     if init {
-        sys::power_off();
+        sys::shut_down();
     }
     let success = report.failed() == 0 && report.passed() > 0;
     std::process::exit(if success { 0 } else { 1 })

@@ -14,10 +14,11 @@
 //!
 //! - [`ioc`]: the Linux `_IOC` ioctl number encoding;
 //! - [`sys`]: raw ioctls returning the errno, `mmap`, `CLOCK_MONOTONIC`, and what PID 1 needs
-//!   (mounting devtmpfs, powering off);
+//!   (mounting devtmpfs, ending the VM);
 //! - [`drm`]: the DRM core ioctls every driver has (version, GEM close, syncobjs);
 //! - [`report`]: the check and summary lines;
-//! - [`init`]: the frame of a program: PID 1 set-up, panics caught and reported, power-off.
+//! - [`init`]: the frame of a program: PID 1 set-up, panics caught and reported, the VM
+//!   ended.
 
 pub mod drm;
 pub mod init;

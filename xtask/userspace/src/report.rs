@@ -8,7 +8,7 @@
 //! userspace: <program>: summary: <P> passed, <F> failed
 //! ```
 //!
-//! Every line is flushed at once: the console is the only record, and the VM powers off right
+//! Every line is flushed at once: the console is the only record, and the VM ends right
 //! after the summary.
 
 use std::fmt::Display;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! System calls the programs need, with the errno kept: raw ioctls, `mmap`, the monotonic clock,
-//! and what PID 1 of the test VM does (mount devtmpfs, sync, power off).
+//! and what PID 1 of the test VM does (mount devtmpfs, sync, end the VM).
 
 use std::ffi::CString;
 use std::fmt;
@@ -291,15 +291,20 @@ pub fn mount_devtmpfs(dir: &str) -> Result<bool, String> {
     }
 }
 
-/// Writes the file systems back and powers the machine off; as PID 1 nothing may come after.
-/// Falls back to a restart (QEMU with `-no-reboot` exits on it too), then waits forever.
-pub fn power_off() -> ! {
+/// Writes the file systems back and ends the VM; as PID 1 nothing may come after.
+///
+/// It restarts the machine (`LINUX_REBOOT_CMD_RESTART`), which QEMU started with `-no-reboot`
+/// turns into its exit, as kunit.py does with `kunit_shutdown=reboot`: the test kernel's small
+/// configuration has no power-off method, and there `LINUX_REBOOT_CMD_POWER_OFF` halts the
+/// machine ("Power off not available: System halted instead") and never returns, leaving QEMU
+/// running. Should the restart fail, power-off is tried, then it waits forever.
+pub fn shut_down() -> ! {
     // SAFETY: `sync` has no preconditions.
     unsafe { libc::sync() };
     // SAFETY: as PID 1 with CAP_SYS_BOOT the call does not return on success.
-    unsafe { libc::reboot(libc::LINUX_REBOOT_CMD_POWER_OFF) };
-    // SAFETY: as above.
     unsafe { libc::reboot(libc::LINUX_REBOOT_CMD_RESTART) };
+    // SAFETY: as above.
+    unsafe { libc::reboot(libc::LINUX_REBOOT_CMD_POWER_OFF) };
     loop {
         // SAFETY: `pause` has no preconditions.
         unsafe { libc::pause() };
