@@ -616,7 +616,15 @@ struct Armed<Q: RunQueue> {
     fires: u64,
 }
 
-/// Owns a queue and runs it from a work item on the system workqueue.
+/// The kernel's default system workqueue, `system_dfl_wq` (unbound). Linux 7.2's
+/// `workqueue::system()` is `system_wq`, which 7.2 marks deprecated and warns about on first
+/// use.
+pub fn default_workqueue() -> &'static workqueue::Queue {
+    // SAFETY: `system_dfl_wq` is set up at boot, before any initcall, and never freed.
+    unsafe { workqueue::Queue::from_raw(bindings::system_dfl_wq) }
+}
+
+/// Owns a queue and runs it from a work item on the system workqueue (`system_dfl_wq`).
 ///
 /// Each run happens inside a `dma_fence` signalling section ([`SignallingSection`]), with the
 /// runner's lock held: whoever takes that lock (through [`Runner::with`], to submit jobs) must
@@ -763,7 +771,7 @@ impl<Q: RunQueue> Runner<Q> {
 
     fn schedule(this: Arc<Self>) {
         // Already pending: that run will see whatever this wake-up was for.
-        let _ = workqueue::system().enqueue::<Arc<Self>, 1>(this);
+        let _ = default_workqueue().enqueue::<Arc<Self>, 1>(this);
     }
 
     fn run_queue(this: Arc<Self>) {

@@ -1071,12 +1071,18 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
         ));
     }
     eprintln!("kernel: no lockdep, DMA-API, atomic-sleep or WARN report in the kernel log (ok)");
-    Ok(())
+    // The userspace stage: the same kernel booted with each test program as /init, talking to
+    // the drivers built in through /dev/dri (xtask/src/userspace.rs).
+    let t = Instant::now();
+    let bzimage = l.build.join("arch/x86/boot/bzImage");
+    let stages = crate::userspace::run_stages(ws, &bzimage, &l.cache, &check_log, tally);
+    record(&l, "userspace stage", t.elapsed().as_secs_f64());
+    stages.map(|_| ())
 }
 
 /// Checks that the kernel's checkers were on in this boot and returns the lines where one of
 /// them reported something (each with the two lines after it).
-fn check_log(log: &str) -> Result<Vec<String>, String> {
+pub(crate) fn check_log(log: &str) -> Result<Vec<String>, String> {
     /// Printed at boot when the checker is compiled in and active.
     const ACTIVE: &[(&str, &str)] = &[
         ("lockdep", "Lock dependency validator"),

@@ -72,7 +72,7 @@ fn main() -> ExitCode {
         }
         Some("kernel-test") => kernel::Options::parse(&args[1..])
             .and_then(|o| kernel::test(&ws, &o, &mut Tally::default())),
-        Some("userspace-test") => userspace::command(&ws, &args[1..], &userspace::basic_log_check),
+        Some("userspace-test") => userspace::command(&ws, &args[1..], &kernel::check_log),
         _ => return usage(),
     };
     match result {

@@ -199,7 +199,7 @@ mod tests {
         let f = KernelFence::new(&timeline, 1, GFP_KERNEL)?;
         assert_eq!(f.wait_timeout_ms(20), None);
         let g = f.clone();
-        workqueue::system().try_spawn(GFP_KERNEL, move || {
+        crate::kernel::default_workqueue().try_spawn(GFP_KERNEL, move || {
             g.signal(Ok(()));
         })?;
         assert_eq!(f.wait_timeout_ms(2000), Some(Ok(())));

@@ -111,6 +111,58 @@ fn checks<W: Write>(r: &mut Report<W>) {
     core_syncobj(r, &dev);
     bad_input(r, &dev);
     struct_sizes(r, &dev);
+    primary_node(r);
+}
+
+/// `struct drm_mode_create_dumb` (the DRM core's, for `DRM_IOCTL_MODE_CREATE_DUMB`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct ModeCreateDumb {
+    height: u32,
+    width: u32,
+    bpp: u32,
+    flags: u32,
+    handle: u32,
+    pitch: u32,
+    size: u64,
+}
+
+// SAFETY: `#[repr(C)]`, integers only, no padding (32 bytes).
+unsafe impl Plain for ModeCreateDumb {}
+
+/// The primary node: the driver's ioctls work there too, and dumb buffers, which the shmem
+/// helpers would make as objects of another type than the driver's, are refused (drm-ctx's
+/// kernel backend takes `dumb_create` out of the driver vtable).
+fn primary_node<W: Write>(r: &mut Report<W>) {
+    let dev = match Drm::open("/dev/dri/card0") {
+        Ok(dev) => {
+            r.ok("open /dev/dri/card0 (the primary node)");
+            dev
+        }
+        Err(e) => {
+            r.fail("open /dev/dri/card0 (the primary node)", e);
+            return;
+        }
+    };
+    r.check(
+        "BO_CREATE on the primary node gives a non-zero handle",
+        match bo_create(&dev, 4096, 0) {
+            Ok(a) if a.handle != 0 => Ok(()),
+            Ok(a) => Err(format!("handle {}", a.handle)),
+            Err(e) => Err(format!("{e}")),
+        },
+    );
+    const MODE_CREATE_DUMB: u32 = ioc::iowr(drm::IOCTL_BASE, 0xB2, size_of::<ModeCreateDumb>());
+    let mut dumb = ModeCreateDumb {
+        height: 64,
+        width: 64,
+        bpp: 32,
+        ..ModeCreateDumb::default()
+    };
+    r.check(
+        "MODE_CREATE_DUMB on the primary node fails with ENOSYS (no foreign object types)",
+        expect_errno(dev.ioctl(MODE_CREATE_DUMB, &mut dumb), libc::ENOSYS),
+    );
 }
 
 /// `Ok` if the call failed with `want`.
