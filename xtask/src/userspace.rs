@@ -2,7 +2,7 @@
 
 //! The userspace stage of `cargo xtask kernel-test` (and `cargo xtask userspace-test` on its
 //! own): the test kernel booted again, with a static Rust program as `/init`, which talks to a
-//! DRM driver through `/dev/dri/renderD128` (see `xtask/USERSPACE.md`).
+//! DRM driver through `/dev/dri/renderD128` (see "The userspace stage" in `xtask/KERNEL.md`).
 //!
 //! For each [`Stage`]:
 //!
