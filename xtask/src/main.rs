@@ -257,6 +257,30 @@ fn ci(ws: &Workspace) -> Result<(), String> {
         });
     }
     steps.push(Step {
+        name: format!(
+            "downstream/: a user's crate, default features, for {NO_STD_TARGET}; host tests with std"
+        ),
+        run: Box::new(|tally| {
+            let manifest = ws.root.join("downstream/Cargo.toml");
+            let manifest = manifest.to_string_lossy();
+            let target = ws.target_dir("downstream");
+            let build = [
+                "build",
+                "--locked",
+                "--manifest-path",
+                &manifest,
+                "--target",
+                NO_STD_TARGET,
+            ];
+            Cmd::cargo(&build)
+                .env("CARGO_TARGET_DIR", &target)
+                .status()?;
+            Cmd::cargo(&["test", "--locked", "--manifest-path", &manifest])
+                .env("CARGO_TARGET_DIR", &target)
+                .tally(tally)
+        }),
+    });
+    steps.push(Step {
         name: "cargo doc --workspace --no-deps (warnings denied)".into(),
         run: Box::new(|_| {
             Cmd::cargo(&["doc", "--workspace", "--no-deps", "--features", &features])
