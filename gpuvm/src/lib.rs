@@ -26,6 +26,35 @@
 //! Nothing here allocates: VAs, VM-BOs and the index's nodes live in storage the caller
 //! provides ([`Storage`]), and there is no `unsafe` code.
 //!
+//! # Examples
+//!
+//! ```
+//! use gpuvm::{BoSlot, GemObject, Gpuvm, Mapping, VaSlot, VmConfig};
+//!
+//! #[derive(Clone)]
+//! struct Bo(u64);
+//! impl GemObject for Bo {
+//!     fn id(&self) -> u64 { self.0 }
+//!     fn size(&self) -> u64 { 0x10_0000 }
+//!     fn resv_id(&self) -> u64 { 0 }
+//! }
+//!
+//! fn main() -> Result<(), gpuvm::Error> {
+//!     let vas: [VaSlot<&str>; 16] = core::array::from_fn(|_| VaSlot::new());
+//!     let bos: [BoSlot<Bo>; 4] = core::array::from_fn(|_| BoSlot::new());
+//!     let mut vm = Gpuvm::new(VmConfig::new(0, 1 << 32).align(0x1000), vas, bos)?;
+//!     let bo = Bo(1);
+//!     vm.map(Mapping::new(0x10000, 0x4000, &bo, 0), "whole")?;
+//!     vm.unmap(0x11000, 0x1000)?; // splits the mapping in two
+//!     let ranges: Vec<_> = vm.iter().map(|va| (va.addr(), va.range(), va.offset())).collect();
+//!     assert_eq!(ranges, [(0x10000, 0x1000, 0), (0x12000, 0x2000, 0x2000)]);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Code that only reads a VM can take `&dyn `[`VmView`] and name no storage type; the aliases
+//! [`ArrayGpuvm`], [`SliceGpuvm`] and `VecGpuvm` (feature `alloc`) name the common ones.
+//!
 //! # Cost
 //!
 //! The VAs are indexed by a B+tree whose nodes ([`IndexNode`]) sit in a dense node storage of
@@ -121,29 +150,6 @@
 //! | 10^5     | 3.1 µs   | 7.2 µs    | 2.30x | 1.74-2.42x  |
 //! | 10^6     | 3.9 µs   | 13.9 µs   | 3.61x | 2.74-3.68x  |
 //!
-//! # Examples
-//!
-//! ```
-//! use gpuvm::{BoSlot, GemObject, Gpuvm, Mapping, VaSlot, VmConfig};
-//!
-//! #[derive(Clone)]
-//! struct Bo(u64);
-//! impl GemObject for Bo {
-//!     fn id(&self) -> u64 { self.0 }
-//!     fn size(&self) -> u64 { 0x10_0000 }
-//!     fn resv_id(&self) -> u64 { 0 }
-//! }
-//!
-//! let vas: [VaSlot<&str>; 16] = core::array::from_fn(|_| VaSlot::new());
-//! let bos: [BoSlot<Bo>; 4] = core::array::from_fn(|_| BoSlot::new());
-//! let mut vm = Gpuvm::new(VmConfig::new(0, 1 << 32).align(0x1000), vas, bos)?;
-//! let bo = Bo(1);
-//! vm.map(Mapping::new(0x10000, 0x4000, &bo, 0), "whole")?;
-//! vm.unmap(0x11000, 0x1000)?; // splits the mapping in two
-//! let ranges: Vec<_> = vm.iter().map(|va| (va.addr(), va.range(), va.offset())).collect();
-//! assert_eq!(ranges, [(0x10000, 0x1000, 0), (0x12000, 0x2000, 0x2000)]);
-//! # Ok::<(), gpuvm::Error>(())
-//! ```
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -171,6 +177,7 @@ mod model_test;
 mod sm;
 mod storage;
 mod tree;
+mod view;
 mod vm;
 
 pub use bind::{Bind, OpEntry};
@@ -179,6 +186,9 @@ pub use error::Error;
 pub use gem::GemObject;
 pub use sm::{CommitOps, Op, OpMap, OpMapped, OpRemap, OpRemapped, OpUnmap, OpUnmapped, SmOps};
 pub use storage::Storage;
+#[cfg(feature = "alloc")]
+pub use view::VecGpuvm;
+pub use view::{ArrayGpuvm, SliceGpuvm, VmView};
 pub use vm::{BoSlot, Gpuvm, Mapping, Va, VaSlot, VmBo, VmConfig};
 
 /// The README's example, compiled and run as a doctest.

@@ -158,7 +158,7 @@ fn bo_ev_link<O>(s: &mut BoSlot<O>) -> &mut ListLink {
 ///     .resv_id(7);
 /// assert_eq!(cfg.range, 1 << 48);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct VmConfig {
     /// First address of the VM.
     pub start: u64,
@@ -207,8 +207,42 @@ impl VmConfig {
     }
 }
 
+/// Prints a `u64` in hex (`Debug` of addresses, sizes and alignments).
+struct Hex(u64);
+
+impl core::fmt::Debug for Hex {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Addresses, sizes and the alignment in hex.
+impl core::fmt::Debug for VmConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("VmConfig")
+            .field("start", &Hex(self.start))
+            .field("range", &Hex(self.range))
+            .field("reserve_start", &Hex(self.reserve_start))
+            .field("reserve_range", &Hex(self.reserve_range))
+            .field("align", &Hex(self.align))
+            .field("resv_id", &self.resv_id)
+            .finish()
+    }
+}
+
 /// A mapping: either an existing VA, the request to create one, or a piece of a split VA.
-#[derive(Debug, PartialEq, Eq)]
+///
+/// `Debug` prints addresses, sizes, offsets and flags in hex:
+///
+/// ```
+/// use gpuvm::Mapping;
+/// let m = Mapping::<()>::sparse(0x10000, 0x4000);
+/// assert_eq!(
+///     format!("{m:?}"),
+///     "Mapping { addr: 0x10000, range: 0x4000, obj: None, offset: 0x0, flags: 0x0 }"
+/// );
+/// ```
+#[derive(PartialEq, Eq)]
 pub struct Mapping<'a, O> {
     /// First GPU virtual address.
     pub addr: u64,
@@ -220,6 +254,18 @@ pub struct Mapping<'a, O> {
     pub offset: u64,
     /// Driver-defined flags, carried unchanged into remnants of a split.
     pub flags: u32,
+}
+
+impl<O: core::fmt::Debug> core::fmt::Debug for Mapping<'_, O> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("addr", &Hex(self.addr))
+            .field("range", &Hex(self.range))
+            .field("obj", &self.obj)
+            .field("offset", &Hex(self.offset))
+            .field("flags", &Hex(u64::from(self.flags)))
+            .finish()
+    }
 }
 
 impl<O> Clone for Mapping<'_, O> {
