@@ -8,21 +8,50 @@
 //! to userspace; [`drm::Registration::new`] consumes it and yields a [`drm::Device`] in the
 //! [`drm::Registered`] context, where GEM handles, mmap offsets and files exist.
 //!
-//! ```
-//! use drm_ctx::{device, drm::{self, gem, AnyCtx, OpenOptions}, host::Client};
-//! # use drm_ctx::doc_driver::{Bo, DocDriver};
+//! A whole driver and its bring-up, against the host core (feature `std`):
 //!
-//! let parent = device::Device::new("mali").unwrap();
-//! let unreg = drm::UnregisteredDevice::<DocDriver>::new_with(&parent, |init| {
-//!     let fw = gem::Object::<Bo, AnyCtx>::new_for_init(init, 4096, ())?; // before registration
-//!     Ok(fw.size() as u32)
-//! })
-//! .unwrap();
-//! let reg = drm::Registration::new(unreg, 0).unwrap();
-//! let client = Client::open(reg.device(), OpenOptions::render()).unwrap();
-//! let bo = gem::Object::<Bo>::new(reg.device(), 4096, ()).unwrap();
-//! let handle = bo.create_handle(client.file()).unwrap(); // only on `Registered`
-//! assert_eq!(handle, 1);
+//! ```
+//! use drm_ctx::{device, drm::{self, gem, AnyCtx, OpenOptions}, host::Client, Result};
+//!
+//! /// The driver; its device data is the size of its firmware object.
+//! struct MyDriver;
+//! /// Its GEM objects' data, and its files' data.
+//! struct MyBo;
+//! struct MyFile;
+//!
+//! impl drm::Driver for MyDriver {
+//!     type Data = usize;
+//!     type Object = MyBo;
+//!     type File = MyFile;
+//!     const INFO: drm::DriverInfo = drm::DriverInfo {
+//!         major: 1, minor: 0, patchlevel: 0, name: c"mine", desc: c"an example driver",
+//!     };
+//!     const IOCTLS: &'static [drm::ioctl::Descriptor<Self>] = &[];
+//!     const FEAT_RENDER: bool = true;
+//! }
+//! impl gem::DriverObject for MyBo {
+//!     type Driver = MyDriver;
+//!     type Args = ();
+//!     fn new(_size: usize, _args: ()) -> Result<Self> { Ok(MyBo) }
+//! }
+//! impl drm::DriverFile for MyFile {
+//!     type Driver = MyDriver;
+//!     fn open(_dev: &drm::Device<MyDriver>) -> Result<Self> { Ok(MyFile) }
+//! }
+//!
+//! fn main() -> Result {
+//!     let parent = device::Device::new("mali")?;
+//!     let unreg = drm::UnregisteredDevice::<MyDriver>::new_with(&parent, |init| {
+//!         let fw = gem::Object::<MyBo, AnyCtx>::new_for_init(init, 4096, ())?; // before registration
+//!         Ok(fw.size())
+//!     })?;
+//!     let reg = drm::Registration::new(unreg, 0)?;
+//!     let client = Client::open(reg.device(), OpenOptions::render())?;
+//!     let bo = gem::Object::<MyBo>::new(reg.device(), 4096, ())?;
+//!     let handle = bo.create_handle(client.file())?; // only on `Registered`
+//!     assert_eq!(handle, 1);
+//!     Ok(())
+//! }
 //! ```
 //!
 //! Modules: [`device`] (parent devices: `Normal`, `Core`, `Bound`), [`drm`] (the typestate,
