@@ -7,6 +7,7 @@
 //! cargo xtask setup              install the toolchain pieces the checks need (idempotent)
 //! cargo xtask codegen [--bless]  zero-cost proof: compare probe pairs' assembly, check snapshots
 //! cargo xtask demo               run every example of the library crates (release mode)
+//! cargo xtask bench [--quick] [--write-docs]  every crate's peer comparison, one line each
 //! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
@@ -16,6 +17,7 @@
 //!
 //! The tool uses only `std` so that it builds in a couple of seconds on a fresh clone.
 
+mod bench;
 mod codegen;
 mod fuzz;
 mod kernel;
@@ -43,6 +45,7 @@ fn usage() -> ExitCode {
            setup              install rustup components, targets and toolchains the checks need\n  \
            codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots\n  \
            demo               run every example of the library crates, in release mode\n  \
+           bench [--quick] [--write-docs]  every crate's peer comparison, one line each\n  \
            fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
            kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU\n  \
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&ws),
         Some("setup") => setup::run(),
         Some("demo") => demo(&ws),
+        Some("bench") => bench::command(&ws, &args[1..]),
         Some("codegen") => codegen::run(&ws, args.iter().any(|a| a == "--bless")),
         Some("fuzz") => fuzz::command(&ws, &args[1..]),
         Some("kernel-build") => {
