@@ -197,6 +197,14 @@ impl HostAllocator {
         self.dev.is_some()
     }
 
+    /// Marks the slots of `mask` in bitmap word `word` free (and to be zeroed on reuse).
+    fn release(&self, word: usize, mask: u64) {
+        if let (Some(dirty), Some(used)) = (self.dirty.get(word), self.used.get(word)) {
+            dirty.fetch_or(mask, Ordering::Relaxed);
+            used.fetch_and(!mask, Ordering::AcqRel);
+        }
+    }
+
     /// Slot index and word offset of a device address inside an allocated slot.
     fn locate(&self, addr: u64) -> Option<(usize, usize)> {
         let off = usize::try_from(addr.checked_sub(self.base)?).ok()?;
@@ -243,9 +251,18 @@ unsafe impl TableAlloc for HostAllocator {
                         let words = &self.cpu[start..start + self.slot_words];
                         let was_dirty = self.dirty[w].fetch_and(!(1 << bit), Ordering::Relaxed);
                         if was_dirty & (1 << bit) != 0 {
-                            for x in words {
-                                x.store(0, Ordering::Relaxed);
-                            }
+                            // SAFETY: The slot's words are in bounds (`words`) and the slot
+                            // is ours alone: the compare-and-swap above took it, and a freed
+                            // table is reachable from no descriptor, so nothing else accesses
+                            // it. All-zero bytes are a valid `AtomicU64`. One `memset` is
+                            // what a kernel's zeroed page allocation costs too.
+                            unsafe {
+                                core::ptr::write_bytes(
+                                    words.as_ptr().cast::<AtomicU64>().cast_mut(),
+                                    0,
+                                    words.len(),
+                                )
+                            };
                         }
                         let Some(dev) = self.base.checked_add((start * 8) as u64) else {
                             // Not addressable: give the (zeroed) slot back.
@@ -272,6 +289,28 @@ unsafe impl TableAlloc for HostAllocator {
             self.used[slot / 64].fetch_and(!(1 << (slot % 64)), Ordering::AcqRel);
             self.in_use.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    unsafe fn free_tables(&self, tables: &[TableMem], _size: usize) {
+        // Consecutive slots in one bitmap word (the common case: tables allocated one after
+        // the other) are released with one update of each bitmap.
+        let mut word = usize::MAX;
+        let mut mask = 0u64;
+        let mut count = 0;
+        for t in tables {
+            let Some((slot, _)) = self.locate(t.dev) else {
+                continue;
+            };
+            if slot / 64 != word {
+                self.release(word, mask);
+                word = slot / 64;
+                mask = 0;
+            }
+            mask |= 1 << (slot % 64);
+            count += 1;
+        }
+        self.release(word, mask);
+        self.in_use.fetch_sub(count, Ordering::Relaxed);
     }
 
     fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {

@@ -55,6 +55,22 @@ pub unsafe trait TableAlloc {
     /// since, and nothing accesses its CPU view any more.
     unsafe fn free_table(&self, table: TableMem, size: usize);
 
+    /// Returns several tables of `size` bytes to the allocator at once.
+    ///
+    /// The default frees them one by one; an allocator that can do better in bulk (one
+    /// bitmap update for many slots) overrides it.
+    ///
+    /// # Safety
+    ///
+    /// Every table in `tables` meets the requirements of [`free_table`](Self::free_table)
+    /// for `size`, and none appears twice.
+    unsafe fn free_tables(&self, tables: &[TableMem], size: usize) {
+        for t in tables {
+            // SAFETY: The caller's guarantees, table by table.
+            unsafe { self.free_table(*t, size) };
+        }
+    }
+
     /// The CPU view of the live table whose device address is `dev`.
     ///
     /// Called only with the device address of a table this allocator returned and that is
@@ -90,6 +106,11 @@ unsafe impl<A: TableAlloc + ?Sized> TableAlloc for &A {
     unsafe fn free_table(&self, table: TableMem, size: usize) {
         // SAFETY: The caller's guarantees are the ones `A::free_table` needs.
         unsafe { (**self).free_table(table, size) }
+    }
+
+    unsafe fn free_tables(&self, tables: &[TableMem], size: usize) {
+        // SAFETY: The caller's guarantees are the ones `A::free_tables` needs.
+        unsafe { (**self).free_tables(tables, size) }
     }
 
     fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {

@@ -54,7 +54,8 @@ use crate::Error;
 /// - Every table descriptor reachable from `pgd` holds the device address of a live table
 ///   from `alloc` of `geo.granule()` bytes, owned by this page table and reachable from exactly
 ///   one descriptor. Tables are freed only after their descriptor has been cleared.
-/// - All descriptors are accessed atomically.
+/// - All descriptors are accessed atomically, except the leaves written into a new table
+///   before its descriptor is installed (nothing else can reach it then).
 ///
 /// # Examples
 ///
@@ -270,9 +271,11 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             return Err(Error::Misaligned);
         }
         let mut done = 0u64;
+        let mut cursor = None;
         while done < size {
             let (pgsize, count) = self.pick_pgsize(iova + done, paddr + done, size - done);
-            let (mapped, res) = self.map_pages_impl(iova + done, paddr + done, pgsize, count, prot);
+            let (mapped, res) =
+                self.map_pages_at(iova + done, paddr + done, pgsize, count, prot, &mut cursor);
             done += mapped;
             if let Err(e) = res {
                 if done > 0 {
@@ -306,9 +309,16 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             return Err(Error::Misaligned);
         }
         let mut done = 0u64;
+        let mut cursor = None;
         while done < size {
             let (pgsize, count) = self.pick_pgsize(iova + done, iova + done, size - done);
-            match self.unmap_pages_impl(iova + done, pgsize, count, gather.as_deref_mut()) {
+            match self.unmap_pages_at(
+                iova + done,
+                pgsize,
+                count,
+                gather.as_deref_mut(),
+                &mut cursor,
+            ) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if done == 0 => return Err(e),
@@ -418,6 +428,20 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         prot: Prot,
     ) -> (u64, Result<(), Error>) {
+        self.map_pages_at(iova, paddr, pgsize, pgcount, prot, &mut None)
+    }
+
+    /// `map_pages`, starting the walk at `cursor` when it covers `iova`, and leaving there
+    /// the last table above the leaf level that the walk went through.
+    fn map_pages_at(
+        &self,
+        iova: u64,
+        paddr: u64,
+        pgsize: u64,
+        pgcount: usize,
+        prot: Prot,
+        cursor: &mut Option<Cursor>,
+    ) -> (u64, Result<(), Error>) {
         let leaf_lvl = match self.check_pgsize(pgsize) {
             Ok(l) => l,
             Err(e) => return (0, Err(e)),
@@ -442,7 +466,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             return (0, Err(Error::InvalidProt));
         }
         let attrs = pte::prot_to_pte(prot, Self::mali(), self.cfg.quirks);
-        let res = self.map_in_one_table(iova, paddr, pgsize, pgcount, attrs, leaf_lvl);
+        let res = self.map_in_one_table(iova, paddr, pgsize, pgcount, attrs, leaf_lvl, cursor);
         // Order every descriptor write before anything this thread does next (such as the
         // register write that starts a walk of the new range, whose MMIO accessor orders
         // memory against device accesses as the kernel's `writel` does).
@@ -453,7 +477,30 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         }
     }
 
+    /// Where a walk for `iova` down to `leaf_lvl` starts: the cursor's table if it covers
+    /// `iova` and lies above the leaf level, the PGD otherwise.
+    fn walk_start(&self, cursor: &Option<Cursor>, iova: u64, leaf_lvl: u32) -> (TableMem, u32) {
+        match cursor {
+            Some(c) if c.lvl < leaf_lvl && self.covers(c, iova) => (c.table, c.lvl),
+            _ => (self.pgd, self.geo.start_level()),
+        }
+    }
+
+    /// Whether the cursor's table is the one a walk for `iova` reaches at its level.
+    fn covers(&self, c: &Cursor, iova: u64) -> bool {
+        if c.lvl == self.geo.start_level() {
+            return true;
+        }
+        // A table at `lvl` spans one entry of the level above.
+        let span = self.geo.level_shift(c.lvl - 1);
+        (iova ^ c.iova).checked_shr(span).unwrap_or(0) == 0
+    }
+
     /// Walks to `leaf_lvl` and writes up to `pgcount` leaves into one table.
+    ///
+    /// The walk starts at `cursor` when that covers `iova`, and leaves in it the last table
+    /// above the leaf level (see [`Cursor`] for why the cursor's table is still live).
+    #[allow(clippy::too_many_arguments)]
     fn map_in_one_table(
         &self,
         iova: u64,
@@ -462,9 +509,9 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         attrs: u64,
         leaf_lvl: u32,
+        cursor: &mut Option<Cursor>,
     ) -> Result<usize, Error> {
-        let mut table = self.pgd;
-        let mut lvl = self.geo.start_level();
+        let (mut table, mut lvl) = self.walk_start(cursor, iova, leaf_lvl);
         loop {
             let entries = self.geo.table_entries(lvl);
             let idx = self.geo.index(iova, lvl);
@@ -487,11 +534,42 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 )?;
                 return Ok(n);
             }
+            *cursor = Some(Cursor { table, lvl, iova });
             let slot = &tbl[idx];
             let slot_dev = table.dev + idx as u64 * 8;
             let mut pte_val = slot.load(Ordering::Acquire);
             if pte_val == 0 {
                 let new = Self::alloc_raw(&self.alloc, &self.cfg, self.geo, lvl + 1)?;
+                if lvl + 1 == leaf_lvl {
+                    // A new leaf table: fill it while it is still private, then publish it
+                    // whole (the release of `install_table` orders the leaves before it).
+                    let first = self.geo.index(iova, leaf_lvl);
+                    let n = pgcount.min(self.geo.table_entries(leaf_lvl) - first);
+                    let ty = pte::leaf_type(leaf_lvl, Self::mali());
+                    // SAFETY: `new` was just allocated with `table_bytes(leaf_lvl)` bytes, so
+                    // it holds `first + n <= table_entries(leaf_lvl)` words, and it is not
+                    // published yet: nothing else can access it.
+                    unsafe { fill_private(new, first, n, attrs | ty, paddr, pgsize) };
+                    if !self.coherent() {
+                        self.alloc
+                            .sync_for_device(new.dev + first as u64 * 8, n * 8);
+                    }
+                    let old = self.install_table(slot, slot_dev, new);
+                    if old == 0 {
+                        return Ok(n);
+                    }
+                    // Lost the race: the other walker's table is used below.
+                    // SAFETY: `new` came from `alloc_table` with this size and was never
+                    // published.
+                    unsafe { self.alloc.free_table(new, self.geo.table_bytes(lvl + 1)) };
+                    pte_val = old;
+                    if !pte::is_table(pte_val, lvl) {
+                        return Err(Error::Exists);
+                    }
+                    table = self.child(pte_val);
+                    lvl += 1;
+                    continue;
+                }
                 let old = self.install_table(slot, slot_dev, new);
                 if old == 0 {
                     table = new;
@@ -600,6 +678,19 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         gather: Option<&mut Gather>,
     ) -> Result<u64, Error> {
+        self.unmap_pages_at(iova, pgsize, pgcount, gather, &mut None)
+    }
+
+    /// `unmap_pages`, with a walk cursor as [`map_in_one_table`](Self::map_in_one_table)
+    /// uses it.
+    fn unmap_pages_at(
+        &self,
+        iova: u64,
+        pgsize: u64,
+        pgcount: usize,
+        gather: Option<&mut Gather>,
+        cursor: &mut Option<Cursor>,
+    ) -> Result<u64, Error> {
         let leaf_lvl = self.check_pgsize(pgsize)?;
         if pgcount == 0 {
             return Err(Error::InvalidPageSize);
@@ -611,8 +702,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         if iova & (pgsize - 1) != 0 {
             return Err(Error::Misaligned);
         }
-        let mut table = self.pgd;
-        let mut lvl = self.geo.start_level();
+        let (mut table, mut lvl) = self.walk_start(cursor, iova, leaf_lvl);
         loop {
             let idx = self.geo.index(iova, lvl);
             // SAFETY: As in `map_in_one_table`: a live table of this page table at `lvl`,
@@ -627,12 +717,19 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 let slots = &tbl[idx..idx + n];
                 let first_dev = table.dev + idx as u64 * 8;
                 let mut cleared = 0;
+                let mut frees = FreeBatch::new();
+                // One pass: each leaf is read and cleared; only a table descriptor (at most
+                // a few, where tables were left empty) takes the slow path.
                 for (i, s) in slots.iter().enumerate() {
-                    let v = s.load(Ordering::Acquire);
+                    let v = s.load(Ordering::Relaxed);
                     if v == 0 {
                         break;
                     }
-                    if !pte::is_leaf(v, lvl, Self::mali()) {
+                    if pte::is_leaf(v, lvl, Self::mali()) {
+                        s.store(0, Ordering::Relaxed);
+                    } else {
+                        // Order the subtable's contents before freeing it.
+                        fence(Ordering::Acquire);
                         s.store(0, Ordering::Release);
                         if !self.coherent() {
                             self.alloc.sync_for_device(first_dev + i as u64 * 8, 8);
@@ -643,14 +740,16 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                             self.geo.granule(),
                         );
                         if pte::is_table(v, lvl) {
-                            self.free_tree(self.child(v), lvl + 1);
+                            self.free_tree_into(self.child(v), lvl + 1, &mut frees);
                         }
                     }
                     cleared += 1;
                 }
-                for s in &slots[..cleared] {
-                    s.store(0, Ordering::Release);
-                }
+                // The tables go back to the allocator in bulk, after every descriptor that
+                // pointed to them was cleared and its walk-cache entries flushed.
+                self.free_batch(&mut frees);
+                // Every clear before whatever this thread does next (the TLB invalidation).
+                fence(Ordering::Release);
                 if !self.coherent() && cleared > 0 {
                     self.alloc.sync_for_device(first_dev, cleared * 8);
                 }
@@ -669,6 +768,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             if !pte::is_table(v, lvl) {
                 return Ok(0);
             }
+            *cursor = Some(Cursor { table, lvl, iova });
             table = self.child(v);
             lvl += 1;
         }
@@ -711,20 +811,48 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// Frees the table at `lvl` and every table below it. The descriptor that pointed to it
     /// must already be cleared.
     fn free_tree(&self, table: TableMem, lvl: u32) {
+        let mut frees = FreeBatch::new();
+        self.free_tree_into(table, lvl, &mut frees);
+        self.free_batch(&mut frees);
+    }
+
+    /// [`free_tree`](Self::free_tree), collecting the tables in `frees` (which frees them in
+    /// bulk when it fills up; the caller frees the rest with [`free_batch`](Self::free_batch)).
+    fn free_tree_into(&self, table: TableMem, lvl: u32, frees: &mut FreeBatch) {
         if lvl < MAX_LEVELS - 1 {
             // SAFETY: A live table of this page table at `lvl`, unreachable from the tree now
-            // (its descriptor is cleared); `tbl` is dropped before `table` is freed below.
+            // (its descriptor is cleared); `tbl` is dropped before `table` is freed.
             let tbl = unsafe { self.table(table, lvl) };
             for e in tbl {
                 let v = e.load(Ordering::Acquire);
                 if pte::is_table(v, lvl) {
-                    self.free_tree(self.child(v), lvl + 1);
+                    self.free_tree_into(self.child(v), lvl + 1, frees);
                 }
             }
         }
-        // SAFETY: `table` came from `alloc_table(table_bytes(lvl))` of this allocator (type
-        // invariant), is unreachable, and no reference into it is alive any more.
-        unsafe { self.alloc.free_table(table, self.geo.table_bytes(lvl)) };
+        let size = self.geo.table_bytes(lvl);
+        if frees.len == FREE_BATCH || (frees.len > 0 && frees.size != size) {
+            self.free_batch(frees);
+        }
+        if let Some(slot) = frees.tables.get_mut(frees.len) {
+            slot.write(table);
+            frees.len += 1;
+            frees.size = size;
+        }
+    }
+
+    /// Gives the tables collected in `frees` back to the allocator and empties it.
+    fn free_batch(&self, frees: &mut FreeBatch) {
+        let n = core::mem::take(&mut frees.len);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: The first `n` entries were written by `free_tree_into`.
+        let tables = unsafe { &*(core::ptr::from_ref(&frees.tables[..n]) as *const [TableMem]) };
+        // SAFETY: Each table came from `alloc_table(frees.size)` of this allocator (type
+        // invariant; a batch holds tables of one size), is unreachable (its descriptor was
+        // cleared before it was collected) and nothing accesses it any more.
+        unsafe { self.alloc.free_tables(tables, frees.size) };
     }
 
     /// The table a table descriptor points to.
@@ -783,6 +911,65 @@ impl<F: Format, A: TableAlloc, T: FlushOps> core::fmt::Debug for PageTable<F, A,
             .field("geometry", &self.geo)
             .field("root", &self.pgd.dev)
             .finish()
+    }
+}
+
+/// A table above the leaf level that a range operation's previous walk went through, so the
+/// next walk of the same operation can start there instead of at the PGD.
+///
+/// Only [`PageTable::map`] and [`PageTable::unmap`] keep one across their calls, which go
+/// through the range in increasing, disjoint chunks under `&mut self`. A table is freed only
+/// by a chunk whose range covers the table's whole span, so a later chunk (which lies past
+/// every earlier one) is never covered by a freed table: a cursor that covers the next IOVA
+/// names a live table.
+#[derive(Clone, Copy)]
+struct Cursor {
+    table: TableMem,
+    lvl: u32,
+    /// An IOVA the table covers.
+    iova: u64,
+}
+
+/// How many tables [`FreeBatch`] collects before freeing them.
+const FREE_BATCH: usize = 32;
+
+/// Tables of one size, unreachable from the tree, waiting to be freed together
+/// ([`TableAlloc::free_tables`]).
+struct FreeBatch {
+    tables: [core::mem::MaybeUninit<TableMem>; FREE_BATCH],
+    /// The first `len` entries of `tables` are initialised.
+    len: usize,
+    size: usize,
+}
+
+impl FreeBatch {
+    fn new() -> Self {
+        FreeBatch {
+            tables: [const { core::mem::MaybeUninit::uninit() }; FREE_BATCH],
+            len: 0,
+            size: 0,
+        }
+    }
+}
+
+/// Writes `n` leaves `desc | paddr_to_pte(pa)`, `pa` starting at `paddr` and growing by
+/// `size`, into words `first..first + n` of `table`, with plain stores (which the compiler
+/// may vectorise).
+///
+/// # Safety
+///
+/// `table` holds at least `first + n` words and nothing else accesses it during the call (it
+/// is not published yet).
+unsafe fn fill_private(table: TableMem, first: usize, n: usize, desc: u64, paddr: u64, size: u64) {
+    // SAFETY: `first` words are inside the table (the caller's guarantee).
+    let start = unsafe { table.cpu.as_ptr().cast::<u64>().add(first) };
+    // SAFETY: `n` words from `start` are inside the table; `AtomicU64` has the layout of
+    // `u64`; the memory is exclusively ours for the call, so plain accesses race with nothing.
+    let words = unsafe { core::slice::from_raw_parts_mut(start, n) };
+    let mut pa = paddr;
+    for w in words {
+        *w = desc | pte::paddr_to_pte(pa);
+        pa = pa.wrapping_add(size);
     }
 }
 
