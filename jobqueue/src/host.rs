@@ -20,11 +20,16 @@ use std::task::Wake;
 
 // Under `--cfg loom` the locks are loom's, so that loom can explore every interleaving of
 // fence signals, callback registration and executor wake-ups.
+#[cfg(not(loom))]
+use core::sync::atomic::AtomicI32;
+#[cfg(loom)]
+use loom::sync::atomic::AtomicI32;
 #[cfg(loom)]
 use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use crate::error::FenceError;
 use crate::exec::Executor;
 use crate::fence::{AddCallback, Fence, FenceResult, SignalFence};
 use crate::mem::{AllocError, AllocToken, Allocator, DepSlot};
@@ -100,8 +105,28 @@ struct FenceState {
 #[derive(Default)]
 struct FenceInner {
     state: Mutex<FenceState>,
+    /// The result as [`encode`] writes it, stored under the lock when the fence signals, so
+    /// that [`Fence::status`] is one atomic load: polling a dependency takes no lock.
+    settled: AtomicI32,
     cond: Condvar,
     signal_calls: AtomicUsize,
+}
+
+/// 0 while pending, 1 for success, the (negative) errno for an error.
+fn encode(result: FenceResult) -> i32 {
+    match result {
+        Ok(()) => 1,
+        Err(e) => e.to_errno(),
+    }
+}
+
+fn decode(v: i32) -> Option<FenceResult> {
+    match v {
+        0 => None,
+        1 => Some(Ok(())),
+        // Only `encode` writes the value, from a valid `FenceError`.
+        e => Some(Err(FenceError::new(e).unwrap_or(FenceError::IO))),
+    }
 }
 
 impl Drop for FenceInner {
@@ -218,7 +243,8 @@ impl Fence for HostFence {
     type Callback = HostCallback;
 
     fn status(&self) -> Option<FenceResult> {
-        lock(&self.0.state).result
+        // Acquire: whoever sees the result also sees what the signaller did before.
+        decode(self.0.settled.load(Ordering::Acquire))
     }
 
     fn add_callback(&self, cb: &HostCallback, waker: &Waker) -> AddCallback {
@@ -281,6 +307,7 @@ impl SignalFence for HostFence {
                 return false;
             }
             state.result = Some(result);
+            self.0.settled.store(encode(result), Ordering::Release);
             (state.head.take(), state.waiters > 0)
         };
         if notify {

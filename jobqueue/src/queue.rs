@@ -281,6 +281,12 @@ pub struct Queue<B: Backend, X: Executor, C: Clock, const N: usize> {
     credits: u32,
     next_seqno: u64,
     killed: bool,
+    /// A commit woke the executor and [`run`](Self::run) has not started since: later commits
+    /// need not wake it again (the run to come sees them), so a submission of many jobs costs
+    /// one wake-up.
+    kicked: bool,
+    /// The deadline last asked of the executor with no run since, which that run honours.
+    timer: Option<Instant>,
 }
 
 /// Room for one job in a queue, obtained with [`Queue::reserve`].
@@ -329,6 +335,8 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             credits: 0,
             next_seqno: 1,
             killed: false,
+            kicked: false,
+            timer: None,
         })
     }
 
@@ -394,6 +402,9 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
     ///
     /// Call it from the executor's work item after each wake-up. Never allocates.
     pub fn run(&mut self) {
+        // From here on this run sees every committed job: the next commit wakes again.
+        self.kicked = false;
+        self.timer = None;
         if self.killed {
             return;
         }
@@ -419,6 +430,15 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         }
         if let Some(deadline) = self.next_deadline() {
             self.exec.wake_at(deadline);
+            self.timer = Some(deadline);
+        }
+    }
+
+    /// Wakes the executor unless a commit already did since the last run.
+    fn kick(&mut self) {
+        if !self.kicked {
+            self.kicked = true;
+            self.exec.waker().wake_by_ref();
         }
     }
 
@@ -706,8 +726,61 @@ impl<'q, B: Backend, X: Executor, C: Clock, const N: usize> Reservation<'q, B, X
     ///
     /// A job prepared against a larger capacity than this queue's completes with `EINVAL`
     /// (in order, without running) instead of being refused here.
+    ///
+    /// The executor is woken to run the queue, once per batch: commits that follow one
+    /// another with no [`Queue::run`] between them wake it only the first time.
     pub fn commit(self, job: JobFor<B>) -> Committed<B::Fence> {
         let q = self.queue;
+        let c = Self::insert(q, job);
+        q.kick();
+        c
+    }
+
+    /// Commits `job` and, when it can start right away, hands it to [`Backend::run_job`]
+    /// before returning, without a round trip through the executor.
+    ///
+    /// It starts here when no earlier job is still waiting, every dependency has already
+    /// signalled and its credits fit on the ring: what [`Queue::run`] would do next. Otherwise
+    /// this is [`commit`](Self::commit). Completion, ordering, credits and timeouts are the
+    /// same either way.
+    ///
+    /// `run_job` then runs in the caller's context, which must therefore be one where the
+    /// fence-signalling rules hold (the kernel: inside the driver's signalling section, with
+    /// only the locks `run_job` may be called under).
+    pub fn commit_direct(self, job: JobFor<B>) -> Committed<B::Fence> {
+        let q = self.queue;
+        let c = Self::insert(q, job);
+        if q.started + 1 != q.len {
+            // Earlier jobs are waiting: this one goes in order behind them.
+            q.kick();
+            return c;
+        }
+        let now = q.clock.now();
+        if !q.start_next(now) {
+            q.kick();
+            return c;
+        }
+        match slot_ref(&q.slots, q.head, q.started - 1) {
+            Some(Entry {
+                state: State::Running { deadline, .. },
+                ..
+            }) => {
+                // Its hardware fence wakes the queue; only the timeout needs arming, unless
+                // an earlier deadline is armed already (whose run re-arms for the rest).
+                let deadline = *deadline;
+                if q.timer.is_none_or(|t| t > deadline) {
+                    q.exec.wake_at(deadline);
+                    q.timer = Some(deadline);
+                }
+            }
+            // Finished at once (or failed): the run retires it.
+            _ => q.kick(),
+        }
+        c
+    }
+
+    /// Assigns the sequence number and puts the job in the next slot.
+    fn insert(q: &mut Queue<B, X, C, N>, job: JobFor<B>) -> Committed<B::Fence> {
         let seqno = q.next_seqno;
         q.next_seqno = q.next_seqno.wrapping_add(1);
         let mut job = job;
@@ -727,7 +800,6 @@ impl<'q, B: Backend, X: Executor, C: Clock, const N: usize> Reservation<'q, B, X
             });
             q.len += 1;
         }
-        q.exec.waker().wake_by_ref();
         Committed { seqno, done }
     }
 }

@@ -48,6 +48,8 @@ enum Op {
         cost: u32,
         deps: Vec<DepRef>,
         plan: Plan,
+        /// Committed with `commit_direct` (started at once when it can) rather than `commit`.
+        direct: bool,
     },
     SignalExternal {
         index: usize,
@@ -82,8 +84,8 @@ fn op() -> impl Strategy<Value = Op> {
     ];
     let plan = prop_oneof![Just(Plan::Extend), Just(Plan::Fail), Just(Plan::Reset)];
     prop_oneof![
-        8 => (0..=CAPACITY + 1, proptest::collection::vec(dep, 0..3), plan)
-            .prop_map(|(cost, deps, plan)| Op::Submit { cost, deps, plan }),
+        8 => (0..=CAPACITY + 1, proptest::collection::vec(dep, 0..3), plan, any::<bool>())
+            .prop_map(|(cost, deps, plan, direct)| Op::Submit { cost, deps, plan, direct }),
         3 => (0..EXTERNAL, errno())
             .prop_map(|(index, error)| Op::SignalExternal { index, error }),
         6 => (0..8usize, errno())
@@ -349,7 +351,12 @@ fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
 
     for op in ops {
         match op {
-            Op::Submit { cost, deps, plan } => {
+            Op::Submit {
+                cost,
+                deps,
+                plan,
+                direct,
+            } => {
                 let fences: Vec<HostFence> = deps
                     .iter()
                     .filter_map(|d| match *d {
@@ -389,7 +396,11 @@ fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 match q.reserve() {
                     Ok(r) => {
                         prop_assert!(!model.killed && model.pending() < SLOTS);
-                        let c = r.commit(job);
+                        let c = if direct {
+                            r.commit_direct(job)
+                        } else {
+                            r.commit(job)
+                        };
                         prop_assert_eq!(c.seqno, tag as u64 + 1);
                         done.push(c.done);
                         model.jobs.push(MJob {

@@ -621,3 +621,62 @@ fn a_job_that_finishes_inside_the_timeout_handler_is_not_timed_out() {
         assert_eq!(done.status(), Some(Ok(())), "{action:?}");
     }
 }
+
+/// Prepares a job of cost 1 with `deps` and commits it with `commit_direct`.
+fn submit_direct<const N: usize>(h: &mut Harness<N>, tag: u64, deps: &[&HostFence]) -> HostFence {
+    let mut job = PreparedJob::new(&h.alloc, h.q.config(), 1, deps.len(), tag).unwrap();
+    for d in deps {
+        job.add_dependency(d).unwrap();
+    }
+    h.q.reserve().unwrap().commit_direct(job).done
+}
+
+#[test]
+fn commit_direct_runs_a_ready_job_at_once_and_keeps_order_and_timeouts() {
+    let mut h = Harness::<8>::new(2);
+    // Nothing waits and nothing is pending: it starts inside the commit, with no wake-up.
+    let wakes = h.exec.wakes();
+    let first = submit_direct(&mut h, 1, &[]);
+    assert!(h.ring().run_of(1).is_some());
+    assert_eq!(h.exec.wakes(), wakes);
+    assert!(!h.exec.is_pending());
+    // Its timeout is armed all the same.
+    assert!(h.exec.timer().is_some());
+    // A job with a pending dependency waits, and a ready job behind it waits too (order).
+    let dep = HostFence::new();
+    let second = submit_direct(&mut h, 2, &[&dep]);
+    let third = submit_direct(&mut h, 3, &[]);
+    assert!(h.ring().run_of(2).is_none() && h.ring().run_of(3).is_none());
+    dep.signal(Ok(()));
+    h.run();
+    assert!(h.ring().run_of(2).is_some());
+    // Credits: two on the ring, so the third waits for one to come back.
+    assert!(h.ring().run_of(3).is_none());
+    h.hw(1).signal(Ok(()));
+    h.run();
+    assert_eq!(first.status(), Some(Ok(())));
+    assert!(h.ring().run_of(3).is_some());
+    // The timeout still fires for jobs started either way.
+    h.advance(TIMEOUT * 2);
+    assert_eq!(second.status(), Some(Err(FenceError::TIMED_OUT)));
+    assert_eq!(third.status(), Some(Err(FenceError::TIMED_OUT)));
+}
+
+#[test]
+fn commits_without_a_run_between_them_wake_the_executor_once() {
+    let mut h = Harness::<8>::new(8);
+    let before = h.exec.wakes();
+    let done: Vec<HostFence> = (0..5).map(|t| h.submit(t, 1, &[])).collect();
+    assert_eq!(h.exec.wakes(), before + 1);
+    h.run();
+    assert!((0..5).all(|t| h.ring().run_of(t).is_some()));
+    // After a run, the next commit wakes again.
+    h.submit(5, 1, &[]);
+    assert_eq!(h.exec.wakes(), before + 2);
+    h.run();
+    for t in 0..6 {
+        h.hw(t).signal(Ok(()));
+    }
+    h.run();
+    assert!(done.iter().all(|d| d.status() == Some(Ok(()))));
+}
