@@ -254,6 +254,15 @@ fn lines() -> Vec<Line> {
             JOBS,
         ));
     }
+    for deps in [0, 1, 4] {
+        v.push(floor(
+            jq,
+            format!("jobs_{deps}_deps_floor"),
+            format!("jobs_floor/{deps}"),
+            JOBS,
+            "the jobs' allocations and fences alone: prepare, signal, free; no queue",
+        ));
+    }
     v.push(cmp(
         jq,
         "signal_to_run",
