@@ -111,11 +111,19 @@ use drm_ctx::{
     Error,
 };
 
-fn open() -> (
-    ARef<device::Device>,
-    ARef<Device<SampleDriver>>,
-    Client<SampleDriver>,
-) {
+/// The parent's binding keeps the DRM device (and the device its parent): unbind at the end,
+/// as the driver core does at removal, or both stay.
+struct Bound(ARef<device::Device>);
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if self.0.is_bound() {
+            self.0.unbind().unwrap();
+        }
+    }
+}
+
+fn open() -> (Bound, ARef<Device<SampleDriver>>, Client<SampleDriver>) {
     let pdev = device::Device::new("gpukit-sample").unwrap();
     pdev.probe(|dev| driver::probe(dev).map(ARef::from))
         .unwrap();
@@ -125,7 +133,7 @@ fn open() -> (
         .as_ref()
         .clone();
     let client = Client::open(&drm, OpenOptions::render()).unwrap();
-    (pdev, drm, client)
+    (Bound(pdev), drm, client)
 }
 
 fn wait(client: &Client<SampleDriver>, handle: u32) -> Result<u32, Error> {
@@ -245,7 +253,7 @@ fn bad_input_gets_the_errno_the_kernel_run_expects() {
 #[test]
 fn the_device_goes_with_its_parent_binding() {
     let (pdev, drm, client) = open();
-    pdev.unbind().unwrap();
+    pdev.0.unbind().unwrap();
     assert!(drm.is_unplugged());
     let mut s = Submit::default();
     assert_eq!(client.ioctl_arg(SUBMIT, &mut s), Err(Error::NoDevice));
