@@ -334,6 +334,12 @@ fn ci(ws: &Workspace) -> Result<(), String> {
             run: Box::new(move |_| fuzz::run(ws, target, fuzz::CI_SECONDS)),
         });
     }
+    // Every crate's peer comparison, short: fails only if a benchmark crashes, never on a
+    // figure (the lines are printed for the log).
+    steps.push(Step {
+        name: "cargo xtask bench --quick (peer comparisons)".into(),
+        run: Box::new(|_| bench::command(ws, &["--quick".to_string()])),
+    });
     // Last: the crates inside a real Linux kernel, their KUnit suites under QEMU. The build
     // cache lives outside the clone, so a fresh clone only rebuilds what changed.
     steps.push(Step {
