@@ -285,8 +285,6 @@ pub struct Queue<B: Backend, X: Executor, C: Clock, const N: usize> {
     /// need not wake it again (the run to come sees them), so a submission of many jobs costs
     /// one wake-up.
     kicked: bool,
-    /// The deadline last asked of the executor with no run since, which that run honours.
-    timer: Option<Instant>,
 }
 
 /// Room for one job in a queue, obtained with [`Queue::reserve`].
@@ -336,7 +334,6 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             next_seqno: 1,
             killed: false,
             kicked: false,
-            timer: None,
         })
     }
 
@@ -404,7 +401,6 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
     pub fn run(&mut self) {
         // From here on this run sees every committed job: the next commit wakes again.
         self.kicked = false;
-        self.timer = None;
         if self.killed {
             return;
         }
@@ -430,7 +426,6 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         }
         if let Some(deadline) = self.next_deadline() {
             self.exec.wake_at(deadline);
-            self.timer = Some(deadline);
         }
     }
 
@@ -742,7 +737,8 @@ impl<'q, B: Backend, X: Executor, C: Clock, const N: usize> Reservation<'q, B, X
     /// It starts here when no earlier job is still waiting, every dependency has already
     /// signalled and its credits fit on the ring: what [`Queue::run`] would do next. Otherwise
     /// this is [`commit`](Self::commit). Completion, ordering, credits and timeouts are the
-    /// same either way.
+    /// same either way; the executor is woken as by `commit` (once per batch), and that run
+    /// arms the job's timeout.
     ///
     /// `run_job` then runs in the caller's context, which must therefore be one where the
     /// fence-signalling rules hold (the kernel: inside the driver's signalling section, with
@@ -755,27 +751,11 @@ impl<'q, B: Backend, X: Executor, C: Clock, const N: usize> Reservation<'q, B, X
             q.kick();
             return c;
         }
-        let now = q.clock.now();
-        if !q.start_next(now) {
-            q.kick();
-            return c;
-        }
-        match slot_ref(&q.slots, q.head, q.started - 1) {
-            Some(Entry {
-                state: State::Running { deadline, .. },
-                ..
-            }) => {
-                // Its hardware fence wakes the queue; only the timeout needs arming, unless
-                // an earlier deadline is armed already (whose run re-arms for the rest).
-                let deadline = *deadline;
-                if q.timer.is_none_or(|t| t > deadline) {
-                    q.exec.wake_at(deadline);
-                    q.timer = Some(deadline);
-                }
-            }
-            // Finished at once (or failed): the run retires it.
-            _ => q.kick(),
-        }
+        q.start_next(q.clock.now());
+        // A run still follows (one per batch of commits): it arms the timeout of a job that
+        // started here (some executors arm timers only after a run, as the kernel's runner
+        // does), retires one that finished at once, or starts one that could not start yet.
+        q.kick();
         c
     }
 
