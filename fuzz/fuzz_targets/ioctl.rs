@@ -15,7 +15,7 @@ use drm_ctx::{device, host::syncobj::*};
 use libfuzzer_sys::fuzz_target;
 use tyr::driver;
 use tyr::host::HostBackend;
-use tyr::sim::Config;
+use mali_sim::Config;
 use tyr::uapi::*;
 use tyr::umd::Umd;
 

@@ -2,7 +2,8 @@
 
 //! The host backend: the driver on the simulated Mali-G610.
 //!
-//! [`HostBackend`] implements the [`Backend`] bundle over the simulator ([`crate::sim`]):
+//! [`HostBackend`] implements the [`Backend`] bundle over the simulated GPU of the
+//! `gpukit-mali-sim` crate ([`mali_sim`]), the only part of the driver that names it:
 //!
 //! - MMIO is a [`ModelRegion`] whose [`DeviceModel`] ([`SimModel`]) forwards every access to
 //!   the simulated register file. The simulated bus carries aligned 32-bit accesses only, so
@@ -51,8 +52,8 @@ use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::Clock;
 
 use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
-use crate::sim::{self, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 use crate::{Error, Result};
+use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 
 /// Forwards register accesses to the simulated GPU.
 #[derive(Clone, Debug)]

@@ -8,9 +8,10 @@
 //! [`mmu`]: address-space slots and MMU commands), runs GPU work through `jobqueue` onto the
 //! firmware's command-stream rings ([`csf`]; `sched`, `submit`, `bindq`, feature `std`) and
 //! serves the panthor uAPI ([`uapi`]) through the `drm-ctx` DRM core (`driver`, feature `std`).
-//! Everything it needs from its environment goes through a [`backend::Backend`]; `host`
-//! (feature `host`) implements it over a simulated Mali-G610 (`sim`), and `umd` is a Mesa-like
-//! client for tests and the demo.
+//! Everything it needs from its environment goes through a [`backend::Backend`], as it would
+//! on silicon; `host` (feature `host`) implements it over the simulated Mali-G610 of the
+//! `gpukit-mali-sim` crate (`mali_sim`), which has its own view of the hardware and none of
+//! the driver's, and `umd` is a Mesa-like client for tests and the demo.
 //!
 //! ```
 //! # #[cfg(feature = "host")] {
@@ -61,8 +62,6 @@ pub mod vm;
 
 #[cfg(feature = "host")]
 pub mod host;
-#[cfg(feature = "host")]
-pub mod sim;
 #[cfg(feature = "host")]
 pub mod umd;
 

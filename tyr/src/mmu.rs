@@ -319,7 +319,7 @@ pub fn unlock<B: Backend>(b: &B, slot: usize) -> Result {
 mod tests {
     use super::*;
     use crate::host::HostBackend;
-    use crate::sim::{self, LockRegion};
+    use mali_sim::{self as sim, LockRegion};
 
     fn enabled() -> HostBackend {
         let b = HostBackend::g610();

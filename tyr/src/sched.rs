@@ -667,7 +667,7 @@ pub(crate) fn enable_irqs<B: Backend>(b: &B) {
 mod tests {
     use super::*;
     use crate::host::SimDma;
-    use crate::sim::{MemConfig, SimMemory};
+    use mali_sim::{MemConfig, SimMemory};
 
     /// Issue 20, suspected item: firmware publishing absurd counts or strides (here a stream
     /// stride of 0 with 2^32 - 1 streams, every block valid) makes the probe fail at once

@@ -977,7 +977,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "a probe and a GPU reset take minutes under Miri")]
     fn a_reset_forgets_zombie_vms() {
         let parent = drm_ctx::device::Device::new("mali").unwrap();
-        let backend = crate::host::HostBackend::new(crate::sim::Config::g610());
+        let backend = crate::host::HostBackend::new(mali_sim::Config::g610());
         let reg = crate::driver::probe(&parent, backend).unwrap();
         let dev = reg.device().shared();
         // A VM destroyed while a group of it held a slot.

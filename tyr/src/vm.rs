@@ -971,7 +971,7 @@ mod tests {
     #[test]
     fn pool_hands_each_page_out_once_under_concurrency() {
         use crate::host::SimDma;
-        use crate::sim::{MemConfig, SimMemory};
+        use mali_sim::{MemConfig, SimMemory};
         use std::sync::Arc;
 
         let rounds = if cfg!(miri) { 1 } else { 300 };

@@ -8,7 +8,7 @@ mod driver_common;
 
 use driver_common::*;
 use drm_ctx::drm::ioctl;
-use tyr::sim::Config;
+use mali_sim::Config;
 use tyr::uapi::*;
 
 const EINVAL: i32 = -22;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use driver_common::*;
 use drm_ctx::drm::OpenOptions;
 use drm_ctx::host::Client;
-use tyr::sim::{regs, AccessType};
+use mali_sim::{regs, AccessType};
 use tyr::uapi::*;
 
 const SZ_2M: u64 = 2 << 20;

@@ -4,9 +4,9 @@
 //! and the refusals (unknown GPU, a reset that never completes, an L2 that never powers up).
 
 use drm_ctx::device;
+use mali_sim::{regs, Config};
 use tyr::backend::Backend;
 use tyr::host::HostBackend;
-use tyr::sim::{regs, Config};
 use tyr::{driver, gpu, Error};
 
 #[test]

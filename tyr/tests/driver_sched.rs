@@ -7,10 +7,10 @@
 use drm_ctx::device;
 use drm_ctx::drm::Registration;
 use drm_ctx::types::ARef;
+use mali_sim::Config;
 use tyr::csf::instr;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
-use tyr::sim::Config;
 use tyr::uapi::*;
 use tyr::umd::{Bo, Job, Umd};
 

@@ -7,9 +7,9 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use drm_ctx::{device, drm::Registration, types::ARef};
+use mali_sim::Config;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
-use tyr::sim::Config;
 use tyr::uapi::*;
 use tyr::umd::{Job, Umd};
 

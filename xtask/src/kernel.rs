@@ -615,7 +615,7 @@ fn vendor(ws: &Workspace, l: &Layout, canary: bool) -> Result<usize, String> {
         .iter()
         .map(|m| m.package.trim_start_matches("gpukit-").to_string())
         // The driver composes the libraries; its kernel backend is not built here.
-        .filter(|d| d != "tyr")
+        .filter(|d| d != "tyr" && d != "mali-sim")
         .collect();
     let known: BTreeSet<String> = CRATES.iter().map(|c| c.dir.to_string()).collect();
     if libs != known {

@@ -166,7 +166,7 @@ pub struct FaultInjection {
 /// # Examples
 ///
 /// ```
-/// use tyr::sim::{Config, Gpu};
+/// use mali_sim::{Config, Gpu};
 ///
 /// let mut cfg = Config::g610();
 /// cfg.identity.gpu_id = 0xdead_0000; // an unknown GPU

@@ -43,7 +43,7 @@
 //!
 //! Not simulated: suspend buffers, protected mode, tiler heaps, performance counters,
 //! timers, priorities (all running streams advance round-robin), and every instruction not
-//! listed in [`instr`].
+//! listed in [`instr`] (those stop the stream with a fatal `CS_INSTR_INVALID`).
 //!
 //! The firmware reacts to a doorbell within the register write that rings it; streams then
 //! run as simulated time advances ([`Timings::cs_step_ns`](super::Timings::cs_step_ns) per
@@ -290,6 +290,498 @@ pub mod exception {
     pub const CS_BUS_FAULT: u8 = 0x48;
 }
 
-/// The instruction set, shared with the driver (which emits its ring-buffer instructions with
-/// the same encoders).
-pub use crate::csf::instr;
+/// The command-stream instruction set as the simulated engine reads it.
+///
+/// Every instruction is one 64-bit word with its opcode in bits 63:56 (Mali v10, the
+/// architecture of the G610). Registers are 32 bits wide; a 64-bit operand is an even/odd pair
+/// named by its even register. The opcodes are the hardware's: panthor's own ring-buffer
+/// prologue (`panthor_sched.c`) emits `MOVE48` (1), `MOVE32` (2), `WAIT` (3), `CALL` (32) and
+/// `SYNC_ADD64` (51) with these numbers. This module is the simulator's reading of them,
+/// independent of any driver's encoders, so that a driver which emits a wrong opcode or puts a
+/// field in the wrong bits gets a stream fault or a different operation, not a pass.
+///
+/// | operation                          | bits (after the opcode)                          | effect |
+/// |------------------------------------|--------------------------------------------------|--------|
+/// | `NOP`                              | —                                                | nothing |
+/// | `MOVE48 d, imm`                    | d 55:48, imm 47:0                                | `d:d+1 = imm` |
+/// | `MOVE32 r, imm`                    | r 55:48, imm 31:0                                | `r = imm` |
+/// | `WAIT mask`                        | scoreboard mask 31:16                            | nothing here: every operation completes at once |
+/// | `ADD_IMMEDIATE32 d, s, imm`        | d 55:48, s 47:40, imm 31:0                       | `d = s + imm`, wrapping |
+/// | `ADD_IMMEDIATE64 d, s, imm`        | as above                                         | `d:d+1 = s:s+1 + imm` (sign-extended), wrapping |
+/// | `LOAD_MULTIPLE b, [a + off], mask` | b 55:48, a 47:40, mask 31:16, off 15:0 (signed)  | `b+i = mem32[a + off + 4i]` for each set bit `i` |
+/// | `STORE_MULTIPLE b, [a + off], mask`| as above                                         | `mem32[a + off + 4i] = b+i` for each set bit `i` |
+/// | `CALL a, l`                        | a 47:40, l 39:32                                 | run the `l` (a register) bytes of instructions at `a:a+1`, then come back |
+/// | `SYNC_ADD32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] += d`, then the group's `SYNC_UPDATE` event |
+/// | `SYNC_SET32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] = d`, then `SYNC_UPDATE` |
+/// | `SYNC_WAIT32/64 cond [a], d`       | a 47:40, d 39:32, condition 31:28                | block until `mem[a] cond d` |
+///
+/// Bits the table does not name (scopes, error propagation, the `WAIT` of a `SYNC_*`) are read
+/// as zero would be: the engine has no caches, scopes or deferred operations. Any other opcode,
+/// or a condition the hardware does not define, is an invalid instruction: the stream stops
+/// with a `FATAL` event and [`CS_INSTR_INVALID`](exception::CS_INSTR_INVALID).
+///
+/// [`Op::encode`](instr::Op::encode) goes the other way, for the simulator's own tests and for test harnesses
+/// that feed it hand-written streams.
+///
+/// # Examples
+///
+/// ```
+/// use mali_sim::csf::instr::{self, Op};
+///
+/// // `MOVE48 r2:r3, 0x1234`, as a driver would write it into a ring buffer.
+/// let word = 0x0102_0000_0000_1234;
+/// assert_eq!(instr::decode(word), Ok(Op::Move48 { d: 2, imm: 0x1234 }));
+/// assert_eq!(Op::Move48 { d: 2, imm: 0x1234 }.encode(), word);
+/// // `RUN_COMPUTE` (opcode 4) is not simulated.
+/// assert_eq!(instr::decode(4 << 56), Err(instr::DecodeError::UnknownOpcode(4)));
+/// ```
+pub mod instr {
+    /// Opcode of `NOP`.
+    pub const NOP: u8 = 0;
+    /// Opcode of `MOVE48`.
+    pub const MOVE48: u8 = 1;
+    /// Opcode of `MOVE32`.
+    pub const MOVE32: u8 = 2;
+    /// Opcode of `WAIT`.
+    pub const WAIT: u8 = 3;
+    /// Opcode of `ADD_IMMEDIATE32`.
+    pub const ADD_IMMEDIATE32: u8 = 16;
+    /// Opcode of `ADD_IMMEDIATE64`.
+    pub const ADD_IMMEDIATE64: u8 = 17;
+    /// Opcode of `LOAD_MULTIPLE`.
+    pub const LOAD_MULTIPLE: u8 = 20;
+    /// Opcode of `STORE_MULTIPLE`.
+    pub const STORE_MULTIPLE: u8 = 21;
+    /// Opcode of `CALL`.
+    pub const CALL: u8 = 32;
+    /// Opcode of `SYNC_ADD32`.
+    pub const SYNC_ADD32: u8 = 37;
+    /// Opcode of `SYNC_SET32`.
+    pub const SYNC_SET32: u8 = 38;
+    /// Opcode of `SYNC_WAIT32`.
+    pub const SYNC_WAIT32: u8 = 39;
+    /// Opcode of `SYNC_ADD64`.
+    pub const SYNC_ADD64: u8 = 51;
+    /// Opcode of `SYNC_SET64`.
+    pub const SYNC_SET64: u8 = 52;
+    /// Opcode of `SYNC_WAIT64`.
+    pub const SYNC_WAIT64: u8 = 53;
+
+    /// The comparison of a `SYNC_WAIT` (bits 31:28).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Condition {
+        /// Go on once `mem <= value`.
+        Lequal = 0,
+        /// Go on once `mem > value`.
+        Greater = 1,
+        /// Go on once `mem == value`.
+        Equal = 2,
+        /// Go on once `mem != value`.
+        Nequal = 3,
+        /// Go on once `mem < value`.
+        Less = 4,
+        /// Go on once `mem >= value`.
+        Gequal = 5,
+        /// Never wait.
+        Always = 6,
+    }
+
+    impl Condition {
+        /// The condition a 4-bit field names, if any.
+        pub const fn from_field(field: u8) -> Option<Self> {
+            match field {
+                0 => Some(Self::Lequal),
+                1 => Some(Self::Greater),
+                2 => Some(Self::Equal),
+                3 => Some(Self::Nequal),
+                4 => Some(Self::Less),
+                5 => Some(Self::Gequal),
+                6 => Some(Self::Always),
+                _ => None,
+            }
+        }
+
+        /// Whether a stream waiting with this condition may go on, `mem` being the value in
+        /// memory.
+        pub const fn satisfied(self, mem: u64, value: u64) -> bool {
+            match self {
+                Self::Lequal => mem <= value,
+                Self::Greater => mem > value,
+                Self::Equal => mem == value,
+                Self::Nequal => mem != value,
+                Self::Less => mem < value,
+                Self::Gequal => mem >= value,
+                Self::Always => true,
+            }
+        }
+    }
+
+    /// One decoded instruction: its operation and operand fields, not yet checked against the
+    /// stream's register count or alignment rules (the engine does that when it runs it).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Op {
+        /// `NOP`.
+        Nop,
+        /// `MOVE48 d, imm`: `imm` has 48 significant bits.
+        Move48 {
+            /// Destination pair.
+            d: u8,
+            /// The immediate.
+            imm: u64,
+        },
+        /// `MOVE32 r, imm`.
+        Move32 {
+            /// Destination register.
+            r: u8,
+            /// The immediate.
+            imm: u32,
+        },
+        /// `WAIT mask`.
+        Wait {
+            /// Scoreboard slots waited for.
+            mask: u16,
+        },
+        /// `ADD_IMMEDIATE32 d, s, imm`.
+        AddImm32 {
+            /// Destination register.
+            d: u8,
+            /// Source register.
+            s: u8,
+            /// The addend.
+            imm: i32,
+        },
+        /// `ADD_IMMEDIATE64 d, s, imm`.
+        AddImm64 {
+            /// Destination pair.
+            d: u8,
+            /// Source pair.
+            s: u8,
+            /// The addend, sign-extended to 64 bits.
+            imm: i32,
+        },
+        /// `LOAD_MULTIPLE base, [addr + offset], mask`.
+        LoadMultiple {
+            /// First destination register.
+            base: u8,
+            /// Pair holding the address.
+            addr: u8,
+            /// Byte offset added to the address.
+            offset: i16,
+            /// Which of the 16 words from the address are loaded.
+            mask: u16,
+        },
+        /// `STORE_MULTIPLE base, [addr + offset], mask`.
+        StoreMultiple {
+            /// First source register.
+            base: u8,
+            /// Pair holding the address.
+            addr: u8,
+            /// Byte offset added to the address.
+            offset: i16,
+            /// Which of the 16 words from the address are stored.
+            mask: u16,
+        },
+        /// `CALL addr, len`.
+        Call {
+            /// Pair holding the callee's address.
+            addr: u8,
+            /// Register holding its length in bytes.
+            len: u8,
+        },
+        /// `SYNC_ADD32 [addr], data`.
+        SyncAdd32 {
+            /// Pair holding the sync object's address.
+            addr: u8,
+            /// Register holding the addend.
+            data: u8,
+        },
+        /// `SYNC_SET32 [addr], data`.
+        SyncSet32 {
+            /// Pair holding the sync object's address.
+            addr: u8,
+            /// Register holding the value.
+            data: u8,
+        },
+        /// `SYNC_WAIT32 cond [addr], data`.
+        SyncWait32 {
+            /// The comparison.
+            cond: Condition,
+            /// Pair holding the sync object's address.
+            addr: u8,
+            /// Register holding the value compared with.
+            data: u8,
+        },
+        /// `SYNC_ADD64 [addr], data`.
+        SyncAdd64 {
+            /// Pair holding the sync object's address.
+            addr: u8,
+            /// Pair holding the addend.
+            data: u8,
+        },
+        /// `SYNC_SET64 [addr], data`.
+        SyncSet64 {
+            /// Pair holding the sync object's address.
+            addr: u8,
+            /// Pair holding the value.
+            data: u8,
+        },
+        /// `SYNC_WAIT64 cond [addr], data`.
+        SyncWait64 {
+            /// The comparison.
+            cond: Condition,
+            /// Pair holding the sync object's address.
+            addr: u8,
+            /// Pair holding the value compared with.
+            data: u8,
+        },
+    }
+
+    /// Why a word is not an instruction the engine runs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum DecodeError {
+        /// The opcode (bits 63:56) is not one the simulator implements.
+        UnknownOpcode(u8),
+        /// A `SYNC_WAIT` with a condition field (bits 31:28) no condition has.
+        UnknownCondition(u8),
+    }
+
+    /// The three register bytes of an instruction: bits 55:48, 47:40 and 39:32.
+    const fn fields(d: u8, s: u8, t: u8) -> u64 {
+        (d as u64) << 48 | (s as u64) << 40 | (t as u64) << 32
+    }
+
+    /// The byte of `word` starting at bit `lsb`.
+    const fn byte(word: u64, lsb: u32) -> u8 {
+        (word >> lsb) as u8
+    }
+
+    /// Splits an instruction word into its operation and operands.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError`] for an opcode or a condition the simulator does not know.
+    pub const fn decode(word: u64) -> Result<Op, DecodeError> {
+        let opcode = byte(word, 56);
+        let (d, s, t) = (byte(word, 48), byte(word, 40), byte(word, 32));
+        let mask = (word >> 16) as u16;
+        let cond = match Condition::from_field(byte(word, 28) & 0xf) {
+            Some(c) => Ok(c),
+            None => Err(DecodeError::UnknownCondition(byte(word, 28) & 0xf)),
+        };
+        Ok(match opcode {
+            NOP => Op::Nop,
+            MOVE48 => Op::Move48 {
+                d,
+                imm: word & 0xffff_ffff_ffff,
+            },
+            MOVE32 => Op::Move32 {
+                r: d,
+                imm: word as u32,
+            },
+            WAIT => Op::Wait { mask },
+            ADD_IMMEDIATE32 => Op::AddImm32 {
+                d,
+                s,
+                imm: word as u32 as i32,
+            },
+            ADD_IMMEDIATE64 => Op::AddImm64 {
+                d,
+                s,
+                imm: word as u32 as i32,
+            },
+            LOAD_MULTIPLE => Op::LoadMultiple {
+                base: d,
+                addr: s,
+                offset: word as u16 as i16,
+                mask,
+            },
+            STORE_MULTIPLE => Op::StoreMultiple {
+                base: d,
+                addr: s,
+                offset: word as u16 as i16,
+                mask,
+            },
+            CALL => Op::Call { addr: s, len: t },
+            SYNC_ADD32 => Op::SyncAdd32 { addr: s, data: t },
+            SYNC_SET32 => Op::SyncSet32 { addr: s, data: t },
+            SYNC_ADD64 => Op::SyncAdd64 { addr: s, data: t },
+            SYNC_SET64 => Op::SyncSet64 { addr: s, data: t },
+            SYNC_WAIT32 | SYNC_WAIT64 => {
+                let cond = match cond {
+                    Ok(c) => c,
+                    Err(e) => return Err(e),
+                };
+                if opcode == SYNC_WAIT32 {
+                    Op::SyncWait32 {
+                        cond,
+                        addr: s,
+                        data: t,
+                    }
+                } else {
+                    Op::SyncWait64 {
+                        cond,
+                        addr: s,
+                        data: t,
+                    }
+                }
+            }
+            other => return Err(DecodeError::UnknownOpcode(other)),
+        })
+    }
+
+    impl Op {
+        /// The opcode of this operation.
+        pub const fn opcode(self) -> u8 {
+            match self {
+                Op::Nop => NOP,
+                Op::Move48 { .. } => MOVE48,
+                Op::Move32 { .. } => MOVE32,
+                Op::Wait { .. } => WAIT,
+                Op::AddImm32 { .. } => ADD_IMMEDIATE32,
+                Op::AddImm64 { .. } => ADD_IMMEDIATE64,
+                Op::LoadMultiple { .. } => LOAD_MULTIPLE,
+                Op::StoreMultiple { .. } => STORE_MULTIPLE,
+                Op::Call { .. } => CALL,
+                Op::SyncAdd32 { .. } => SYNC_ADD32,
+                Op::SyncSet32 { .. } => SYNC_SET32,
+                Op::SyncWait32 { .. } => SYNC_WAIT32,
+                Op::SyncAdd64 { .. } => SYNC_ADD64,
+                Op::SyncSet64 { .. } => SYNC_SET64,
+                Op::SyncWait64 { .. } => SYNC_WAIT64,
+            }
+        }
+
+        /// The instruction word; [`decode`] gives `self` back (with `MOVE48`'s immediate cut
+        /// to 48 bits).
+        pub const fn encode(self) -> u64 {
+            let rest = match self {
+                Op::Nop => 0,
+                Op::Move48 { d, imm } => fields(d, 0, 0) | imm & 0xffff_ffff_ffff,
+                Op::Move32 { r, imm } => fields(r, 0, 0) | imm as u64,
+                Op::Wait { mask } => (mask as u64) << 16,
+                Op::AddImm32 { d, s, imm } | Op::AddImm64 { d, s, imm } => {
+                    fields(d, s, 0) | imm as u32 as u64
+                }
+                Op::LoadMultiple {
+                    base,
+                    addr,
+                    offset,
+                    mask,
+                }
+                | Op::StoreMultiple {
+                    base,
+                    addr,
+                    offset,
+                    mask,
+                } => fields(base, addr, 0) | (mask as u64) << 16 | offset as u16 as u64,
+                Op::Call { addr, len } => fields(0, addr, len),
+                Op::SyncAdd32 { addr, data }
+                | Op::SyncSet32 { addr, data }
+                | Op::SyncAdd64 { addr, data }
+                | Op::SyncSet64 { addr, data } => fields(0, addr, data),
+                Op::SyncWait32 { cond, addr, data } | Op::SyncWait64 { cond, addr, data } => {
+                    fields(0, addr, data) | (cond as u64) << 28
+                }
+            };
+            (self.opcode() as u64) << 56 | rest
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn encode_and_decode_agree() {
+            let ops = [
+                Op::Nop,
+                Op::Move48 {
+                    d: 94,
+                    imm: 0xffff_ffff_ffff,
+                },
+                Op::Move32 { r: 95, imm: !0 },
+                Op::Wait { mask: 0x8001 },
+                Op::AddImm32 {
+                    d: 1,
+                    s: 2,
+                    imm: -1,
+                },
+                Op::AddImm64 {
+                    d: 4,
+                    s: 6,
+                    imm: i32::MIN,
+                },
+                Op::LoadMultiple {
+                    base: 8,
+                    addr: 10,
+                    offset: -4,
+                    mask: 0xffff,
+                },
+                Op::StoreMultiple {
+                    base: 8,
+                    addr: 10,
+                    offset: 0x7ffc,
+                    mask: 1,
+                },
+                Op::Call { addr: 40, len: 42 },
+                Op::SyncAdd32 { addr: 2, data: 3 },
+                Op::SyncSet32 { addr: 2, data: 3 },
+                Op::SyncWait32 {
+                    cond: Condition::Always,
+                    addr: 2,
+                    data: 3,
+                },
+                Op::SyncAdd64 { addr: 2, data: 4 },
+                Op::SyncSet64 { addr: 2, data: 4 },
+                Op::SyncWait64 {
+                    cond: Condition::Lequal,
+                    addr: 2,
+                    data: 4,
+                },
+            ];
+            for op in ops {
+                assert_eq!(decode(op.encode()), Ok(op), "{op:?}");
+            }
+            // Fields beyond 48 bits of `MOVE48` are not part of the instruction.
+            let cut = Op::Move48 { d: 2, imm: !0 }.encode();
+            assert_eq!(
+                decode(cut),
+                Ok(Op::Move48 {
+                    d: 2,
+                    imm: 0xffff_ffff_ffff
+                })
+            );
+        }
+
+        #[test]
+        fn unknown_opcodes_and_conditions_are_refused() {
+            let known = [
+                NOP,
+                MOVE48,
+                MOVE32,
+                WAIT,
+                ADD_IMMEDIATE32,
+                ADD_IMMEDIATE64,
+                LOAD_MULTIPLE,
+                STORE_MULTIPLE,
+                CALL,
+                SYNC_ADD32,
+                SYNC_SET32,
+                SYNC_WAIT32,
+                SYNC_ADD64,
+                SYNC_SET64,
+                SYNC_WAIT64,
+            ];
+            for opcode in 0..=u8::MAX {
+                let r = decode(u64::from(opcode) << 56);
+                if known.contains(&opcode) {
+                    assert_eq!(r.map(Op::opcode), Ok(opcode));
+                } else {
+                    assert_eq!(r, Err(DecodeError::UnknownOpcode(opcode)));
+                }
+            }
+            let bad = u64::from(SYNC_WAIT64) << 56 | 7 << 28;
+            assert_eq!(decode(bad), Err(DecodeError::UnknownCondition(7)));
+        }
+    }
+}

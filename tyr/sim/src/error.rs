@@ -34,7 +34,7 @@ impl SimError {
     /// # Examples
     ///
     /// ```
-    /// use tyr::sim::SimError;
+    /// use mali_sim::SimError;
     ///
     /// assert_eq!(SimError::OutOfMemory.to_errno(), -12);
     /// ```

@@ -114,8 +114,8 @@ impl IrqBlock {
 /// Enabling an address space on hand-written tables and translating through it:
 ///
 /// ```
-/// use tyr::sim::regs::{as_cmd, as_reg, AS_COMMAND, AS_MEMATTR_LO, AS_TRANSCFG_LO, AS_TRANSTAB_LO};
-/// use tyr::sim::{AccessType, FaultKind, Gpu, PhysAddr, WalkConfig};
+/// use mali_sim::regs::{as_cmd, as_reg, AS_COMMAND, AS_MEMATTR_LO, AS_TRANSCFG_LO, AS_TRANSTAB_LO};
+/// use mali_sim::{AccessType, FaultKind, Gpu, PhysAddr, WalkConfig};
 ///
 /// let mut gpu = Gpu::g610();
 /// let mem = gpu.memory().clone();
@@ -135,7 +135,7 @@ impl IrqBlock {
 /// assert_eq!(gpu.translate(2, 0x1234, AccessType::Write), Ok(PhysAddr(page.0 + 0x234)));
 /// let fault = gpu.translate(2, 0x2000, AccessType::Read).unwrap_err();
 /// assert_eq!(fault.kind, FaultKind::Translation { level: 3 });
-/// # Ok::<(), tyr::sim::SimError>(())
+/// # Ok::<(), mali_sim::SimError>(())
 /// ```
 #[derive(Debug)]
 pub struct Gpu {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 use super::*;
-use crate::sim::regs::*;
-use crate::sim::testutil::{HandTables, RO_PAGE, RW_PAGE};
-use crate::sim::walk::{mode, FAULTSTATUS_DECODER_FAULT};
+use crate::regs::*;
+use crate::testutil::{HandTables, RO_PAGE, RW_PAGE};
+use crate::walk::{mode, FAULTSTATUS_DECODER_FAULT};
 
 fn timings() -> super::super::Timings {
     super::super::Timings::default()

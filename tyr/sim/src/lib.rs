@@ -1,6 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A register-level simulated Arm Mali-G610, the hardware of the host backend.
+//! A register-level simulated Arm Mali-G610: the "silicon" a Mali CSF driver is tested on.
+//!
+//! The crate knows nothing of any driver. It has its own description of the hardware, written
+//! from the GPU's and panthor's definitions: the register map and its bit fields ([`regs`]),
+//! the firmware-interface layout and the command-stream instruction set ([`csf`],
+//! [`csf::instr`]). A driver that gets an offset, a bit or an opcode wrong therefore meets a
+//! GPU that does something else, or records a bus error, or faults the stream, as silicon
+//! would: `gpukit-tyr`'s `hw_contract` test compares the driver's view with this one.
+//!
+//! Those descriptions are `no_std` without `alloc` and always built. The simulated GPU itself
+//! (feature `std`) keeps its state in `std` collections and behind `std` locks for now.
 //!
 //! # The hardware
 //!
@@ -19,12 +29,12 @@
 //!
 //! # The simulation
 //!
-//! [`Gpu`] models those registers and their behaviour, deterministically and without
-//! threads. Time is simulated: it starts at zero and only moves when the user calls
-//! [`Gpu::advance`] (the host backend's delay/sleep does). Resets, power transitions, MMU
-//! commands and cache flushes complete after [`Timings`] delays. Physical memory is a
-//! [`SimMemory`] shared with the host backend, which allocates its DMA memory (page tables,
-//! buffers) from it; the MMU reads the page tables from there by physical address, with a
+//! [`Gpu`] (feature `std`) models those registers and their behaviour, deterministically and
+//! without threads. Time is simulated: it starts at zero and only moves when the user calls
+//! [`Gpu::advance`] (a driver's host backend does from its delay and sleep). Resets, power
+//! transitions, MMU commands and cache flushes complete after [`Timings`] delays. Physical memory is a
+//! [`SimMemory`] shared with the driver's host backend, which allocates its DMA memory (page
+//! tables, buffers) from it; the MMU reads the page tables from there by physical address, with a
 //! walker written independently of the page-table crate so that each checks the other.
 //!
 //! Accesses a real bus would reject (unknown or misaligned offsets, writes to read-only
@@ -43,7 +53,8 @@
 //! Probing the way Tyr does:
 //!
 //! ```
-//! use tyr::sim::{regs, Gpu, IrqLine};
+//! # #[cfg(feature = "std")] {
+//! use mali_sim::{regs, Gpu, IrqLine};
 //!
 //! let mut gpu = Gpu::g610();
 //! gpu.write32(regs::GPU_IRQ_MASK, regs::gpu_irq::RESET_COMPLETED);
@@ -61,29 +72,54 @@
 //! let id = gpu.read32(regs::GPU_ID);
 //! assert_eq!((id >> 28, (id >> 16) & 0xf), (10, 7)); // arch 10, product 7: a G610
 //! assert!(gpu.bus_errors().is_empty());
+//! # }
 //! ```
 
-mod config;
+#![no_std]
+// The overview above links to the simulated GPU, which only exists with `std`.
+#![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
+
+#[cfg(feature = "std")]
+extern crate std;
+
 pub mod csf;
-mod error;
-mod gpu;
-pub mod mem;
-pub mod mmu;
-mod power;
 pub mod regs;
+
+#[cfg(feature = "std")]
+mod config;
+#[cfg(feature = "std")]
+mod error;
+#[cfg(feature = "std")]
+mod gpu;
+#[cfg(feature = "std")]
+pub mod mem;
+#[cfg(feature = "std")]
+pub mod mmu;
+#[cfg(feature = "std")]
+mod power;
+#[cfg(feature = "std")]
 mod shared;
+#[cfg(feature = "std")]
 pub mod walk;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod proptests;
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod testutil;
 
+#[cfg(feature = "std")]
 pub use config::{Config, FaultInjection, Identity, Timings};
+#[cfg(feature = "std")]
 pub use error::SimError;
+#[cfg(feature = "std")]
 pub use gpu::{AccessError, BusError, BusErrorKind, Gpu, IrqLine, GPU_BUS_FAULT};
+#[cfg(feature = "std")]
 pub use mem::{MemConfig, PhysAddr, SimMemory, PAGE_SIZE};
+#[cfg(feature = "std")]
 pub use mmu::{LockRegion, TlbStats};
+#[cfg(feature = "std")]
 pub use power::Domain;
+#[cfg(feature = "std")]
 pub use shared::SharedGpu;
+#[cfg(feature = "std")]
 pub use walk::{AccessType, Fault, FaultKind, Perms, Translation, WalkConfig};

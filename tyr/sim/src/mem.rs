@@ -9,8 +9,8 @@
 //! writes into descriptors and registers, and the CPU pointer it uses to fill the page (in
 //! Linux, what `dma_alloc_coherent` returns as a pair).
 //!
-//! [`SimMemory`] models that memory for the simulated GPU and is also where the host backend
-//! gets its "DMA memory" from. Memory is handed out in *allocations* of one or more
+//! [`SimMemory`] models that memory for the simulated GPU and is also where a driver's host
+//! backend gets its "DMA memory" from. Memory is handed out in *allocations* of one or more
 //! physically contiguous 4 KiB page frames, placed in a physical window (by default
 //! `0x8000_0000..1 << 40`, the 40 physical-address bits a Mali-G610 reports). Every
 //! allocation is its own heap block, aligned to 4 KiB, that never moves while it is live: the
@@ -43,7 +43,7 @@
 //! # Examples
 //!
 //! ```
-//! use tyr::sim::{MemConfig, SimMemory};
+//! use mali_sim::{MemConfig, SimMemory};
 //!
 //! let mem = SimMemory::new(MemConfig::default());
 //! let pa = mem.alloc(2)?; // two contiguous, zeroed pages
@@ -51,7 +51,7 @@
 //! assert_eq!(mem.read_u32(pa.offset(0x1000).unwrap())?, 0xdead_beef);
 //! assert_eq!(mem.free(pa)?, 2);
 //! assert!(mem.read_u32(pa).is_err()); // freed memory is unbacked
-//! # Ok::<(), tyr::sim::SimError>(())
+//! # Ok::<(), mali_sim::SimError>(())
 //! ```
 
 use core::alloc::Layout;
@@ -85,7 +85,7 @@ impl PhysAddr {
     /// # Examples
     ///
     /// ```
-    /// use tyr::sim::PhysAddr;
+    /// use mali_sim::PhysAddr;
     ///
     /// assert_eq!(PhysAddr(0x1000).offset(0x10), Some(PhysAddr(0x1010)));
     /// assert_eq!(PhysAddr(u64::MAX).offset(1), None);

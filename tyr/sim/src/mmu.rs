@@ -55,7 +55,7 @@ impl LockRegion {
     /// # Examples
     ///
     /// ```
-    /// use tyr::sim::LockRegion;
+    /// use mali_sim::LockRegion;
     ///
     /// // A 2 MiB region at 0x20_0000 (log2 = 21, encoded 20).
     /// let r = LockRegion::decode(0x20_0000 | 20);
@@ -84,7 +84,7 @@ impl LockRegion {
     /// # Examples
     ///
     /// ```
-    /// use tyr::sim::LockRegion;
+    /// use mali_sim::LockRegion;
     ///
     /// // One page needs the 32 KiB minimum region.
     /// let v = LockRegion::encode(0x1234_5000, 0x1000).unwrap();

@@ -22,7 +22,8 @@
 //! (`RAWSTAT & MASK`, read-only). The line is asserted while `STATUS` is non-zero.
 //!
 //! 64-bit quantities are split into `_LO`/`_HI` halves 4 bytes apart; the bus only carries
-//! aligned 32-bit accesses. The offsets here follow panthor's and Tyr's register files.
+//! aligned 32-bit accesses. The offsets are the hardware's, as panthor's register headers
+//! (`panthor_gpu_regs.h`, `panthor_mmu_regs.h`, `panthor_fw_regs.h`) give them.
 
 /// Size of the MMIO window.
 pub const MMIO_SIZE: usize = 0x20_0000;
@@ -198,7 +199,7 @@ pub const AS_FAULTEXTRA_HI: usize = 0x3c;
 /// # Examples
 ///
 /// ```
-/// use tyr::sim::regs::{as_reg, AS_COMMAND};
+/// use mali_sim::regs::{as_reg, AS_COMMAND};
 ///
 /// assert_eq!(as_reg(1, AS_COMMAND), 0x2458);
 /// ```

@@ -17,7 +17,7 @@ use super::mem::SimMemory;
 /// # Examples
 ///
 /// ```
-/// use tyr::sim::{regs, Gpu, SharedGpu};
+/// use mali_sim::{regs, Gpu, SharedGpu};
 ///
 /// let gpu = SharedGpu::new(Gpu::g610());
 /// let mmio = gpu.clone();
@@ -114,9 +114,9 @@ mod tests {
         let other = gpu.clone();
         std::thread::spawn(move || other.advance(5)).join().unwrap();
         assert_eq!(gpu.now_ns(), 5);
-        gpu.write64(crate::sim::regs::L2_PWRON_LO, 1);
+        gpu.write64(crate::regs::L2_PWRON_LO, 1);
         assert_eq!(gpu.next_event_ns(), Some(5 + 5_000));
-        assert_eq!(gpu.read64(crate::sim::regs::L2_PWRTRANS_LO), 1);
+        assert_eq!(gpu.read64(crate::regs::L2_PWRTRANS_LO), 1);
         assert!(Arc::ptr_eq(gpu.memory(), gpu.lock().memory()));
         assert!(!gpu.irq_pending(IrqLine::Gpu));
     }

@@ -58,8 +58,8 @@
 //! A one-page mapping built by hand, in a 39-bit address space (three levels):
 //!
 //! ```
-//! use tyr::sim::walk::{self, AccessType, FaultKind, WalkConfig};
-//! use tyr::sim::{MemConfig, SimMemory};
+//! use mali_sim::walk::{self, AccessType, FaultKind, WalkConfig};
+//! use mali_sim::{MemConfig, SimMemory};
 //!
 //! let mem = SimMemory::new(MemConfig::default());
 //! let (l1, l2, l3, data) = (mem.alloc(1)?, mem.alloc(1)?, mem.alloc(1)?, mem.alloc(1)?);
@@ -75,7 +75,7 @@
 //! let f = walk::walk(&mem, &cfg, 0x5000, AccessType::Write).unwrap_err();
 //! assert_eq!(f.kind, FaultKind::Permission { level: 3 });
 //! assert_eq!(f.exception_code(), 0xCB);
-//! # Ok::<(), tyr::sim::SimError>(())
+//! # Ok::<(), mali_sim::SimError>(())
 //! ```
 
 use core::fmt;
@@ -220,7 +220,7 @@ impl Fault {
     /// # Examples
     ///
     /// ```
-    /// use tyr::sim::walk::{AccessType, Fault, FaultKind};
+    /// use mali_sim::walk::{AccessType, Fault, FaultKind};
     ///
     /// let f = Fault { kind: FaultKind::Translation { level: 2 }, va: 0, access: AccessType::Write };
     /// assert_eq!(f.faultstatus(0x12), 0x0012_03c2);
@@ -438,7 +438,7 @@ pub fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::MemConfig;
+    use crate::MemConfig;
 
     const AF: u64 = 1 << 10;
     const UNPRIV: u64 = 1 << 6;

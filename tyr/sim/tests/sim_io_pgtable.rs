@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use io_pgtable::{Arm64LpaeS1, Config as PtConfig, NoFlush, PageTable, Prot, TableAlloc, TableMem};
 use io_pgtable::{SZ_2M, SZ_4K};
+use mali_sim::regs::{self, as_cmd, as_reg};
+use mali_sim::{AccessType, Config, FaultKind, Gpu, PhysAddr, SimMemory};
 use proptest::prelude::*;
-use tyr::sim::regs::{self, as_cmd, as_reg};
-use tyr::sim::{AccessType, Config, FaultKind, Gpu, PhysAddr, SimMemory};
 
 /// Page-table memory from the simulator's physical memory.
 struct SimTables(Arc<SimMemory>);

@@ -4,8 +4,8 @@
 //! against the simulator through a shared handle with poll loops that advance simulated
 //! time, including the failures a driver must report.
 
-use tyr::sim::regs::{self, gpu_cmd, gpu_irq};
-use tyr::sim::{Config, Gpu, SharedGpu};
+use mali_sim::regs::{self, gpu_cmd, gpu_irq};
+use mali_sim::{Config, Gpu, SharedGpu};
 
 #[derive(Debug, PartialEq)]
 enum ProbeError {

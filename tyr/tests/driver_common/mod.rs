@@ -7,9 +7,9 @@
 
 use drm_ctx::drm::{self, gem, ioctl::IoctlArg, OpenOptions};
 use drm_ctx::{device, host::Client, types::ARef};
+use mali_sim::{AccessType, Config, SharedGpu};
 use tyr::driver::{self, TyrBo, TyrDevice, TyrDriver};
 use tyr::host::HostBackend;
-use tyr::sim::{AccessType, Config, SharedGpu};
 use tyr::uapi::{self, *};
 
 pub type Drv = TyrDriver<HostBackend>;

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The simulated MCU firmware and command-stream engine (see [`crate::sim::csf`]).
+//! The simulated MCU firmware and command-stream engine (see [`crate::csf`]).
 
 use std::vec::Vec;
 
 use super::{AccessError, Data, Gpu};
-use crate::sim::csf::{self, cs, csg, exception, glb, instr, ring};
-use crate::sim::regs::{gpu_irq, mcu};
-use crate::sim::walk::{AccessType, Fault, FaultKind};
+use crate::csf::instr::{self, Op};
+use crate::csf::{self, cs, csg, exception, glb, ring};
+use crate::regs::{gpu_irq, mcu};
+use crate::walk::{AccessType, Fault, FaultKind};
 
 /// Instructions a stream executes per engine step.
 const BATCH: usize = 16;
@@ -688,53 +689,54 @@ impl Gpu {
         word: u64,
         r: &mut RunResult,
     ) -> Result<Step, Step> {
-        let opcode = (word >> 56) as u8;
-        let b48 = ((word >> 48) & 0xff) as usize;
-        let b40 = ((word >> 40) & 0xff) as usize;
-        let b32 = ((word >> 32) & 0xff) as usize;
         let invalid = Step::Fatal {
             code: exception::CS_INSTR_INVALID,
         };
-        let reg = |i: usize| if i < csf::NUM_REGS { Some(i) } else { None };
-        let pair = |i: usize| {
-            if i.is_multiple_of(2) && i + 1 < csf::NUM_REGS {
-                Some(i)
-            } else {
-                None
-            }
-        };
+        let op = instr::decode(word).map_err(|_| invalid)?;
+        let reg = |i: u8| Some(usize::from(i)).filter(|&i| i < csf::NUM_REGS);
+        let pair =
+            |i: u8| Some(usize::from(i)).filter(|&i| i.is_multiple_of(2) && i + 1 < csf::NUM_REGS);
         let regs = |gpu: &Self| gpu.csf.groups[n].streams[s].regs;
         let get64 = |gpu: &Self, i: usize| {
             let r = regs(gpu);
             u64::from(r[i]) | u64::from(r[i + 1]) << 32
         };
-        match opcode {
-            instr::NOP | instr::WAIT => {}
-            instr::MOVE48 => {
-                let d = pair(b48).ok_or(invalid)?;
-                self.set64(n, s, d, word & 0xffff_ffff_ffff);
+        match op {
+            Op::Nop | Op::Wait { .. } => {}
+            Op::Move48 { d, imm } => {
+                let d = pair(d).ok_or(invalid)?;
+                self.set64(n, s, d, imm);
             }
-            instr::MOVE32 => {
-                let d = reg(b48).ok_or(invalid)?;
-                self.csf.groups[n].streams[s].regs[d] = word as u32;
+            Op::Move32 { r: d, imm } => {
+                let d = reg(d).ok_or(invalid)?;
+                self.csf.groups[n].streams[s].regs[d] = imm;
             }
-            instr::ADD_IMMEDIATE32 => {
-                let (d, src) = (reg(b48).ok_or(invalid)?, reg(b40).ok_or(invalid)?);
-                let v = regs(self)[src].wrapping_add(word as u32);
+            Op::AddImm32 { d, s: src, imm } => {
+                let (d, src) = (reg(d).ok_or(invalid)?, reg(src).ok_or(invalid)?);
+                let v = regs(self)[src].wrapping_add_signed(imm);
                 self.csf.groups[n].streams[s].regs[d] = v;
             }
-            instr::ADD_IMMEDIATE64 => {
-                let (d, src) = (pair(b48).ok_or(invalid)?, pair(b40).ok_or(invalid)?);
-                let imm = i64::from(word as u32 as i32) as u64;
-                let v = get64(self, src).wrapping_add(imm);
+            Op::AddImm64 { d, s: src, imm } => {
+                let (d, src) = (pair(d).ok_or(invalid)?, pair(src).ok_or(invalid)?);
+                let v = get64(self, src).wrapping_add_signed(i64::from(imm));
                 self.set64(n, s, d, v);
             }
-            instr::LOAD_MULTIPLE | instr::STORE_MULTIPLE => {
-                let base = reg(b48).ok_or(invalid)?;
-                let addr = pair(b40).ok_or(invalid)?;
-                let mask = ((word >> 16) & 0xffff) as u16;
-                let offset = i64::from(word as u16 as i16) as u64;
-                let va = get64(self, addr).wrapping_add(offset);
+            Op::LoadMultiple {
+                base,
+                addr,
+                offset,
+                mask,
+            }
+            | Op::StoreMultiple {
+                base,
+                addr,
+                offset,
+                mask,
+            } => {
+                let load = matches!(op, Op::LoadMultiple { .. });
+                let base = reg(base).ok_or(invalid)?;
+                let addr = pair(addr).ok_or(invalid)?;
+                let va = get64(self, addr).wrapping_add_signed(i64::from(offset));
                 if !va.is_multiple_of(4)
                     || base + (16 - mask.leading_zeros() as usize) > csf::NUM_REGS
                 {
@@ -745,7 +747,7 @@ impl Gpu {
                         continue;
                     }
                     let at = va.wrapping_add(4 * i as u64);
-                    if opcode == instr::LOAD_MULTIPLE {
+                    if load {
                         let v = self.stream_read(n, s, as_nr, at, 4)? as u32;
                         self.csf.groups[n].streams[s].regs[base + i] = v;
                     } else {
@@ -754,9 +756,9 @@ impl Gpu {
                     }
                 }
             }
-            instr::CALL => {
-                let addr = pair(b40).ok_or(invalid)?;
-                let len_reg = reg(b32).ok_or(invalid)?;
+            Op::Call { addr, len } => {
+                let addr = pair(addr).ok_or(invalid)?;
+                let len_reg = reg(len).ok_or(invalid)?;
                 let addr = get64(self, addr);
                 let len = u64::from(regs(self)[len_reg]);
                 if !addr.is_multiple_of(8) || !len.is_multiple_of(8) {
@@ -764,18 +766,22 @@ impl Gpu {
                 }
                 return Ok(Step::Call { addr, len });
             }
-            instr::SYNC_ADD32 | instr::SYNC_SET32 | instr::SYNC_ADD64 | instr::SYNC_SET64 => {
-                let wide = matches!(opcode, instr::SYNC_ADD64 | instr::SYNC_SET64);
-                let addr = get64(self, pair(b40).ok_or(invalid)?);
+            Op::SyncAdd32 { addr, data }
+            | Op::SyncSet32 { addr, data }
+            | Op::SyncAdd64 { addr, data }
+            | Op::SyncSet64 { addr, data } => {
+                let wide = matches!(op, Op::SyncAdd64 { .. } | Op::SyncSet64 { .. });
+                let add = matches!(op, Op::SyncAdd32 { .. } | Op::SyncAdd64 { .. });
+                let addr = get64(self, pair(addr).ok_or(invalid)?);
                 let (len, data) = if wide {
-                    (8, get64(self, pair(b32).ok_or(invalid)?))
+                    (8, get64(self, pair(data).ok_or(invalid)?))
                 } else {
-                    (4, u64::from(regs(self)[reg(b32).ok_or(invalid)?]))
+                    (4, u64::from(regs(self)[reg(data).ok_or(invalid)?]))
                 };
                 if !addr.is_multiple_of(len as u64) {
                     return Err(invalid);
                 }
-                let v = if matches!(opcode, instr::SYNC_ADD32 | instr::SYNC_ADD64) {
+                let v = if add {
                     let old = self.stream_read(n, s, as_nr, addr, len)?;
                     old.wrapping_add(data)
                 } else {
@@ -787,24 +793,22 @@ impl Gpu {
                     r.mcu_fault = true;
                 }
             }
-            instr::SYNC_WAIT32 | instr::SYNC_WAIT64 => {
-                let wide = opcode == instr::SYNC_WAIT64;
-                let cond = instr::Condition::from_bits((word >> 28) & 0xf).ok_or(invalid)?;
-                let addr = get64(self, pair(b40).ok_or(invalid)?);
+            Op::SyncWait32 { cond, addr, data } | Op::SyncWait64 { cond, addr, data } => {
+                let wide = matches!(op, Op::SyncWait64 { .. });
+                let addr = get64(self, pair(addr).ok_or(invalid)?);
                 let (len, value) = if wide {
-                    (8, get64(self, pair(b32).ok_or(invalid)?))
+                    (8, get64(self, pair(data).ok_or(invalid)?))
                 } else {
-                    (4, u64::from(regs(self)[reg(b32).ok_or(invalid)?]))
+                    (4, u64::from(regs(self)[reg(data).ok_or(invalid)?]))
                 };
                 if !addr.is_multiple_of(len as u64) {
                     return Err(invalid);
                 }
                 let mem = self.stream_read(n, s, as_nr, addr, len)?;
-                if !cond.holds(mem, value) {
+                if !cond.satisfied(mem, value) {
                     return Ok(Step::Block { addr, value });
                 }
             }
-            _ => return Err(invalid),
         }
         Ok(Step::Next)
     }

@@ -2,11 +2,65 @@
 
 use std::sync::Arc;
 
-use crate::sim::csf::instr::{self, Condition};
-use crate::sim::csf::{self, cs, csg, glb, ring};
-use crate::sim::regs::{self, as_cmd, as_reg, doorbell, mcu};
-use crate::sim::testutil::{HandTables, RW_PAGE};
-use crate::sim::{Config, Gpu, IrqLine, PhysAddr, SimMemory, WalkConfig};
+use crate::csf::instr::Condition;
+use crate::csf::{self, cs, csg, glb, ring};
+use crate::regs::{self, as_cmd, as_reg, doorbell, mcu};
+use crate::testutil::{HandTables, RW_PAGE};
+use crate::{Config, Gpu, IrqLine, PhysAddr, SimMemory, WalkConfig};
+
+/// A small assembler for the tests' streams, over the simulator's own encoding.
+mod instr {
+    use crate::csf::instr::{Condition, Op};
+
+    pub(super) const fn nop() -> u64 {
+        Op::Nop.encode()
+    }
+    pub(super) const fn move48(d: u8, imm: u64) -> u64 {
+        Op::Move48 { d, imm }.encode()
+    }
+    pub(super) const fn move32(r: u8, imm: u32) -> u64 {
+        Op::Move32 { r, imm }.encode()
+    }
+    pub(super) const fn wait(mask: u16) -> u64 {
+        Op::Wait { mask }.encode()
+    }
+    pub(super) const fn add_imm32(d: u8, s: u8, imm: i32) -> u64 {
+        Op::AddImm32 { d, s, imm }.encode()
+    }
+    pub(super) const fn add_imm64(d: u8, s: u8, imm: i32) -> u64 {
+        Op::AddImm64 { d, s, imm }.encode()
+    }
+    pub(super) const fn load_multiple(base: u8, addr: u8, offset: i16, mask: u16) -> u64 {
+        Op::LoadMultiple {
+            base,
+            addr,
+            offset,
+            mask,
+        }
+        .encode()
+    }
+    pub(super) const fn store_multiple(base: u8, addr: u8, offset: i16, mask: u16) -> u64 {
+        Op::StoreMultiple {
+            base,
+            addr,
+            offset,
+            mask,
+        }
+        .encode()
+    }
+    pub(super) const fn call(addr: u8, len: u8) -> u64 {
+        Op::Call { addr, len }.encode()
+    }
+    pub(super) const fn sync_add64(addr: u8, data: u8) -> u64 {
+        Op::SyncAdd64 { addr, data }.encode()
+    }
+    pub(super) const fn sync_set32(addr: u8, data: u8) -> u64 {
+        Op::SyncSet32 { addr, data }.encode()
+    }
+    pub(super) const fn sync_wait64(cond: Condition, addr: u8, data: u8) -> u64 {
+        Op::SyncWait64 { cond, addr, data }.encode()
+    }
+}
 
 /// MCU address of the queue's ring input/output words.
 const QUEUE_IFACE: u64 = 0x0500_0000;
@@ -79,7 +133,7 @@ impl Fw {
 
     fn pa(&self, as_nr: usize, va: u64) -> PhysAddr {
         self.gpu
-            .walk(as_nr, va, crate::sim::AccessType::Read)
+            .walk(as_nr, va, crate::AccessType::Read)
             .unwrap()
             .pa
     }
@@ -510,7 +564,7 @@ fn terminated_group_stops_running() {
 fn locked_region_stalls_streams_until_unlock() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
-    let lock = crate::sim::LockRegion::encode(DATA, 0x1000).unwrap();
+    let lock = crate::LockRegion::encode(DATA, 0x1000).unwrap();
     fw.gpu.write64(as_reg(1, regs::AS_LOCKADDR_LO), lock);
     fw.gpu.write32(as_reg(1, regs::AS_COMMAND), as_cmd::LOCK);
     fw.submit(

@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The driver's view of the hardware against the simulator's.
+//!
+//! `gpukit-mali-sim` describes the Mali-G610 on its own (register map, bit fields,
+//! firmware-interface layout, instruction set); nothing of it comes from this crate. These
+//! tests hold the two descriptions against each other, so that a wrong offset, bit or opcode in
+//! the driver fails here by name rather than as a hang somewhere in the ioctl suites. The last
+//! tests show that the comparison does catch a wrong encoding: a word that is one opcode off
+//! decodes as another operation, or not at all (the engine then stops the stream with
+//! `CS_INSTR_INVALID`, see the simulator's engine tests).
+
+use mali_sim::csf::instr::{decode, Condition as SimCondition, DecodeError, Op};
+use proptest::prelude::*;
+use tyr::csf::instr::{self, Condition};
+use tyr::regs;
+
+/// What the simulator reads in `word`, or why it refuses it, as text for assertion messages.
+fn check(word: u64, expected: Op) -> Result<(), String> {
+    match decode(word) {
+        Ok(op) if op == expected => Ok(()),
+        Ok(op) => Err(format!("{word:#018x} runs as {op:?}, not {expected:?}")),
+        Err(e) => Err(format!("{word:#018x} is refused ({e:?}), not {expected:?}")),
+    }
+}
+
+fn sim_condition(c: Condition) -> SimCondition {
+    match c {
+        Condition::Lequal => SimCondition::Lequal,
+        Condition::Greater => SimCondition::Greater,
+        Condition::Equal => SimCondition::Equal,
+        Condition::Nequal => SimCondition::Nequal,
+        Condition::Less => SimCondition::Less,
+        Condition::Gequal => SimCondition::Gequal,
+        Condition::Always => SimCondition::Always,
+    }
+}
+
+fn condition() -> impl Strategy<Value = Condition> {
+    prop_oneof![
+        Just(Condition::Lequal),
+        Just(Condition::Greater),
+        Just(Condition::Equal),
+        Just(Condition::Nequal),
+        Just(Condition::Less),
+        Just(Condition::Gequal),
+        Just(Condition::Always),
+    ]
+}
+
+fn cases() -> ProptestConfig {
+    let mut cfg = ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 });
+    if cfg!(miri) {
+        cfg.failure_persistence = None;
+    }
+    cfg
+}
+
+proptest! {
+    #![proptest_config(cases())]
+
+    /// Every encoder of the driver produces the operation it is named after, with the same
+    /// operands, as the simulated command-stream engine reads it.
+    #[test]
+    fn every_driver_encoding_decodes_as_meant(
+        a in any::<u8>(),
+        b in any::<u8>(),
+        imm64 in any::<u64>(),
+        imm32 in any::<u32>(),
+        add in any::<i32>(),
+        offset in any::<i16>(),
+        mask in any::<u16>(),
+        wait in any::<u8>(),
+        cond in condition(),
+    ) {
+        let sc = sim_condition(cond);
+        let cases = [
+            (instr::nop(), Op::Nop),
+            (instr::move48(a, imm64), Op::Move48 { d: a, imm: imm64 & 0xffff_ffff_ffff }),
+            (instr::move32(a, imm32), Op::Move32 { r: a, imm: imm32 }),
+            (instr::wait(wait), Op::Wait { mask: u16::from(wait) }),
+            (instr::add_imm32(a, b, add), Op::AddImm32 { d: a, s: b, imm: add }),
+            (instr::add_imm64(a, b, add), Op::AddImm64 { d: a, s: b, imm: add }),
+            (
+                instr::load_multiple(a, b, offset, mask),
+                Op::LoadMultiple { base: a, addr: b, offset, mask },
+            ),
+            (
+                instr::store_multiple(a, b, offset, mask),
+                Op::StoreMultiple { base: a, addr: b, offset, mask },
+            ),
+            (instr::call(a, b), Op::Call { addr: a, len: b }),
+            (instr::sync_add32(a, b), Op::SyncAdd32 { addr: a, data: b }),
+            (instr::sync_set32(a, b), Op::SyncSet32 { addr: a, data: b }),
+            (instr::sync_wait32(cond, a, b), Op::SyncWait32 { cond: sc, addr: a, data: b }),
+            (instr::sync_add64(a, b), Op::SyncAdd64 { addr: a, data: b }),
+            (instr::sync_set64(a, b), Op::SyncSet64 { addr: a, data: b }),
+            (instr::sync_wait64(cond, a, b), Op::SyncWait64 { cond: sc, addr: a, data: b }),
+        ];
+        for (word, expected) in cases {
+            prop_assert_eq!(check(word, expected), Ok(()));
+        }
+    }
+}
+
+#[test]
+fn the_opcode_constants_agree() {
+    use mali_sim::csf::instr as sim;
+    let pairs = [
+        (instr::NOP, sim::NOP),
+        (instr::MOVE48, sim::MOVE48),
+        (instr::MOVE32, sim::MOVE32),
+        (instr::WAIT, sim::WAIT),
+        (instr::ADD_IMMEDIATE32, sim::ADD_IMMEDIATE32),
+        (instr::ADD_IMMEDIATE64, sim::ADD_IMMEDIATE64),
+        (instr::LOAD_MULTIPLE, sim::LOAD_MULTIPLE),
+        (instr::STORE_MULTIPLE, sim::STORE_MULTIPLE),
+        (instr::CALL, sim::CALL),
+        (instr::SYNC_ADD32, sim::SYNC_ADD32),
+        (instr::SYNC_SET32, sim::SYNC_SET32),
+        (instr::SYNC_WAIT32, sim::SYNC_WAIT32),
+        (instr::SYNC_ADD64, sim::SYNC_ADD64),
+        (instr::SYNC_SET64, sim::SYNC_SET64),
+        (instr::SYNC_WAIT64, sim::SYNC_WAIT64),
+    ];
+    for (i, (driver, sim)) in pairs.into_iter().enumerate() {
+        assert_eq!(driver, sim, "opcode #{i}");
+    }
+}
+
+/// The check above is not vacuous: a driver whose encoder were one opcode off, or put a field
+/// one byte off, would fail it.
+#[test]
+fn a_wrong_encoding_is_caught() {
+    let with_opcode = |word: u64, opcode: u8| word & !(0xff << 56) | u64::from(opcode) << 56;
+    // `MOVE32` emitted with `WAIT`'s opcode: a different operation, silently.
+    let word = with_opcode(instr::move32(2, 42), instr::WAIT);
+    assert_eq!(decode(word), Ok(Op::Wait { mask: 0 }));
+    assert!(check(word, Op::Move32 { r: 2, imm: 42 }).is_err());
+    // `SYNC_ADD64` one opcode off lands on `SYNC_SET64`: the fence would be overwritten, not
+    // incremented.
+    let word = with_opcode(instr::sync_add64(4, 6), instr::SYNC_ADD64 + 1);
+    assert_eq!(decode(word), Ok(Op::SyncSet64 { addr: 4, data: 6 }));
+    assert!(check(word, Op::SyncAdd64 { addr: 4, data: 6 }).is_err());
+    // `CALL` one opcode off is `JUMP` (33), which the simulator does not run: refused, and the
+    // engine stops the stream with a fatal CS_INSTR_INVALID.
+    let word = with_opcode(instr::call(40, 42), instr::CALL + 1);
+    assert_eq!(decode(word), Err(DecodeError::UnknownOpcode(33)));
+    assert!(check(word, Op::Call { addr: 40, len: 42 }).is_err());
+    // The address pair of `CALL` in the destination byte instead of bits 47:40.
+    let word = u64::from(instr::CALL) << 56 | 40 << 48 | 42 << 32;
+    assert!(check(word, Op::Call { addr: 40, len: 42 }).is_err());
+    // A condition the hardware does not define is refused too.
+    let word = instr::sync_wait64(Condition::Always, 2, 4) | 0xf << 28;
+    assert_eq!(decode(word), Err(DecodeError::UnknownCondition(0xf)));
+}
+
+#[test]
+fn every_register_the_driver_declares_is_where_the_simulator_has_it() {
+    use mali_sim::regs as sim;
+    let fixed = [
+        ("GPU_ID", regs::GPU_ID::OFFSET, sim::GPU_ID),
+        ("L2_FEATURES", regs::L2_FEATURES::OFFSET, sim::L2_FEATURES),
+        (
+            "CORE_FEATURES",
+            regs::CORE_FEATURES::OFFSET,
+            sim::CORE_FEATURES,
+        ),
+        (
+            "TILER_FEATURES",
+            regs::TILER_FEATURES::OFFSET,
+            sim::TILER_FEATURES,
+        ),
+        (
+            "MEM_FEATURES",
+            regs::MEM_FEATURES::OFFSET,
+            sim::MEM_FEATURES,
+        ),
+        (
+            "MMU_FEATURES",
+            regs::MMU_FEATURES::OFFSET,
+            sim::MMU_FEATURES,
+        ),
+        ("AS_PRESENT", regs::AS_PRESENT::OFFSET, sim::AS_PRESENT),
+        ("CSF_ID", regs::CSF_ID::OFFSET, sim::CSF_ID),
+        (
+            "GPU_IRQ_RAWSTAT",
+            regs::GPU_IRQ_RAWSTAT::OFFSET,
+            sim::GPU_IRQ_RAWSTAT,
+        ),
+        (
+            "GPU_IRQ_CLEAR",
+            regs::GPU_IRQ_CLEAR::OFFSET,
+            sim::GPU_IRQ_CLEAR,
+        ),
+        (
+            "GPU_IRQ_MASK",
+            regs::GPU_IRQ_MASK::OFFSET,
+            sim::GPU_IRQ_MASK,
+        ),
+        (
+            "GPU_IRQ_STATUS",
+            regs::GPU_IRQ_STATUS::OFFSET,
+            sim::GPU_IRQ_STATUS,
+        ),
+        ("GPU_COMMAND", regs::GPU_COMMAND::OFFSET, sim::GPU_COMMAND),
+        ("GPU_STATUS", regs::GPU_STATUS::OFFSET, sim::GPU_STATUS),
+        (
+            "GPU_FAULTSTATUS",
+            regs::GPU_FAULTSTATUS::OFFSET,
+            sim::GPU_FAULTSTATUS,
+        ),
+        (
+            "GPU_FAULTADDRESS",
+            regs::GPU_FAULTADDRESS::OFFSET,
+            sim::GPU_FAULTADDRESS_LO,
+        ),
+        (
+            "TIMESTAMP_OFFSET",
+            regs::TIMESTAMP_OFFSET::OFFSET,
+            sim::TIMESTAMP_OFFSET_LO,
+        ),
+        (
+            "CYCLE_COUNT",
+            regs::CYCLE_COUNT::OFFSET,
+            sim::CYCLE_COUNT_LO,
+        ),
+        ("TIMESTAMP", regs::TIMESTAMP::OFFSET, sim::TIMESTAMP_LO),
+        (
+            "THREAD_MAX_THREADS",
+            regs::THREAD_MAX_THREADS::OFFSET,
+            sim::THREAD_MAX_THREADS,
+        ),
+        (
+            "THREAD_MAX_WORKGROUP_SIZE",
+            regs::THREAD_MAX_WORKGROUP_SIZE::OFFSET,
+            sim::THREAD_MAX_WORKGROUP_SIZE,
+        ),
+        (
+            "THREAD_MAX_BARRIER_SIZE",
+            regs::THREAD_MAX_BARRIER_SIZE::OFFSET,
+            sim::THREAD_MAX_BARRIER_SIZE,
+        ),
+        (
+            "THREAD_FEATURES",
+            regs::THREAD_FEATURES::OFFSET,
+            sim::THREAD_FEATURES,
+        ),
+        (
+            "TEXTURE_FEATURES",
+            regs::TEXTURE_FEATURES::OFFSET,
+            sim::TEXTURE_FEATURES_0,
+        ),
+        (
+            "SHADER_PRESENT",
+            regs::SHADER_PRESENT::OFFSET,
+            sim::SHADER_PRESENT_LO,
+        ),
+        (
+            "TILER_PRESENT",
+            regs::TILER_PRESENT::OFFSET,
+            sim::TILER_PRESENT_LO,
+        ),
+        ("L2_PRESENT", regs::L2_PRESENT::OFFSET, sim::L2_PRESENT_LO),
+        ("L2_READY_LO", regs::L2_READY_LO::OFFSET, sim::L2_READY_LO),
+        ("L2_PWRON_LO", regs::L2_PWRON_LO::OFFSET, sim::L2_PWRON_LO),
+        (
+            "L2_PWRTRANS_LO",
+            regs::L2_PWRTRANS_LO::OFFSET,
+            sim::L2_PWRTRANS_LO,
+        ),
+        ("REVIDR", regs::REVIDR::OFFSET, sim::REVIDR),
+        (
+            "COHERENCY_FEATURES",
+            regs::COHERENCY_FEATURES::OFFSET,
+            sim::COHERENCY_FEATURES,
+        ),
+        (
+            "COHERENCY_ENABLE",
+            regs::COHERENCY_ENABLE::OFFSET,
+            sim::COHERENCY_ENABLE,
+        ),
+        ("MCU_CONTROL", regs::MCU_CONTROL::OFFSET, sim::MCU_CONTROL),
+        ("MCU_STATUS", regs::MCU_STATUS::OFFSET, sim::MCU_STATUS),
+        (
+            "JOB_IRQ_RAWSTAT",
+            regs::JOB_IRQ_RAWSTAT::OFFSET,
+            sim::JOB_IRQ_RAWSTAT,
+        ),
+        (
+            "JOB_IRQ_CLEAR",
+            regs::JOB_IRQ_CLEAR::OFFSET,
+            sim::JOB_IRQ_CLEAR,
+        ),
+        (
+            "JOB_IRQ_MASK",
+            regs::JOB_IRQ_MASK::OFFSET,
+            sim::JOB_IRQ_MASK,
+        ),
+        (
+            "JOB_IRQ_STATUS",
+            regs::JOB_IRQ_STATUS::OFFSET,
+            sim::JOB_IRQ_STATUS,
+        ),
+        (
+            "MMU_IRQ_RAWSTAT",
+            regs::MMU_IRQ_RAWSTAT::OFFSET,
+            sim::MMU_IRQ_RAWSTAT,
+        ),
+        (
+            "MMU_IRQ_CLEAR",
+            regs::MMU_IRQ_CLEAR::OFFSET,
+            sim::MMU_IRQ_CLEAR,
+        ),
+        (
+            "MMU_IRQ_MASK",
+            regs::MMU_IRQ_MASK::OFFSET,
+            sim::MMU_IRQ_MASK,
+        ),
+        (
+            "MMU_IRQ_STATUS",
+            regs::MMU_IRQ_STATUS::OFFSET,
+            sim::MMU_IRQ_STATUS,
+        ),
+        ("DOORBELL", regs::DOORBELL::OFFSET, sim::doorbell(0)),
+    ];
+    for (name, driver, sim) in fixed {
+        assert_eq!(
+            driver, sim,
+            "{name}: driver {driver:#x}, simulator {sim:#x}"
+        );
+    }
+    // Address-space registers, for every address space the simulator reserves room for.
+    assert_eq!(regs::MAX_AS, sim::MMU_AS_SLOTS);
+    let per_as = [
+        (
+            "AS_TRANSTAB",
+            regs::AS_TRANSTAB::OFFSET,
+            regs::AS_TRANSTAB::STRIDE,
+            sim::AS_TRANSTAB_LO,
+        ),
+        (
+            "AS_MEMATTR",
+            regs::AS_MEMATTR::OFFSET,
+            regs::AS_MEMATTR::STRIDE,
+            sim::AS_MEMATTR_LO,
+        ),
+        (
+            "AS_LOCKADDR",
+            regs::AS_LOCKADDR::OFFSET,
+            regs::AS_LOCKADDR::STRIDE,
+            sim::AS_LOCKADDR_LO,
+        ),
+        (
+            "AS_COMMAND",
+            regs::AS_COMMAND::OFFSET,
+            regs::AS_COMMAND::STRIDE,
+            sim::AS_COMMAND,
+        ),
+        (
+            "AS_FAULTSTATUS",
+            regs::AS_FAULTSTATUS::OFFSET,
+            regs::AS_FAULTSTATUS::STRIDE,
+            sim::AS_FAULTSTATUS,
+        ),
+        (
+            "AS_FAULTADDRESS",
+            regs::AS_FAULTADDRESS::OFFSET,
+            regs::AS_FAULTADDRESS::STRIDE,
+            sim::AS_FAULTADDRESS_LO,
+        ),
+        (
+            "AS_STATUS",
+            regs::AS_STATUS::OFFSET,
+            regs::AS_STATUS::STRIDE,
+            sim::AS_STATUS,
+        ),
+        (
+            "AS_TRANSCFG",
+            regs::AS_TRANSCFG::OFFSET,
+            regs::AS_TRANSCFG::STRIDE,
+            sim::AS_TRANSCFG_LO,
+        ),
+    ];
+    for (name, offset, stride, sim_reg) in per_as {
+        for n in 0..regs::MAX_AS {
+            assert_eq!(offset + n * stride, sim::as_reg(n, sim_reg), "{name}[{n}]");
+        }
+    }
+    for n in 0..24 {
+        assert_eq!(
+            regs::DOORBELL::OFFSET + n * regs::DOORBELL::STRIDE,
+            sim::doorbell(n),
+            "DOORBELL[{n}]"
+        );
+    }
+}
+
+#[test]
+fn the_driver_reads_and_writes_the_bits_the_simulator_has() {
+    use mali_sim::regs::{as_cmd, gpu_cmd, gpu_irq, gpu_status, mcu};
+
+    let irq = regs::GPU_IRQ_RAWSTAT::from_raw;
+    assert!(irq(gpu_irq::FAULT).fault());
+    assert!(irq(gpu_irq::PROTM_FAULT).protected_fault());
+    assert!(irq(gpu_irq::RESET_COMPLETED).reset_completed());
+    assert!(irq(gpu_irq::POWER_CHANGED_SINGLE).power_changed_single());
+    assert!(irq(gpu_irq::POWER_CHANGED_ALL).power_changed_all());
+    assert!(irq(gpu_irq::CLEAN_CACHES_COMPLETED).clean_caches_completed());
+    assert!(irq(gpu_irq::DOORBELL_MIRROR).doorbell_mirror());
+    assert!(irq(gpu_irq::MCU_STATUS_CHANGED).mcu_status_changed());
+
+    let status = regs::GPU_STATUS::from_raw;
+    assert!(status(gpu_status::ACTIVE).active());
+    assert!(status(gpu_status::PWR_ACTIVE).power_active());
+    assert!(status(gpu_status::PAGE_FAULT).page_fault());
+
+    // GPU_COMMAND: the command code in bits 7:0 and its payload above.
+    let cmd = regs::GPU_COMMAND::from_raw(gpu_cmd::SOFT_RESET);
+    assert_eq!(cmd.code().get(), regs::gpu_command::RESET);
+    assert_eq!(cmd.payload().get(), regs::gpu_command::RESET_SOFT);
+    let cmd = regs::GPU_COMMAND::from_raw(gpu_cmd::HARD_RESET);
+    assert_eq!(cmd.payload().get(), regs::gpu_command::RESET_HARD);
+    let clean_inv = regs::gpu_command::CACHE_CLEAN | regs::gpu_command::CACHE_INV;
+    let cmd = regs::GPU_COMMAND::from_raw(gpu_cmd::flush_caches(clean_inv, clean_inv, 0));
+    assert_eq!(cmd.code().get(), regs::gpu_command::FLUSH_CACHES);
+    assert_eq!(cmd.payload().get(), clean_inv | clean_inv << 4);
+
+    assert_eq!(regs::as_command::UPDATE, as_cmd::UPDATE);
+    assert_eq!(regs::as_command::LOCK, as_cmd::LOCK);
+    assert_eq!(regs::as_command::UNLOCK, as_cmd::UNLOCK);
+    assert_eq!(regs::as_command::FLUSH_PT, as_cmd::FLUSH_PT);
+    assert_eq!(regs::as_command::FLUSH_MEM, as_cmd::FLUSH_MEM);
+    assert!(regs::AS_STATUS::from_raw(mali_sim::regs::AS_STATUS_ACTIVE).active());
+
+    assert_eq!(regs::mcu::DISABLED, mcu::DISABLED);
+    assert_eq!(regs::mcu::ENABLED, mcu::ENABLED);
+    assert_eq!(regs::mcu::HALT, mcu::HALT);
+    assert_eq!(regs::mcu::FATAL, mcu::FATAL);
+
+    // JOB_IRQ: bit 31 for the global interface, bit n for group slot n.
+    assert_eq!(
+        regs::JOB_IRQ_RAWSTAT::zeroed().with_global(true).into_raw(),
+        1 << 31
+    );
+    // MMU_IRQ: the fault bit of AS n in 15:0, its command-completed bit in 31:16.
+    let mmu = regs::MMU_IRQ_RAWSTAT::from_raw(1 << 3 | 1 << (16 + 5));
+    assert_eq!(
+        (mmu.fault().get(), mmu.command_completed().get()),
+        (1 << 3, 1 << 5)
+    );
+}
+
+#[test]
+fn the_firmware_interface_fields_match() {
+    use mali_sim::csf as sim;
+    use tyr::csf as drv;
+
+    assert_eq!(tyr::fw::MCU_SHARED_REGION_START, sim::SHARED_REGION_VA);
+    assert_eq!(tyr::fw::CSF_GROUP_CONTROL_OFFSET, sim::csg_control(0));
+    assert_eq!(
+        tyr::fw::CSF_GROUP_CONTROL_OFFSET + tyr::fw::CSF_STREAM_CONTROL_OFFSET,
+        sim::cs_control(0, 0)
+    );
+    const { assert!(sim::NUM_CSGS <= tyr::fw::MAX_CSGS) };
+    const { assert!(sim::STREAMS_PER_CSG <= tyr::fw::MAX_CS_PER_CSG) };
+
+    let glb = [
+        (drv::glb::INPUT_VA, sim::glb::INPUT_VA),
+        (drv::glb::OUTPUT_VA, sim::glb::OUTPUT_VA),
+        (drv::glb::REQ, sim::glb::REQ),
+        (drv::glb::ACK_IRQ_MASK, sim::glb::ACK_IRQ_MASK),
+        (drv::glb::DOORBELL_REQ, sim::glb::DOORBELL_REQ),
+    ];
+    let csg = [
+        (drv::csg::INPUT_VA, sim::csg::INPUT_VA),
+        (drv::csg::OUTPUT_VA, sim::csg::OUTPUT_VA),
+        (drv::csg::STREAM_STRIDE, sim::csg::STREAM_STRIDE),
+        (drv::csg::REQ, sim::csg::REQ),
+        (drv::csg::ACK_IRQ_MASK, sim::csg::ACK_IRQ_MASK),
+        (drv::csg::DOORBELL_REQ, sim::csg::DOORBELL_REQ),
+        (drv::csg::CS_IRQ_ACK, sim::csg::CS_IRQ_ACK),
+        (drv::csg::CS_IRQ_REQ, sim::csg::CS_IRQ_REQ),
+        (drv::csg::CONFIG, sim::csg::CONFIG),
+    ];
+    let cs = [
+        (drv::cs::INPUT_VA, sim::cs::INPUT_VA),
+        (drv::cs::OUTPUT_VA, sim::cs::OUTPUT_VA),
+        (drv::cs::REQ, sim::cs::REQ),
+        (drv::cs::CONFIG, sim::cs::CONFIG),
+        (drv::cs::ACK_IRQ_MASK, sim::cs::ACK_IRQ_MASK),
+        (drv::cs::RINGBUF_BASE, sim::cs::RINGBUF_BASE),
+        (drv::cs::RINGBUF_SIZE, sim::cs::RINGBUF_SIZE),
+        (drv::cs::RINGBUF_INPUT, sim::cs::RINGBUF_INPUT),
+        (drv::cs::RINGBUF_OUTPUT, sim::cs::RINGBUF_OUTPUT),
+        (drv::cs::FAULT, sim::cs::FAULT),
+        (drv::cs::FATAL, sim::cs::FATAL),
+        (drv::cs::FAULT_INFO, sim::cs::FAULT_INFO),
+    ];
+    for (block, fields) in [("glb", &glb[..]), ("csg", &csg[..]), ("cs", &cs[..])] {
+        for (i, (driver, sim)) in fields.iter().enumerate() {
+            assert_eq!(driver, sim, "{block} field #{i}");
+        }
+    }
+    let bits = [
+        (drv::csg::STATE_MASK, sim::csg::STATE_MASK),
+        (drv::csg::STATE_TERMINATE, sim::csg::STATE_TERMINATE),
+        (drv::csg::STATE_START, sim::csg::STATE_START),
+        (drv::csg::SYNC_UPDATE, sim::csg::SYNC_UPDATE),
+        (drv::csg::IDLE, sim::csg::IDLE),
+        (drv::cs::STATE_MASK, sim::cs::STATE_MASK),
+        (drv::cs::STATE_START, sim::cs::STATE_START),
+        (drv::cs::FATAL_EVENT, sim::cs::FATAL_EVENT),
+        (drv::cs::FAULT_EVENT, sim::cs::FAULT_EVENT),
+    ];
+    for (i, (driver, sim)) in bits.into_iter().enumerate() {
+        assert_eq!(driver, sim, "request/event bits #{i}");
+    }
+}
