@@ -148,7 +148,7 @@ impl Backend for Ring {
 
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, env::Fence>,
+        job: RunJob<'_, env::Fence>,
         _ctx: &SignalCtx<'_>,
     ) -> core::result::Result<env::Fence, FenceError> {
         Ok(job.payload().clone())

@@ -48,7 +48,7 @@ impl Backend for Ring {
 
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, Payload>,
+        job: RunJob<'_, Payload>,
         _ctx: &SignalCtx<'_>,
     ) -> Result<HostFence, FenceError> {
         let p = job.payload();
@@ -80,7 +80,7 @@ impl Backend for Ring {
 
     fn timed_out(
         &mut self,
-        mut job: TimedOutJob<'_, Payload>,
+        job: TimedOutJob<'_, Payload>,
         _ctx: &SignalCtx<'_>,
     ) -> TimeoutAction {
         let tag = job.payload().tag;

@@ -50,7 +50,7 @@ pub(crate) const MAX_LEVELS: u32 = 4;
 /// let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
 /// assert!(!cfg.coherent_walk);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// Hardware quirks.
     pub quirks: Quirks,
@@ -63,6 +63,44 @@ pub struct Config {
     /// Whether the walker snoops the CPU caches. When it does not, every PTE write is made
     /// visible through [`TableAlloc::sync_for_device`](crate::TableAlloc::sync_for_device).
     pub coherent_walk: bool,
+}
+
+/// Prints a `u64` in hex, an `Option<u64>` as `Some(0x..)`/`None` (`Debug` of addresses,
+/// sizes, masks and descriptors).
+pub(crate) struct Hex<T>(pub(crate) T);
+
+impl core::fmt::Debug for Hex<u64> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl core::fmt::Debug for Hex<Option<u64>> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "Some({v:#x})"),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+/// The page-size bitmap in hex.
+///
+/// ```
+/// use io_pgtable::{Config, SZ_2M, SZ_4K};
+/// let cfg = Config::new(SZ_4K | SZ_2M, 48, 40);
+/// assert!(format!("{cfg:?}").contains("pgsize_bitmap: 0x201000"));
+/// ```
+impl core::fmt::Debug for Config {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Config")
+            .field("quirks", &self.quirks)
+            .field("pgsize_bitmap", &Hex(self.pgsize_bitmap))
+            .field("ias", &self.ias)
+            .field("oas", &self.oas)
+            .field("coherent_walk", &self.coherent_walk)
+            .finish()
+    }
 }
 
 impl Config {

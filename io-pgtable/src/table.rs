@@ -91,10 +91,18 @@ unsafe impl<F: Format, A: TableAlloc + Send, T: FlushOps + Send> Send for PageTa
 unsafe impl<F: Format, A: TableAlloc + Sync, T: FlushOps + Sync> Sync for PageTable<F, A, T> {}
 
 /// The descriptors met by a walk for one IOVA (Linux's `arm_lpae_io_pgtable_walk_data`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// `Debug` prints them in hex.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct PteWalk {
     /// Descriptor read at each level; `None` for levels not visited.
     pub ptes: [Option<u64>; 4],
+}
+
+impl core::fmt::Debug for PteWalk {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let p = self.ptes.map(crate::config::Hex);
+        f.debug_struct("PteWalk").field("ptes", &p).finish()
+    }
 }
 
 impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {

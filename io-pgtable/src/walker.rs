@@ -24,7 +24,7 @@ impl<M: PhysMem + ?Sized> PhysMem for &M {
 }
 
 /// How to walk: the translation regime decoded from register values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Regime {
     /// AArch64 VMSA stage 1 (SMMU, or Mali in AArch64 address mode).
     Aarch64 {
@@ -85,8 +85,34 @@ impl Regime {
     }
 }
 
-/// A successful translation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+impl core::fmt::Debug for Regime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use crate::config::Hex;
+        match *self {
+            Regime::Aarch64 {
+                base,
+                ia_bits,
+                granule_shift,
+                upper,
+                check_af,
+            } => f
+                .debug_struct("Aarch64")
+                .field("base", &Hex(base))
+                .field("ia_bits", &ia_bits)
+                .field("granule_shift", &granule_shift)
+                .field("upper", &upper)
+                .field("check_af", &check_af)
+                .finish(),
+            Regime::MaliLegacy { base } => f
+                .debug_struct("MaliLegacy")
+                .field("base", &Hex(base))
+                .finish(),
+        }
+    }
+}
+
+/// A successful translation (`Debug` prints addresses, size and descriptor in hex).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Translation {
     /// The output address.
     pub pa: u64,
@@ -96,6 +122,18 @@ pub struct Translation {
     pub size: u64,
     /// The leaf descriptor.
     pub desc: u64,
+}
+
+impl core::fmt::Debug for Translation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use crate::config::Hex;
+        f.debug_struct("Translation")
+            .field("pa", &Hex(self.pa))
+            .field("level", &self.level)
+            .field("size", &Hex(self.size))
+            .field("desc", &Hex(self.desc))
+            .finish()
+    }
 }
 
 /// Why a walk failed.

@@ -41,7 +41,7 @@ impl Backend for Ring {
 
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, HostFence>,
+        job: RunJob<'_, HostFence>,
         _: &SignalCtx<'_>,
     ) -> Result<HostFence, FenceError> {
         self.ran += 1;

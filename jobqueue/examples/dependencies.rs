@@ -50,7 +50,7 @@ impl Backend for Ring {
     type Payload = Work;
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, Work>,
+        job: RunJob<'_, Work>,
         _: &SignalCtx<'_>,
     ) -> Result<HostFence, FenceError> {
         let w = job.payload();
@@ -61,7 +61,7 @@ impl Backend for Ring {
         self.on_ring.push((w.hw, w.fence.clone()));
         Ok(w.fence.clone())
     }
-    fn timed_out(&mut self, mut job: TimedOutJob<'_, Work>, _: &SignalCtx<'_>) -> TimeoutAction {
+    fn timed_out(&mut self, job: TimedOutJob<'_, Work>, _: &SignalCtx<'_>) -> TimeoutAction {
         println!(
             "  timeout: {} hung; the driver stops it and fails it",
             job.payload().name

@@ -99,12 +99,45 @@ impl QueueConfig {
 }
 
 /// A job that was refused, handed back with its payload so nothing is lost.
+///
+/// It displays as its error and converts into it, so `?` works where the value is not needed:
+///
+/// ```
+/// use jobqueue::host::{HostAlloc, HostFence};
+/// use jobqueue::{Error, PreparedJob, QueueConfig};
+///
+/// fn prepare(alloc: &HostAlloc) -> Result<PreparedJob<HostFence, HostAlloc, u32>, Error> {
+///     // Five credits on a ring of four: refused, and `?` keeps the error.
+///     Ok(PreparedJob::new(alloc, &QueueConfig::new(4), 5, 0, 7)?)
+/// }
+///
+/// let e = prepare(&HostAlloc::new()).err();
+/// assert_eq!(e, Some(Error::CostTooHigh { cost: 5, capacity: 4 }));
+/// ```
 #[derive(Debug)]
 pub struct Rejected<T> {
     /// Why it was refused.
     pub error: Error,
     /// What was handed in.
     pub value: T,
+}
+
+impl<T> core::fmt::Display for Rejected<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "refused: {}", self.error)
+    }
+}
+
+impl<T: core::fmt::Debug> core::error::Error for Rejected<T> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<T> From<Rejected<T>> for Error {
+    fn from(r: Rejected<T>) -> Self {
+        r.error
+    }
 }
 
 /// A job's done fence while the job is owned by the crate: if the job is dropped before its

@@ -97,8 +97,13 @@ impl<P> RunJob<'_, P> {
         self.attempt
     }
 
-    /// The driver payload.
-    pub fn payload(&mut self) -> &mut P {
+    /// The driver payload (as [`PreparedJob::payload`](crate::PreparedJob::payload)).
+    pub fn payload(&self) -> &P {
+        self.payload
+    }
+
+    /// The driver payload, to change (as [`PreparedJob::payload_mut`](crate::PreparedJob::payload_mut)).
+    pub fn payload_mut(&mut self) -> &mut P {
         self.payload
     }
 }
@@ -128,8 +133,13 @@ impl<P> TimedOutJob<'_, P> {
         self.extensions
     }
 
-    /// The driver payload.
-    pub fn payload(&mut self) -> &mut P {
+    /// The driver payload (as [`PreparedJob::payload`](crate::PreparedJob::payload)).
+    pub fn payload(&self) -> &P {
+        self.payload
+    }
+
+    /// The driver payload, to change (as [`PreparedJob::payload_mut`](crate::PreparedJob::payload_mut)).
+    pub fn payload_mut(&mut self) -> &mut P {
         self.payload
     }
 }

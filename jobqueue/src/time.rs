@@ -22,8 +22,21 @@ use core::time::Duration;
 /// assert_eq!(t.saturating_add(Duration::from_micros(1)).as_nanos(), 2_000);
 /// assert!(Instant::from_nanos(u64::MAX).saturating_add(Duration::from_secs(1)) == Instant::MAX);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Instant(u64);
+
+/// With its unit: nanoseconds since the clock's origin, printed as a duration from it
+/// (`Instant(120ms)`, `Instant(1.5s)`).
+///
+/// ```
+/// use jobqueue::Instant;
+/// assert_eq!(format!("{:?}", Instant::from_nanos(120_000_000)), "Instant(120ms)");
+/// ```
+impl core::fmt::Debug for Instant {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Instant({:?})", core::time::Duration::from_nanos(self.0))
+    }
+}
 
 impl Instant {
     /// The latest representable instant.

@@ -118,7 +118,7 @@ impl Backend for Ring {
 
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, Payload>,
+        job: RunJob<'_, Payload>,
         _ctx: &SignalCtx<'_>,
     ) -> Result<HostFence, FenceError> {
         let p = job.payload();
@@ -138,11 +138,7 @@ impl Backend for Ring {
         Ok(hw)
     }
 
-    fn timed_out(
-        &mut self,
-        mut job: TimedOutJob<'_, Payload>,
-        _ctx: &SignalCtx<'_>,
-    ) -> TimeoutAction {
+    fn timed_out(&mut self, job: TimedOutJob<'_, Payload>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
         match job.payload().plan {
             Plan::Extend => TimeoutAction::Extend(TIMEOUT),
             Plan::Fail => TimeoutAction::Fail,

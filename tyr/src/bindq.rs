@@ -73,7 +73,7 @@ impl<B: Backend> JqBackend for BindHw<B> {
         mut job: RunJob<'_, BindPayload<B>>,
         _ctx: &SignalCtx<'_>,
     ) -> core::result::Result<HostFence, FenceError> {
-        let p = job.payload();
+        let p = job.payload_mut();
         p.applied = true;
         let result = match self.dev.upgrade() {
             Some(dev) => {

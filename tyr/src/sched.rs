@@ -428,7 +428,7 @@ impl<B: Backend> JqBackend for RingHw<B> {
 
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, JobPayload>,
+        job: RunJob<'_, JobPayload>,
         _ctx: &SignalCtx<'_>,
     ) -> core::result::Result<Fence, FenceError> {
         let Some(dev) = self.backend.upgrade() else {

@@ -70,7 +70,7 @@ impl Backend for MockRing {
 
     fn run_job(
         &mut self,
-        mut job: RunJob<'_, u64>,
+        job: RunJob<'_, u64>,
         _ctx: &SignalCtx<'_>,
     ) -> Result<HostFence, FenceError> {
         let tag = *job.payload();
@@ -87,7 +87,7 @@ impl Backend for MockRing {
         Ok(hw)
     }
 
-    fn timed_out(&mut self, mut job: TimedOutJob<'_, u64>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
+    fn timed_out(&mut self, job: TimedOutJob<'_, u64>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
         let tag = *job.payload();
         self.timeouts
             .push((job.seqno(), tag, job.attempt(), job.extensions()));

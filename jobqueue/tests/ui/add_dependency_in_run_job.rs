@@ -16,7 +16,7 @@ impl Backend for Ring {
     type Alloc = HostAlloc;
     type Payload = ();
 
-    fn run_job(&mut self, mut job: RunJob<'_, ()>, _ctx: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
+    fn run_job(&mut self, job: RunJob<'_, ()>, _ctx: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
         job.add_dependency(&self.extra).map_err(|_| FenceError::IO)?;
         Ok(HostFence::new())
     }
