@@ -41,7 +41,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <command>\n\n\
          commands:\n  \
-           ci                 run every check CI runs (set-up included)\n  \
+           ci [--no-kernel]   run every check CI runs; --no-kernel skips the kernel (not in CI)\n  \
            setup              install rustup components, targets and toolchains the checks need\n  \
            codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots\n  \
            demo               run every example of the library crates, in release mode\n  \
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match args.first().map(String::as_str) {
-        Some("ci") => ci(&ws),
+        Some("ci") => CiOptions::parse(&args[1..]).and_then(|o| ci(&ws, &o)),
         Some("setup") => setup::run(),
         Some("demo") => demo(&ws),
         Some("bench") => bench::command(&ws, &args[1..]),
@@ -129,7 +129,30 @@ impl Tally {
     }
 }
 
-fn ci(ws: &Workspace) -> Result<(), String> {
+/// Options of `cargo xtask ci`.
+struct CiOptions {
+    /// Leave out the kernel step (local use only: refused when `CI` is set).
+    no_kernel: bool,
+}
+
+impl CiOptions {
+    /// Parses `[--no-kernel]`.
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut no_kernel = false;
+        for a in args {
+            match a.as_str() {
+                "--no-kernel" => no_kernel = true,
+                other => return Err(format!("ci: unknown option `{other}`")),
+            }
+        }
+        if no_kernel && std::env::var_os("CI").is_some() {
+            return Err("ci: --no-kernel is for local runs; CI always runs the kernel step".into());
+        }
+        Ok(CiOptions { no_kernel })
+    }
+}
+
+fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
     let started = Instant::now();
     let libs = ws.library_crates();
     let features = ws.host_features();
@@ -342,12 +365,16 @@ fn ci(ws: &Workspace) -> Result<(), String> {
     });
     // Last: the crates inside a real Linux kernel, their KUnit suites under QEMU. The build
     // cache lives outside the clone, so a fresh clone only rebuilds what changed.
-    steps.push(Step {
-        name: "kernel-test (KUnit suites in Linux 7.2 under QEMU)".into(),
-        run: Box::new(|tally| {
-            kernel::Options::parse(&[]).and_then(|o| kernel::test(ws, &o, tally))
-        }),
-    });
+    if opts.no_kernel {
+        eprintln!("ci: --no-kernel: the kernel step (kernel-test) is left out of this local run");
+    } else {
+        steps.push(Step {
+            name: "kernel-test (KUnit suites in Linux 7.2 under QEMU)".into(),
+            run: Box::new(|tally| {
+                kernel::Options::parse(&[]).and_then(|o| kernel::test(ws, &o, tally))
+            }),
+        });
+    }
 
     let mut tally = Tally::default();
     let mut report: Vec<(String, &'static str, f64)> = Vec::new();
