@@ -17,18 +17,26 @@
 //! [`host::HostAllocator`] provides table memory on the host with synthetic device
 //! addresses, and [`walker`] walks tables by device address as the hardware would.
 //!
+//! A Mali CSF GPU (what panthor and Tyr drive) uses the AArch64 stage-1 format,
+//! [`Arm64LpaeS1`], and programs its address-space registers from
+//! [`mali_as_regs`](PageTable::mali_as_regs); [`ArmMaliLpae`] is the legacy format of older
+//! job-manager Malis.
+//!
 //! ```
 //! use io_pgtable::host::{Granule, HostAllocator};
-//! use io_pgtable::{Arm64LpaeS1, Config, NoFlush, PageTable, Prot, SZ_2M, SZ_4K};
+//! use io_pgtable::{Arm64LpaeS1, Config, Error, NoFlush, PageTable, Prot, SZ_2M, SZ_4K};
 //!
-//! let mem = HostAllocator::new(Granule::Size4K, 64);
-//! let cfg = Config::new(SZ_4K | SZ_2M, 48, 40).coherent(true);
-//! let mut pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush)?;
-//! pt.map(0x40_0000, 0x1_0000_0000, 4 * SZ_2M, Prot::READ | Prot::WRITE | Prot::CACHE)?;
-//! assert_eq!(pt.iova_to_phys(0x40_1234), Some(0x1_0000_1234));
-//! let regs = pt.mali_as_regs()?; // AS_TRANSTAB / AS_MEMATTR / AS_TRANSCFG, as panthor
-//! assert_eq!(regs.transtab, pt.root_dev_addr());
-//! # Ok::<(), io_pgtable::Error>(())
+//! fn main() -> Result<(), Error> {
+//!     let mem = HostAllocator::new(Granule::Size4K, 64);
+//!     let cfg = Config::new(SZ_4K | SZ_2M, 48, 40).coherent(true);
+//!     let mut pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush)?;
+//!     let (iova, paddr, size) = (0x40_0000, 0x1_0000_0000, 4 * SZ_2M);
+//!     pt.map(iova, paddr, size, Prot::READ | Prot::WRITE | Prot::CACHE)?;
+//!     assert_eq!(pt.iova_to_phys(0x40_1234), Some(0x1_0000_1234));
+//!     let regs = pt.mali_as_regs()?; // AS_TRANSTAB / AS_MEMATTR / AS_TRANSCFG, as panthor
+//!     assert_eq!(regs.transtab, pt.root_dev_addr());
+//!     Ok(())
+//! }
 //! ```
 
 //!

@@ -23,30 +23,67 @@
 //!
 //! # Examples
 //!
+//! A driver's ring, a job with a dependency, and a job that hangs and times out, driven by the
+//! host's deterministic executor and manual clock (in the kernel, the `kernel` module's runner
+//! and timer do the driving):
+//!
 //! ```
-//! # use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
-//! # use jobqueue::*;
-//! # struct Ring;
-//! # impl Backend for Ring {
-//! #     type Fence = HostFence; type Alloc = HostAlloc; type Payload = u32;
-//! #     fn run_job(&mut self, _: RunJob<'_, u32>, _: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
-//! #         Ok(HostFence::signalled(Ok(())))
-//! #     }
-//! #     fn timed_out(&mut self, _: TimedOutJob<'_, u32>, _: &SignalCtx<'_>) -> TimeoutAction { TimeoutAction::Fail }
-//! # }
-//! let exec = TestExecutor::new();
-//! let mut q: Queue<Ring, _, _, 16> =
-//!     Queue::new(Ring, exec.clone(), ManualClock::new(), QueueConfig::new(8))?;
-//! // 1. Prepare: may fail, allocates everything.
-//! let mut job = PreparedJob::new(&HostAlloc::new(), q.config(), 2, 4, 42)
-//!     .map_err(|r| r.error)?;
-//! job.add_dependency(&HostFence::signalled(Ok(())))?;
-//! // 2. Commit: cannot fail once the slot is reserved, allocates nothing.
-//! let done = q.reserve()?.commit(job).done;
-//! // 3. The executor's work item runs the queue.
-//! exec.run_until_idle(|| q.run());
-//! assert_eq!(done.status(), Some(Ok(())));
-//! # Ok::<(), Error>(())
+//! use core::time::Duration;
+//! use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+//! use jobqueue::{
+//!     Backend, Clock, Error, Fence, FenceError, PreparedJob, Queue, QueueConfig, RunJob,
+//!     SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
+//! };
+//!
+//! /// The driver's ring: a job's payload says whether the "hardware" finishes it at once.
+//! struct Ring;
+//!
+//! impl Backend for Ring {
+//!     type Fence = HostFence;
+//!     type Alloc = HostAlloc;
+//!     type Payload = bool;
+//!
+//!     fn run_job(&mut self, job: RunJob<'_, bool>, _: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
+//!         // The hardware fence; a real driver rings a doorbell here (and must not allocate:
+//!         // a fence for it would be prepared with the job).
+//!         Ok(if *job.payload() { HostFence::signalled(Ok(())) } else { HostFence::new() })
+//!     }
+//!
+//!     fn timed_out(&mut self, _: TimedOutJob<'_, bool>, _: &SignalCtx<'_>) -> TimeoutAction {
+//!         TimeoutAction::Fail // the job fails with ETIMEDOUT
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), Error> {
+//!     let (exec, clock) = (TestExecutor::new(), ManualClock::new());
+//!     let config = QueueConfig::new(8).with_timeout(Duration::from_millis(100));
+//!     let mut q: Queue<Ring, _, _, 16> = Queue::new(Ring, exec.clone(), clock.clone(), config)?;
+//!     let alloc = HostAlloc::new();
+//!
+//!     // 1. Prepare: may fail, allocates everything (cost 2 credits, room for 1 dependency).
+//!     let mut job = PreparedJob::new(&alloc, q.config(), 2, 1, true)?;
+//!     let dep = HostFence::new();
+//!     job.add_dependency(&dep)?;
+//!     // 2. Commit: cannot fail once the slot is reserved, allocates nothing.
+//!     let done = q.reserve()?.commit(job).done;
+//!     // 3. The executor's work item runs the queue: the job waits for its dependency.
+//!     exec.run_until_idle(|| q.run());
+//!     assert_eq!(done.status(), None);
+//!     dep.signal(Ok(()));
+//!     exec.run_until_idle(|| q.run());
+//!     assert_eq!(done.status(), Some(Ok(())));
+//!
+//!     // A job whose hardware never finishes: when the clock passes its deadline, the
+//!     // executor's timer fires, the queue runs, the driver's `timed_out` decides.
+//!     let hung = PreparedJob::new(&alloc, q.config(), 1, 0, false)?;
+//!     let done = q.reserve()?.commit(hung).done;
+//!     exec.run_until_idle(|| q.run());
+//!     clock.advance(Duration::from_millis(150));
+//!     assert!(exec.fire_timers(clock.now()));
+//!     exec.run_until_idle(|| q.run());
+//!     assert_eq!(done.status(), Some(Err(FenceError::TIMED_OUT)));
+//!     Ok(())
+//! }
 //! ```
 
 //! # Performance
