@@ -2,7 +2,8 @@
 
 //! Groups and submissions end to end, through the ioctl layer only: jobs that compute
 //! something checkable, dependencies through syncobjs, many groups and VMs, timeouts with a
-//! GPU reset (also one that fails once), page faults, and the errors of malformed submissions.
+//! GPU reset (also one that fails once), page faults, an instruction the GPU does not run, and
+//! the errors of malformed submissions.
 
 use drm_ctx::device;
 use drm_ctx::drm::Registration;
@@ -289,6 +290,50 @@ fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
         assert_eq!(completed, 2);
         assert_eq!(umd.vm_state(s.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
     }
+}
+
+/// The simulated GPU decodes instructions on its own (`gpukit-mali-sim`), so a word with an
+/// opcode it does not run (here `CALL`'s plus one, `JUMP`) reaches the driver as a fatal stream
+/// error, as on silicon: the job fails, its group is marked faulty, other groups go on.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; the chain test covers this path there"
+)]
+fn an_opcode_the_gpu_does_not_run_fails_the_job_and_its_group() {
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let bad_group = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let jump = instr::call(0, 2) & !(0xff << 56) | u64::from(instr::CALL + 1) << 56;
+    let prog = [
+        instr::move48(0, s.va + DATA),
+        instr::move32(2, 7),
+        jump,
+        instr::store_multiple(2, 0, 0, 1),
+    ];
+    umd.write_stream(&s.bo, 0, &prog).unwrap();
+    let f = umd.syncobj_create(false).unwrap();
+    umd.submit(bad_group, &[Job::new(0, s.va, 32).signal(f)])
+        .unwrap();
+    umd.wait(&[f], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, f), Some(EFAULT));
+    assert_eq!(
+        umd.group_state(bad_group).unwrap(),
+        (DRM_PANTHOR_GROUP_STATE_FATAL_FAULT, 1 << 0)
+    );
+    // Nothing after the bad word ran.
+    assert_eq!(s.bo.read_u32(DATA).unwrap(), 0);
+    // The VM is not at fault and another group on it works.
+    assert_eq!(umd.vm_state(s.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
+    let good_group = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let (a, n) = add_stream(&umd, &s, 0x100, DATA, 5);
+    let ok = umd.syncobj_create(false).unwrap();
+    umd.submit(good_group, &[Job::new(0, a, n).signal(ok)])
+        .unwrap();
+    umd.wait(&[ok], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, ok), Some(0));
+    assert_eq!(s.bo.read_u32(DATA).unwrap(), 5);
 }
 
 #[test]

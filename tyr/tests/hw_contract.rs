@@ -8,7 +8,7 @@
 //! the driver fails here by name rather than as a hang somewhere in the ioctl suites. The last
 //! tests show that the comparison does catch a wrong encoding: a word that is one opcode off
 //! decodes as another operation, or not at all (the engine then stops the stream with
-//! `CS_INSTR_INVALID`, see the simulator's engine tests).
+//! `CS_INSTR_INVALID`; `driver_sched.rs` shows the driver failing the job and its group).
 
 use mali_sim::csf::instr::{decode, Condition as SimCondition, DecodeError, Op};
 use proptest::prelude::*;
