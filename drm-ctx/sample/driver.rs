@@ -27,7 +27,8 @@ use drm_ctx::{
     Error, Result,
 };
 use jobqueue::{
-    Backend, FenceError, PreparedJob, QueueConfig, RunJob, SignalCtx, TimedOutJob, TimeoutAction,
+    Backend, Cost, FenceError, MaxDeps, PreparedJob, QueueConfig, RunJob, SignalCtx, TimedOutJob,
+    TimeoutAction,
 };
 
 use crate::env;
@@ -205,7 +206,8 @@ fn submit(dev: &Device<SampleDriver>, arg: &mut Submit, file: &File<SampleFile>)
     }
     // Everything that allocates happens here, before the job is committed.
     let hw = env::signalled_fence()?;
-    let job = PreparedJob::new(dev.jobs.alloc(), &QUEUE, 1, 0, hw).map_err(|r| jq(r.error))?;
+    let job = PreparedJob::new(dev.jobs.alloc(), &QUEUE, Cost(1), MaxDeps(0), hw)
+        .map_err(|r| jq(r.error))?;
     let done = dev.jobs.submit(job).map_err(jq)?;
     let fence = env::syncobj_fence(&done.done)?;
     // The handle is the last thing made: userspace sees a complete syncobj or none.

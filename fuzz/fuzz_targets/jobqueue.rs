@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
-use jobqueue::{
+use jobqueue::{Cost, MaxDeps, 
     Backend, Clock, Error, Fence, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx,
     SignalFence, TimedOutJob, TimeoutAction,
 };
@@ -141,7 +141,7 @@ fuzz_target!(|data: &[u8]| {
                     deps: deps.clone(),
                     cost,
                 };
-                let Ok(mut job) = PreparedJob::new(&alloc, &config, cost, deps.len(), payload)
+                let Ok(mut job) = PreparedJob::new(&alloc, &config, Cost(cost), MaxDeps(deps.len()), payload)
                 else {
                     assert!(cost == 0 || cost > CAPACITY, "a valid job was refused");
                     continue;

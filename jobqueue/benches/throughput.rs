@@ -20,8 +20,8 @@ use futures::future::join_all;
 use futures::task::LocalSpawnExt;
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
 use jobqueue::{
-    Backend, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, SignalFence,
-    TimedOutJob, TimeoutAction,
+    Backend, Cost, FenceError, MaxDeps, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx,
+    SignalFence, TimedOutJob, TimeoutAction,
 };
 
 const BATCH: usize = 128;
@@ -69,7 +69,8 @@ fn jobqueue_batch(q: &mut Q, exec: &TestExecutor, alloc: &HostAlloc, deps: usize
     let mut dep_fences = Vec::with_capacity(BATCH * deps);
     let mut done = Vec::with_capacity(BATCH);
     for _ in 0..BATCH {
-        let mut job = PreparedJob::new(alloc, q.config(), 1, deps, HostFence::new()).unwrap();
+        let mut job =
+            PreparedJob::new(alloc, q.config(), Cost(1), MaxDeps(deps), HostFence::new()).unwrap();
         for _ in 0..deps {
             let f = HostFence::new();
             job.add_dependency(&f).unwrap();
@@ -171,8 +172,8 @@ fn floor(c: &mut Criterion) {
                     let mut job = PreparedJob::<HostFence, HostAlloc, HostFence>::new(
                         &alloc,
                         &config,
-                        1,
-                        deps,
+                        Cost(1),
+                        MaxDeps(deps),
                         HostFence::new(),
                     )
                     .unwrap();
@@ -207,7 +208,9 @@ fn latency(c: &mut Criterion) {
             for _ in 0..iters {
                 // Setup (not measured): one committed job waiting for one dependency.
                 let dep = HostFence::new();
-                let mut job = PreparedJob::new(&alloc, q.config(), 1, 1, HostFence::new()).unwrap();
+                let mut job =
+                    PreparedJob::new(&alloc, q.config(), Cost(1), MaxDeps(1), HostFence::new())
+                        .unwrap();
                 job.add_dependency(&dep).unwrap();
                 q.reserve().unwrap().commit(job);
                 exec.run_until_idle(|| q.run());

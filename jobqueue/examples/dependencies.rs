@@ -114,8 +114,14 @@ fn main() -> Result<(), String> {
             fence: HostFence::new(),
             waits_for,
         };
-        let mut job = PreparedJob::new(&alloc, queues[q].config(), cost, deps.len(), work)
-            .map_err(|r| r.error.to_string())?;
+        let mut job = PreparedJob::new(
+            &alloc,
+            queues[q].config(),
+            Cost(cost),
+            MaxDeps(deps.len()),
+            work,
+        )
+        .map_err(|r| r.error.to_string())?;
         for &d in deps {
             job.add_dependency(&done[d]).map_err(|e| e.to_string())?;
         }

@@ -98,6 +98,18 @@ impl QueueConfig {
     }
 }
 
+/// A job's cost: the credits of the ring it occupies while it runs (see [`QueueConfig::new`]).
+///
+/// A type of its own, like [`MaxDeps`], so that [`PreparedJob::new`]'s two numbers cannot be
+/// swapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cost(pub u32);
+
+/// How many pending dependencies a job has room for ([`PreparedJob::add_dependency`] fails
+/// beyond that; dependencies already signalled take no room).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MaxDeps(pub usize);
+
 /// A job that was refused, handed back with its payload so nothing is lost.
 ///
 /// It displays as its error and converts into it, so `?` works where the value is not needed:
@@ -105,10 +117,11 @@ impl QueueConfig {
 /// ```
 /// use jobqueue::host::{HostAlloc, HostFence};
 /// use jobqueue::{Error, PreparedJob, QueueConfig};
+/// use jobqueue::{Cost, MaxDeps};
 ///
 /// fn prepare(alloc: &HostAlloc) -> Result<PreparedJob<HostFence, HostAlloc, u32>, Error> {
 ///     // Five credits on a ring of four: refused, and `?` keeps the error.
-///     Ok(PreparedJob::new(alloc, &QueueConfig::new(4), 5, 0, 7)?)
+///     Ok(PreparedJob::new(alloc, &QueueConfig::new(4), Cost(5), MaxDeps(0), 7)?)
 /// }
 ///
 /// let e = prepare(&HostAlloc::new()).err();
@@ -187,11 +200,11 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     ///
     /// ```
     /// use jobqueue::host::{HostAlloc, HostFence};
-    /// use jobqueue::{Error, PreparedJob, QueueConfig};
+    /// use jobqueue::{Cost, Error, MaxDeps, PreparedJob, QueueConfig};
     ///
     /// let alloc = HostAlloc::new();
     /// let config = QueueConfig::new(4);
-    /// let r = PreparedJob::<HostFence, HostAlloc, &str>::new(&alloc, &config, 5, 0, "big");
+    /// let r = PreparedJob::<HostFence, HostAlloc, &str>::new(&alloc, &config, Cost(5), MaxDeps(0), "big");
     /// let rejected = r.err().unwrap();
     /// assert_eq!(rejected.error, Error::CostTooHigh { cost: 5, capacity: 4 });
     /// assert_eq!(rejected.value, "big");
@@ -199,8 +212,8 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     pub fn new(
         alloc: &A,
         config: &QueueConfig,
-        cost: u32,
-        max_deps: usize,
+        Cost(cost): Cost,
+        MaxDeps(max_deps): MaxDeps,
         payload: P,
     ) -> Result<Self, Rejected<P>> {
         if let Err(error) = config.check_cost(cost) {
@@ -245,9 +258,10 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     /// ```
     /// use jobqueue::host::{HostAlloc, HostFence};
     /// use jobqueue::{Fence, FenceError, PreparedJob, QueueConfig};
+    /// use jobqueue::{Cost, MaxDeps};
     ///
     /// let job = PreparedJob::<HostFence, HostAlloc, ()>::new(
-    ///     &HostAlloc::new(), &QueueConfig::new(4), 1, 0, ()).unwrap();
+    ///     &HostAlloc::new(), &QueueConfig::new(4), Cost(1), MaxDeps(0), ()).unwrap();
     /// let done = job.done_fence().clone();
     /// drop(job);
     /// assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
@@ -268,10 +282,11 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     /// ```
     /// use jobqueue::host::{HostAlloc, HostFence};
     /// use jobqueue::{Error, PreparedJob, QueueConfig};
+    /// use jobqueue::{Cost, MaxDeps};
     ///
     /// let alloc = HostAlloc::new();
     /// let mut job =
-    ///     PreparedJob::<HostFence, HostAlloc, ()>::new(&alloc, &QueueConfig::new(4), 1, 1, ())
+    ///     PreparedJob::<HostFence, HostAlloc, ()>::new(&alloc, &QueueConfig::new(4), Cost(1), MaxDeps(1), ())
     ///         .unwrap();
     /// job.add_dependency(&HostFence::new()).unwrap();
     /// assert_eq!(job.add_dependency(&HostFence::new()), Err(Error::TooManyDependencies));

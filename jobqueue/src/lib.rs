@@ -31,8 +31,8 @@
 //! use core::time::Duration;
 //! use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
 //! use jobqueue::{
-//!     Backend, Clock, Error, Fence, FenceError, PreparedJob, Queue, QueueConfig, RunJob,
-//!     SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
+//!     Backend, Clock, Cost, Error, Fence, FenceError, MaxDeps, PreparedJob, Queue, QueueConfig,
+//!     RunJob, SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
 //! };
 //!
 //! /// The driver's ring: a job's payload says whether the "hardware" finishes it at once.
@@ -60,8 +60,8 @@
 //!     let mut q: Queue<Ring, _, _, 16> = Queue::new(Ring, exec.clone(), clock.clone(), config)?;
 //!     let alloc = HostAlloc::new();
 //!
-//!     // 1. Prepare: may fail, allocates everything (cost 2 credits, room for 1 dependency).
-//!     let mut job = PreparedJob::new(&alloc, q.config(), 2, 1, true)?;
+//!     // 1. Prepare: may fail, allocates everything.
+//!     let mut job = PreparedJob::new(&alloc, q.config(), Cost(2), MaxDeps(1), true)?;
 //!     let dep = HostFence::new();
 //!     job.add_dependency(&dep)?;
 //!     // 2. Commit: cannot fail once the slot is reserved, allocates nothing.
@@ -75,7 +75,7 @@
 //!
 //!     // A job whose hardware never finishes: when the clock passes its deadline, the
 //!     // executor's timer fires, the queue runs, the driver's `timed_out` decides.
-//!     let hung = PreparedJob::new(&alloc, q.config(), 1, 0, false)?;
+//!     let hung = PreparedJob::new(&alloc, q.config(), Cost(1), MaxDeps(0), false)?;
 //!     let done = q.reserve()?.commit(hung).done;
 //!     exec.run_until_idle(|| q.run());
 //!     clock.advance(Duration::from_millis(150));
@@ -137,7 +137,7 @@ pub mod time;
 pub use error::{Error, FenceError};
 pub use exec::Executor;
 pub use fence::{AddCallback, Fence, FenceResult, SignalFence};
-pub use job::{Committed, PreparedJob, QueueConfig, Rejected};
+pub use job::{Committed, Cost, MaxDeps, PreparedJob, QueueConfig, Rejected};
 pub use mem::{AllocError, AllocToken, Allocator, DepSlot, Dependency};
 pub use queue::{
     Backend, JobFor, Queue, Reservation, RunJob, SignalCtx, TimedOutJob, TimeoutAction,

@@ -90,11 +90,12 @@ impl<F: Fence> Drop for DepSlot<F> {
 /// ```
 /// use jobqueue::host::{HostAlloc, HostFence};
 /// use jobqueue::{PreparedJob, QueueConfig};
+/// use jobqueue::{Cost, MaxDeps};
 ///
 /// let alloc = HostAlloc::new();
 /// let config = QueueConfig::new(8);
 /// // Preparing is where the allocator is used; a failure is a plain error.
-/// let job = PreparedJob::<HostFence, HostAlloc, u32>::new(&alloc, &config, 1, 2, 7).unwrap();
+/// let job = PreparedJob::<HostFence, HostAlloc, u32>::new(&alloc, &config, Cost(1), MaxDeps(2), 7).unwrap();
 /// assert_eq!(job.pending_dependencies(), 0);
 /// ```
 pub trait Allocator<F: SignalFence> {

@@ -242,6 +242,7 @@ impl<B: Backend> Entry<B> {
 ///     Backend, Fence, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx,
 ///     SignalFence, TimedOutJob, TimeoutAction,
 /// };
+/// use jobqueue::{Cost, MaxDeps};
 ///
 /// struct Ring(Vec<HostFence>);
 /// impl Backend for Ring {
@@ -266,7 +267,7 @@ impl<B: Backend> Entry<B> {
 ///     Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
 ///
 /// let dep = HostFence::new();
-/// let mut job = PreparedJob::new(&HostAlloc::new(), &config, 2, 1, "draw").unwrap();
+/// let mut job = PreparedJob::new(&HostAlloc::new(), &config, Cost(2), MaxDeps(1), "draw").unwrap();
 /// job.add_dependency(&dep).unwrap();
 /// let done = q.reserve().unwrap().commit(job).done;
 ///
@@ -806,6 +807,7 @@ mod tests {
 
     use super::*;
     use crate::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+    use crate::job::{Cost, MaxDeps};
     use std::vec::Vec;
 
     struct Ring(Vec<HostFence>);
@@ -869,7 +871,7 @@ mod tests {
         let mut done = Vec::new();
         for round in 0..10 {
             while let Ok(r) = q.reserve() {
-                let job = PreparedJob::new(&alloc, &config, 1, 0, round).unwrap();
+                let job = PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(0), round).unwrap();
                 done.push(r.commit(job).done);
                 q.check();
             }
@@ -898,8 +900,8 @@ mod tests {
         let mut q: Queue<Ring, _, _, 4> =
             Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
         let alloc = HostAlloc::new();
-        let first = PreparedJob::new(&alloc, &config, 1, 0, 1).unwrap();
-        let mut second = PreparedJob::new(&alloc, &config, 1, 1, 2).unwrap();
+        let first = PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(0), 1).unwrap();
+        let mut second = PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(1), 2).unwrap();
         second.add_dependency(first.done_fence()).unwrap();
         let first_done = first.done_fence().clone();
         // The submission fails between preparing and committing: the first job is dropped.

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
 use jobqueue::{
-    Backend, Clock, Error, Fence, FenceError, FenceResult, PreparedJob, Queue, QueueConfig, RunJob,
-    SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
+    Backend, Clock, Cost, Error, Fence, FenceError, FenceResult, MaxDeps, PreparedJob, Queue,
+    QueueConfig, RunJob, SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
 };
 use proptest::prelude::*;
 
@@ -374,7 +374,8 @@ fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     deps: fences.clone(),
                     cost,
                 };
-                let prepared = PreparedJob::new(&alloc, &config, cost, fences.len(), payload);
+                let prepared =
+                    PreparedJob::new(&alloc, &config, Cost(cost), MaxDeps(fences.len()), payload);
                 let mut job = match prepared {
                     Ok(job) => {
                         prop_assert!((1..=CAPACITY).contains(&cost));

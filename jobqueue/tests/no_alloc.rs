@@ -15,7 +15,7 @@ use std::cell::Cell;
 
 use common::{Harness, TIMEOUT};
 use jobqueue::host::HostFence;
-use jobqueue::{Fence, FenceError, PreparedJob, SignalFence, TimeoutAction};
+use jobqueue::{Cost, Fence, FenceError, MaxDeps, PreparedJob, SignalFence, TimeoutAction};
 
 struct Counting;
 
@@ -98,8 +98,14 @@ fn nothing_allocates_between_commit_and_signal() {
     let deps: Vec<HostFence> = (0..JOBS).map(|_| HostFence::new()).collect();
     let mut prepared = Vec::with_capacity(JOBS as usize);
     for tag in 0..JOBS {
-        let mut job =
-            PreparedJob::new(&h.alloc, h.q.config(), 1 + (tag % 2) as u32, 2, tag).unwrap();
+        let mut job = PreparedJob::new(
+            &h.alloc,
+            h.q.config(),
+            Cost(1 + (tag % 2) as u32),
+            MaxDeps(2),
+            tag,
+        )
+        .unwrap();
         job.add_dependency(&deps[tag as usize]).unwrap();
         prepared.push(job);
     }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::{Harness, MockRing, TIMEOUT};
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
 use jobqueue::{
-    Error, Executor, Fence, FenceError, PreparedJob, Queue, QueueConfig, SignalFence, TimeoutAction,
+    Cost, Error, Executor, Fence, FenceError, MaxDeps, PreparedJob, Queue, QueueConfig,
+    SignalFence, TimeoutAction,
 };
 
 fn ok(f: &HostFence) {
@@ -73,8 +74,14 @@ fn waits_for_every_dependency() {
 #[test]
 fn already_signalled_dependency_takes_no_slot() {
     let h = Harness::<8>::new(16);
-    let mut job =
-        PreparedJob::<HostFence, HostAlloc, u64>::new(&h.alloc, h.q.config(), 1, 0, 1).unwrap();
+    let mut job = PreparedJob::<HostFence, HostAlloc, u64>::new(
+        &h.alloc,
+        h.q.config(),
+        Cost(1),
+        MaxDeps(0),
+        1,
+    )
+    .unwrap();
     job.add_dependency(&HostFence::signalled(Ok(()))).unwrap();
     assert_eq!(job.pending_dependencies(), 0);
     assert_eq!(
@@ -144,7 +151,7 @@ fn credits_limit_what_enters_the_ring() {
 fn cost_checks_at_prepare() {
     let alloc = HostAlloc::new();
     let config = QueueConfig::new(4);
-    let r = PreparedJob::<HostFence, HostAlloc, u64>::new(&alloc, &config, 5, 0, 9);
+    let r = PreparedJob::<HostFence, HostAlloc, u64>::new(&alloc, &config, Cost(5), MaxDeps(0), 9);
     let rej = r.unwrap_err();
     assert_eq!(
         rej.error,
@@ -154,16 +161,19 @@ fn cost_checks_at_prepare() {
         }
     );
     assert_eq!(rej.value, 9);
-    let r = PreparedJob::<HostFence, HostAlloc, u64>::new(&alloc, &config, 0, 0, 9);
+    let r = PreparedJob::<HostFence, HostAlloc, u64>::new(&alloc, &config, Cost(0), MaxDeps(0), 9);
     assert_eq!(r.unwrap_err().error, Error::ZeroCost);
-    assert!(PreparedJob::<HostFence, HostAlloc, u64>::new(&alloc, &config, 4, 0, 9).is_ok());
+    assert!(
+        PreparedJob::<HostFence, HostAlloc, u64>::new(&alloc, &config, Cost(4), MaxDeps(0), 9)
+            .is_ok()
+    );
 }
 
 #[test]
 fn job_prepared_for_a_bigger_queue_fails_with_einval() {
     let mut h = Harness::<8>::new(2);
     let big = QueueConfig::new(100);
-    let job = PreparedJob::new(&h.alloc, &big, 50, 0, 1).unwrap();
+    let job = PreparedJob::new(&h.alloc, &big, Cost(50), MaxDeps(0), 1).unwrap();
     let done = h.q.reserve().unwrap().commit(job).done;
     let next = h.submit(2, 1, &[]);
     h.run();
@@ -201,8 +211,8 @@ fn out_of_memory_at_every_step_of_prepare() {
         let r = PreparedJob::<HostFence, HostAlloc, String>::new(
             &alloc,
             &config,
-            1,
-            3,
+            Cost(1),
+            MaxDeps(3),
             "payload".to_string(),
         );
         let rej = r.unwrap_err();
@@ -211,7 +221,10 @@ fn out_of_memory_at_every_step_of_prepare() {
         assert_eq!(rej.value, "payload");
     }
     let alloc = HostAlloc::failing_after(6);
-    assert!(PreparedJob::<HostFence, HostAlloc, ()>::new(&alloc, &config, 1, 3, ()).is_ok());
+    assert!(
+        PreparedJob::<HostFence, HostAlloc, ()>::new(&alloc, &config, Cost(1), MaxDeps(3), ())
+            .is_ok()
+    );
 }
 
 #[test]
@@ -220,7 +233,7 @@ fn queue_full_hands_the_job_back() {
     h.submit(0, 1, &[]);
     h.submit(1, 1, &[]);
     assert_eq!(h.q.reserve().err(), Some(Error::QueueFull));
-    let job = PreparedJob::new(&h.alloc, h.q.config(), 1, 0, 2).unwrap();
+    let job = PreparedJob::new(&h.alloc, h.q.config(), Cost(1), MaxDeps(0), 2).unwrap();
     let rej = h.q.submit(job).unwrap_err();
     assert_eq!(rej.error, Error::QueueFull);
     assert_eq!(*rej.value.payload(), 2);
@@ -542,11 +555,11 @@ fn fences_signal_on_other_threads_while_the_queue_drops() {
 fn commit_wakes_the_executor_and_seqnos_increase() {
     let mut h = Harness::<8>::new(2);
     assert!(!h.exec.is_pending());
-    let job = PreparedJob::new(&h.alloc, h.q.config(), 1, 0, 0).unwrap();
+    let job = PreparedJob::new(&h.alloc, h.q.config(), Cost(1), MaxDeps(0), 0).unwrap();
     let c = h.q.reserve().unwrap().commit(job);
     assert_eq!(c.seqno, 1);
     assert!(h.exec.is_pending());
-    let job = PreparedJob::new(&h.alloc, h.q.config(), 1, 0, 0).unwrap();
+    let job = PreparedJob::new(&h.alloc, h.q.config(), Cost(1), MaxDeps(0), 0).unwrap();
     assert_eq!(h.q.submit(job).unwrap().seqno, 2);
     h.exec.take_pending();
     h.q.executor().waker().wake_by_ref();
@@ -624,7 +637,8 @@ fn a_job_that_finishes_inside_the_timeout_handler_is_not_timed_out() {
 
 /// Prepares a job of cost 1 with `deps` and commits it with `commit_direct`.
 fn submit_direct<const N: usize>(h: &mut Harness<N>, tag: u64, deps: &[&HostFence]) -> HostFence {
-    let mut job = PreparedJob::new(&h.alloc, h.q.config(), 1, deps.len(), tag).unwrap();
+    let mut job =
+        PreparedJob::new(&h.alloc, h.q.config(), Cost(1), MaxDeps(deps.len()), tag).unwrap();
     for d in deps {
         job.add_dependency(d).unwrap();
     }

@@ -23,8 +23,8 @@ use drm_ctx::host::syncobj::FenceRef;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
 use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
-    Backend as JqBackend, Executor, FenceError, PreparedJob, QueueConfig, RunJob, SignalCtx,
-    SignalFence, TimedOutJob, TimeoutAction,
+    Backend as JqBackend, Cost, Executor, FenceError, MaxDeps, PreparedJob, QueueConfig, RunJob,
+    SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
 };
 
 use crate::backend::Backend;
@@ -302,7 +302,7 @@ fn prepare_op<B: Backend>(
         applied: false,
         hw: HostFence::new(),
     };
-    let mut job = PreparedJob::new(alloc, &BIND_CONFIG, 1, waits.len(), payload)
+    let mut job = PreparedJob::new(alloc, &BIND_CONFIG, Cost(1), MaxDeps(waits.len()), payload)
         .map_err(|r| Error::from_errno(r.error.to_errno()))?;
     for f in &waits {
         job.add_dependency(f)

@@ -13,7 +13,7 @@ use drm_ctx::drm::gem;
 use drm_ctx::host::syncobj::{FenceRef, Registration, SignalledFence, SyncFence};
 use drm_ctx::{Error as DrmError, Result as DrmResult};
 use jobqueue::host::{HostAlloc, HostFence};
-use jobqueue::{Executor, Fence as _, FenceError, PreparedJob, SignalFence as _};
+use jobqueue::{Cost, Executor, Fence as _, FenceError, MaxDeps, PreparedJob, SignalFence as _};
 use register::io::Io;
 
 use crate::backend::{Backend, Events, PAGE_SIZE};
@@ -488,8 +488,14 @@ pub(crate) fn group_submit<B: Backend>(
             stream_size: qs.stream_size,
             hw: HostFence::new(),
         };
-        let mut job = PreparedJob::new(&alloc, &q.config, JOB_INSTRS, waits.len(), payload)
-            .map_err(|r| Error::from_errno(r.error.to_errno()))?;
+        let mut job = PreparedJob::new(
+            &alloc,
+            &q.config,
+            Cost(JOB_INSTRS),
+            MaxDeps(waits.len()),
+            payload,
+        )
+        .map_err(|r| Error::from_errno(r.error.to_errno()))?;
         for f in &waits {
             job.add_dependency(f)
                 .map_err(|e| Error::from_errno(e.to_errno()))?;

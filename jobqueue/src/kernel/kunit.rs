@@ -18,6 +18,7 @@ mod tests {
         AddCallback, Backend, Clock, Fence, FenceError, PreparedJob, Queue, QueueConfig, RunJob,
         SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
     };
+    use crate::{Cost, MaxDeps};
     use ::kernel::bindings;
     use ::kernel::prelude::*;
     use ::kernel::sync::{Arc, Completion};
@@ -131,7 +132,8 @@ mod tests {
         config: &QueueConfig,
         deps: &[&KernelFence],
     ) -> Result<PreparedJob<KernelFence, KernelAlloc, u32>> {
-        let mut job = PreparedJob::new(alloc, config, 1, deps.len(), 0u32).map_err(|r| r.error)?;
+        let mut job = PreparedJob::new(alloc, config, Cost(1), MaxDeps(deps.len()), 0u32)
+            .map_err(|r| r.error)?;
         for d in deps {
             job.add_dependency(d)?;
         }
@@ -319,7 +321,8 @@ mod tests {
         // SAFETY: That reference is handed over.
         let stub = unsafe { KernelFence::from_raw(stub) };
         assert_eq!(stub.status(), Some(Ok(())));
-        let mut j = PreparedJob::new(&alloc, &config, 1, 0, 0u32).map_err(|r| r.error)?;
+        let mut j =
+            PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(0), 0u32).map_err(|r| r.error)?;
         j.add_dependency(&stub)?;
         assert_eq!(j.pending_dependencies(), 0);
         let done = submit(&runner, j)?;
@@ -333,7 +336,8 @@ mod tests {
         let outer = foreign(&inner)?;
         assert!(settle(|| outer.status().is_some()));
         assert_eq!(outer.status(), Some(Err(FenceError::CANCELED)));
-        let mut j = PreparedJob::new(&alloc, &config, 1, 0, 0u32).map_err(|r| r.error)?;
+        let mut j =
+            PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(0), 0u32).map_err(|r| r.error)?;
         j.add_dependency(&outer)?;
         let done = submit(&runner, j)?;
         assert_eq!(done.wait_timeout_ms(2000), Some(Err(FenceError::CANCELED)));
@@ -421,7 +425,8 @@ mod tests {
         let config = QueueConfig::new(4);
         let (runner, alloc) = new_queue(config)?;
         let dep = KernelFence::new(&Timeline::new(c"gpukit-kunit", c"dep"), 1, GFP_KERNEL)?;
-        let mut job = PreparedJob::new(&alloc, &config, 2, 1, 7u32).map_err(|r| r.error)?;
+        let mut job =
+            PreparedJob::new(&alloc, &config, Cost(2), MaxDeps(1), 7u32).map_err(|r| r.error)?;
         job.add_dependency(&dep)?;
         let done = runner
             .with(|q| q.reserve().map(|r| r.commit(job).done))
@@ -442,8 +447,10 @@ mod tests {
     fn credits_keep_jobs_in_order() -> Result {
         let config = QueueConfig::new(3);
         let (runner, alloc) = new_queue(config)?;
-        let a = PreparedJob::new(&alloc, &config, 2, 0, 1u32).map_err(|r| r.error)?;
-        let b = PreparedJob::new(&alloc, &config, 2, 0, 2u32).map_err(|r| r.error)?;
+        let a =
+            PreparedJob::new(&alloc, &config, Cost(2), MaxDeps(0), 1u32).map_err(|r| r.error)?;
+        let b =
+            PreparedJob::new(&alloc, &config, Cost(2), MaxDeps(0), 2u32).map_err(|r| r.error)?;
         let done_a = submit(&runner, a)?;
         let done_b = submit(&runner, b)?;
         assert!(settle(|| started(&runner) == 1));

@@ -26,6 +26,7 @@ mod tests {
         Backend, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, SignalFence,
         TimedOutJob, TimeoutAction,
     };
+    use crate::{Cost, MaxDeps};
     use ::kernel::bindings;
     use ::kernel::prelude::*;
     use ::kernel::sync::Arc;
@@ -114,8 +115,9 @@ mod tests {
 
     impl Side for Ours {
         fn submit(&mut self, deps: &[&KernelFence]) -> Result<KernelFence> {
-            let mut job = PreparedJob::new(&self.alloc, &self.config, 1, deps.len(), ())
-                .map_err(|r| r.error)?;
+            let mut job =
+                PreparedJob::new(&self.alloc, &self.config, Cost(1), MaxDeps(deps.len()), ())
+                    .map_err(|r| r.error)?;
             for d in deps {
                 job.add_dependency(d)?;
             }

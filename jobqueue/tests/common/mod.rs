@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
 use jobqueue::{
-    Backend, Clock, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, TimedOutJob,
-    TimeoutAction,
+    Backend, Clock, Cost, FenceError, MaxDeps, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx,
+    TimedOutJob, TimeoutAction,
 };
 
 /// One `run_job` call.
@@ -138,8 +138,14 @@ impl<const N: usize> Harness<N> {
 
     /// Prepares and commits a job; returns its done fence.
     pub fn submit(&mut self, tag: u64, cost: u32, deps: &[&HostFence]) -> HostFence {
-        let mut job =
-            PreparedJob::new(&self.alloc, self.q.config(), cost, deps.len(), tag).unwrap();
+        let mut job = PreparedJob::new(
+            &self.alloc,
+            self.q.config(),
+            Cost(cost),
+            MaxDeps(deps.len()),
+            tag,
+        )
+        .unwrap();
         for d in deps {
             job.add_dependency(d).unwrap();
         }

@@ -3,7 +3,7 @@
 //! Nothing can happen to the queue between reserving a slot and committing into it.
 
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
-use jobqueue::{
+use jobqueue::{Cost, MaxDeps, 
     Backend, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, TimedOutJob,
     TimeoutAction,
 };
@@ -28,7 +28,7 @@ fn main() {
     let config = QueueConfig::new(4);
     let mut q: Queue<Ring, _, _, 4> =
         Queue::new(Ring, TestExecutor::new(), ManualClock::new(), config).unwrap();
-    let job = PreparedJob::new(&HostAlloc::new(), &config, 1, 0, ()).unwrap();
+    let job = PreparedJob::new(&HostAlloc::new(), &config, Cost(1), MaxDeps(0), ()).unwrap();
     let slot = q.reserve().unwrap();
     q.kill();
     slot.commit(job);

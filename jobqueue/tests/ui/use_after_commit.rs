@@ -3,7 +3,7 @@
 //! Commit consumes the prepared job: it cannot be changed or committed again afterwards.
 
 use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
-use jobqueue::{
+use jobqueue::{Cost, MaxDeps, 
     Backend, FenceError, PreparedJob, Queue, QueueConfig, RunJob, SignalCtx, TimedOutJob,
     TimeoutAction,
 };
@@ -28,7 +28,7 @@ fn main() {
     let config = QueueConfig::new(4);
     let mut q: Queue<Ring, _, _, 4> =
         Queue::new(Ring, TestExecutor::new(), ManualClock::new(), config).unwrap();
-    let mut job = PreparedJob::new(&HostAlloc::new(), &config, 1, 1, ()).unwrap();
+    let mut job = PreparedJob::new(&HostAlloc::new(), &config, Cost(1), MaxDeps(1), ()).unwrap();
     q.reserve().unwrap().commit(job);
     job.add_dependency(&HostFence::new()).unwrap();
 }
