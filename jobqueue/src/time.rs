@@ -7,6 +7,11 @@
 //! ([`Executor::wake_at`](crate::Executor::wake_at)), which runs the queue again when one is due
 //! (kernel: the `Runner`'s high-resolution timer on the monotonic clock, armed for the earliest
 //! deadline after each run; host: a manual clock in tests).
+//!
+//! The family has one other clock, the `register` crate's `PollClock` (a `Duration` since its
+//! origin, and able to sleep, for poll loops). The names differ so that a driver can use both
+//! crates' items side by side; [`Instant::from_duration`] and [`Instant::since_origin`]
+//! convert, so one `PollClock` can serve as this crate's [`Clock`] through a one-line adapter.
 
 use core::time::Duration;
 
@@ -50,6 +55,28 @@ impl Instant {
     /// Nanoseconds since the clock's origin.
     pub const fn as_nanos(self) -> u64 {
         self.0
+    }
+
+    /// The instant `d` after the clock's origin (saturating at [`Instant::MAX`]): how a driver
+    /// turns a clock that counts a [`Duration`] since its origin (such as the `register`
+    /// crate's `PollClock`) into this crate's [`Clock`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use jobqueue::Instant;
+    ///
+    /// let t = Instant::from_duration(Duration::from_millis(3));
+    /// assert_eq!(t.as_nanos(), 3_000_000);
+    /// assert_eq!(t.since_origin(), Duration::from_millis(3));
+    /// assert_eq!(Instant::from_duration(Duration::MAX), Instant::MAX);
+    /// ```
+    pub fn from_duration(d: Duration) -> Self {
+        Instant(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// The time since the clock's origin.
+    pub const fn since_origin(self) -> Duration {
+        Duration::from_nanos(self.0)
     }
 
     /// Adds `d`, saturating at [`Instant::MAX`].

@@ -6,14 +6,14 @@
 //! the soft-reset command and waits with `read_poll_timeout` for the `RESET_COMPLETED` interrupt
 //! bit, then acknowledges it. The device half is a `DeviceModel` whose reset completes a fixed
 //! simulated time after the command; time only moves when the driver sleeps on the
-//! `ManualClock`. A `TraceLog` records every register access, which the example prints and
+//! `ManualPollClock`. A `TraceLog` records every register access, which the example prints and
 //! checks; a second reset with a device that never finishes shows the `ETIMEDOUT` path.
 
 use core::cell::Cell;
 use core::time::Duration;
 
 use register::io::model::TraceLog;
-use register::io::poll::{read_poll_timeout, Clock, ManualClock};
+use register::io::poll::{read_poll_timeout, ManualPollClock, PollClock};
 use register::io::{AccessKind, AccessWidth, DeviceModel, Io, IoCapable, IoKnownSize, ModelRegion};
 use register::{register, Error};
 
@@ -36,7 +36,7 @@ const STEP: Duration = Duration::from_micros(50);
 
 /// A GPU whose soft reset completes `latency` after the command, as seen on `clock`.
 struct SimGpu<'a> {
-    clock: &'a ManualClock,
+    clock: &'a ManualPollClock,
     latency: Cell<Option<Duration>>,
     rawstat: Cell<u32>,
     reset_started: Cell<Option<Duration>>,
@@ -67,7 +67,7 @@ impl DeviceModel for SimGpu<'_> {
 }
 
 /// Driver code: soft-reset the GPU and wait (50 us steps, 1 ms budget) for completion.
-fn soft_reset<R>(io: &R, clock: &impl Clock) -> Result<Duration, Error>
+fn soft_reset<R>(io: &R, clock: &impl PollClock) -> Result<Duration, Error>
 where
     R: Io + IoCapable<u32> + IoKnownSize,
 {
@@ -90,7 +90,7 @@ where
 }
 
 fn main() -> Result<(), String> {
-    let clock = ManualClock::new();
+    let clock = ManualPollClock::new();
     let latency = Duration::from_micros(250);
     let gpu = SimGpu {
         clock: &clock,

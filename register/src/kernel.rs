@@ -10,7 +10,7 @@
 //! generates works on the kernel's MMIO unchanged: `BOOT_0::read(&*iomem)`,
 //! `iomem.write_reg(v)`, arrays, relative registers.
 //!
-//! [`KernelClock`] lets [`read_poll_timeout`](crate::io::poll::read_poll_timeout) use the
+//! [`KernelPollClock`] lets [`read_poll_timeout`](crate::io::poll::read_poll_timeout) use the
 //! kernel's monotonic clock and `fsleep`, and errors convert to `kernel::error::Error`.
 
 use core::time::Duration;
@@ -18,7 +18,7 @@ use core::time::Duration;
 use ::kernel::io::{Mmio, RelaxedMmio};
 use ::kernel::time::{delay::fsleep, Delta, Instant, Monotonic};
 
-use crate::io::poll::Clock;
+use crate::io::poll::PollClock;
 use crate::io::{Io, IoCapable, IoKnownSize};
 use crate::Error;
 
@@ -100,26 +100,26 @@ forward_io64!(Mmio, RelaxedMmio);
 /// The kernel's monotonic clock, sleeping with `fsleep` (so only usable where sleeping is
 /// allowed; use [`read_poll_timeout_atomic`](crate::io::poll::read_poll_timeout_atomic) with a
 /// zero delay elsewhere).
-pub struct KernelClock {
+pub struct KernelPollClock {
     origin: Instant<Monotonic>,
 }
 
-impl KernelClock {
+impl KernelPollClock {
     /// A clock whose origin is now.
     pub fn new() -> Self {
-        KernelClock {
+        KernelPollClock {
             origin: Instant::now(),
         }
     }
 }
 
-impl Default for KernelClock {
+impl Default for KernelPollClock {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Clock for KernelClock {
+impl PollClock for KernelPollClock {
     fn now(&self) -> Duration {
         let ns = self.origin.elapsed().as_nanos();
         Duration::from_nanos(u64::try_from(ns).unwrap_or(0))

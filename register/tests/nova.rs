@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Deref;
 
 use bounded::Bounded;
-use register::io::poll::{read_poll_timeout, ManualClock};
+use register::io::poll::{read_poll_timeout, ManualPollClock};
 use register::io::{AccessWidth, DeviceModel, Io, ModelRegion};
 use register::{Error, RegisterBase};
 
@@ -465,7 +465,7 @@ fn falcon_registers_relative_to_each_engine() {
 #[test]
 fn wait_for_memory_scrubbing() {
     let bar = &bar0();
-    let clock = ManualClock::new();
+    let clock = ManualPollClock::new();
     let hwcfg2 = read_poll_timeout(
         &clock,
         || Ok::<_, Error>(NV_PFALCON_FALCON_HWCFG2::read(bar, &Gsp)),

@@ -11,7 +11,7 @@
 //! - **DMA memory** ([`DmaMemory`]): zeroed, page-granular memory with a device address the GPU
 //!   uses and a CPU view the driver writes page tables through (`dma_alloc_coherent` in Linux).
 //! - **Interrupts**: whether an interrupt line is asserted ([`IrqLine`]).
-//! - **Time**: a [`Clock`] for the poll loops that wait for the hardware.
+//! - **Time**: a [`PollClock`] for the poll loops that wait for the hardware.
 //! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
 //!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
 //! - **Logging**: the `dev_info!`/`dev_err!` of the environment.
@@ -26,7 +26,7 @@ use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
 
-use register::io::poll::Clock;
+use register::io::poll::PollClock;
 use register::io::{Io, IoCapable, IoKnownSize};
 
 use crate::Result;
@@ -128,7 +128,7 @@ pub trait Backend: Send + Sync + 'static {
     /// The MMIO region of the GPU.
     type Io: Io + IoKnownSize + IoCapable<u32> + IoCapable<u64>;
     /// The clock poll loops and job timeouts use.
-    type Clock: Clock + Clone + Send + Sync + 'static;
+    type Clock: PollClock + Clone + Send + Sync + 'static;
     /// The workqueue the job queues run on.
     type Exec: jobqueue::Executor + Clone + Send + Sync + 'static;
     /// DMA memory (cloned into every object that owns some).

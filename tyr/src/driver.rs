@@ -31,7 +31,7 @@ use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{device, Error as DrmError, Result as DrmResult};
 use gpuvm::GemObject;
-use register::io::poll::Clock;
+use register::io::poll::PollClock;
 use register::io::Io;
 
 use crate::backend::{Backend, DmaMemory, DmaRegion, PAGE_SIZE};

@@ -49,7 +49,7 @@ use std::vec::Vec;
 use jobqueue::Executor;
 
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
-use register::io::poll::Clock;
+use register::io::poll::PollClock;
 
 use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
 use crate::{Error, Result};
@@ -94,11 +94,11 @@ impl DeviceModel for SimModel {
     }
 }
 
-/// The simulator's time as a [`Clock`]: sleeping advances the simulation.
+/// The simulator's time as a [`PollClock`]: sleeping advances the simulation.
 #[derive(Clone, Debug)]
 pub struct SimClock(pub SharedGpu);
 
-impl Clock for SimClock {
+impl PollClock for SimClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.0.now_ns())
     }

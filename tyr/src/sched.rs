@@ -53,7 +53,7 @@ use jobqueue::{
     Backend as JqBackend, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence, TimedOutJob,
     TimeoutAction,
 };
-use register::io::poll::Clock;
+use register::io::poll::PollClock;
 use register::io::Io;
 
 use crate::backend::{Backend, DmaMemory};
@@ -95,9 +95,9 @@ pub type Fence = HostFence;
 #[derive(Clone, Debug)]
 pub struct SchedClock<C>(pub C);
 
-impl<C: Clock> jobqueue::Clock for SchedClock<C> {
+impl<C: PollClock> jobqueue::Clock for SchedClock<C> {
     fn now(&self) -> jobqueue::Instant {
-        jobqueue::Instant::from_nanos(u64::try_from(self.0.now().as_nanos()).unwrap_or(u64::MAX))
+        jobqueue::Instant::from_duration(self.0.now())
     }
 }
 

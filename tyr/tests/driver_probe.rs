@@ -141,7 +141,7 @@ trait Now {
 
 impl Now for HostBackend {
     fn clock_now_ns(&self) -> u64 {
-        use register::io::poll::Clock;
+        use register::io::poll::PollClock;
         self.clock().now().as_nanos() as u64
     }
 }

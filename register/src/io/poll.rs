@@ -5,9 +5,9 @@
 //! Drivers often start an operation and then wait for the device to report its end through a
 //! status bit, giving up after a timeout. [`read_poll_timeout`] reads a value repeatedly until a
 //! condition holds or the time runs out ([`Error::TimedOut`], `ETIMEDOUT`); between reads it
-//! sleeps. Time comes from a [`Clock`], so the same driver code runs against a kernel clock, a
-//! bare-metal timer, the host's clock ([`StdClock`], with the `std` feature) or a simulated one
-//! ([`ManualClock`]) that makes timeouts deterministic in tests.
+//! sleeps. Time comes from a [`PollClock`], so the same driver code runs against a kernel clock, a
+//! bare-metal timer, the host's clock ([`StdPollClock`], with the `std` feature) or a simulated one
+//! ([`ManualPollClock`]) that makes timeouts deterministic in tests.
 
 use core::cell::Cell;
 use core::time::Duration;
@@ -15,7 +15,11 @@ use core::time::Duration;
 use crate::Error;
 
 /// A monotonic clock that can also wait.
-pub trait Clock {
+///
+/// Named apart from the `jobqueue` crate's `Clock` (an `Instant` for job deadlines, no
+/// sleeping), so that a driver can use both; `jobqueue::Instant::from_duration(clock.now())`
+/// converts this one's reading.
+pub trait PollClock {
     /// Returns the time elapsed since an arbitrary fixed origin. Never goes backwards.
     fn now(&self) -> Duration;
 
@@ -29,7 +33,7 @@ pub trait Clock {
     }
 }
 
-impl<C: Clock + ?Sized> Clock for &C {
+impl<C: PollClock + ?Sized> PollClock for &C {
     fn now(&self) -> Duration {
         (**self).now()
     }
@@ -54,10 +58,10 @@ impl<C: Clock + ?Sized> Clock for &C {
 ///
 /// ```
 /// use core::time::Duration;
-/// use register::io::poll::{read_poll_timeout, ManualClock};
+/// use register::io::poll::{read_poll_timeout, ManualPollClock};
 /// use register::Error;
 ///
-/// let clock = ManualClock::new();
+/// let clock = ManualPollClock::new();
 /// let mut reads = 0;
 /// // The "device" becomes ready on the fourth read.
 /// let v = read_poll_timeout(
@@ -83,7 +87,7 @@ pub fn read_poll_timeout<C, Op, Cond, T, E>(
     timeout: Duration,
 ) -> Result<T, E>
 where
-    C: Clock + ?Sized,
+    C: PollClock + ?Sized,
     Op: FnMut() -> Result<T, E>,
     Cond: FnMut(&T) -> bool,
     E: From<Error>,
@@ -106,16 +110,16 @@ where
 
 /// Calls `op` up to `retry` times until `cond` accepts its result, waiting `delay` between
 /// calls, and gives up with [`Error::TimedOut`]. For contexts that must not sleep: the clock
-/// should busy-wait in [`Clock::sleep`].
+/// should busy-wait in [`PollClock::sleep`].
 ///
 /// # Examples
 ///
 /// ```
 /// use core::time::Duration;
-/// use register::io::poll::{read_poll_timeout_atomic, ManualClock};
+/// use register::io::poll::{read_poll_timeout_atomic, ManualPollClock};
 /// use register::Error;
 ///
-/// let clock = ManualClock::new();
+/// let clock = ManualPollClock::new();
 /// let r = read_poll_timeout_atomic(&clock, || Ok::<_, Error>(1), |&v| v == 2,
 ///     Duration::from_micros(1), 5);
 /// assert_eq!(r, Err(Error::TimedOut));
@@ -129,7 +133,7 @@ pub fn read_poll_timeout_atomic<C, Op, Cond, T, E>(
     retry: usize,
 ) -> Result<T, E>
 where
-    C: Clock + ?Sized,
+    C: PollClock + ?Sized,
     Op: FnMut() -> Result<T, E>,
     Cond: FnMut(&T) -> bool,
     E: From<Error>,
@@ -150,12 +154,12 @@ where
 /// A simulated clock: time advances only when someone sleeps, plus an optional `tick` on every
 /// reading (so that busy-waits also time out).
 #[derive(Debug, Default)]
-pub struct ManualClock {
+pub struct ManualPollClock {
     now: Cell<Duration>,
     tick: Duration,
 }
 
-impl ManualClock {
+impl ManualPollClock {
     /// Returns a clock at time zero that advances only when slept on.
     pub const fn new() -> Self {
         Self::with_tick(Duration::ZERO)
@@ -180,7 +184,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl PollClock for ManualPollClock {
     fn now(&self) -> Duration {
         let now = self.now.get();
         self.advance(self.tick);
@@ -195,12 +199,12 @@ impl Clock for ManualClock {
 /// The host's monotonic clock and `std::thread::sleep`.
 #[cfg(feature = "std")]
 #[derive(Debug, Clone, Copy)]
-pub struct StdClock {
+pub struct StdPollClock {
     origin: std::time::Instant,
 }
 
 #[cfg(feature = "std")]
-impl StdClock {
+impl StdPollClock {
     /// Returns a clock whose origin is now.
     pub fn new() -> Self {
         Self {
@@ -210,14 +214,14 @@ impl StdClock {
 }
 
 #[cfg(feature = "std")]
-impl Default for StdClock {
+impl Default for StdPollClock {
     fn default() -> Self {
         Self::new()
     }
 }
 
 #[cfg(feature = "std")]
-impl Clock for StdClock {
+impl PollClock for StdPollClock {
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }
@@ -245,7 +249,7 @@ mod tests {
 
     #[test]
     fn op_errors_propagate_immediately() {
-        let clock = ManualClock::new();
+        let clock = ManualPollClock::new();
         let mut calls = 0;
         let r: Result<u32, DriverError> = read_poll_timeout(
             &clock,
@@ -263,7 +267,7 @@ mod tests {
 
     #[test]
     fn timeout_is_checked_after_each_read() {
-        let clock = ManualClock::new();
+        let clock = ManualPollClock::new();
         let mut calls = 0u32;
         let r: Result<u32, DriverError> = read_poll_timeout(
             &clock,
@@ -282,7 +286,7 @@ mod tests {
 
     #[test]
     fn busy_wait_times_out_with_ticking_clock() {
-        let clock = ManualClock::with_tick(Duration::from_micros(1));
+        let clock = ManualPollClock::with_tick(Duration::from_micros(1));
         let r = read_poll_timeout(
             &clock,
             || Ok::<_, Error>(()),
@@ -295,7 +299,7 @@ mod tests {
 
     #[test]
     fn atomic_variant_succeeds_within_retries() {
-        let clock = ManualClock::new();
+        let clock = ManualPollClock::new();
         let mut n = 0;
         let r = read_poll_timeout_atomic(
             &clock,
@@ -314,7 +318,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)]
     fn std_clock_times_out() {
-        let clock = StdClock::default();
+        let clock = StdPollClock::default();
         let r = read_poll_timeout(
             &clock,
             || Ok::<_, Error>(0u8),

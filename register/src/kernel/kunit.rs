@@ -8,9 +8,9 @@ use ::kernel::prelude::*;
 mod tests {
     use core::time::Duration;
 
-    use crate::io::poll::{read_poll_timeout, Clock};
+    use crate::io::poll::{read_poll_timeout, PollClock};
     use crate::io::Io;
-    use crate::kernel::KernelClock;
+    use crate::kernel::KernelPollClock;
     use crate::{register, Error, RegisterBase};
     use ::kernel::io::{Mmio, MmioRaw};
     use ::kernel::prelude::*;
@@ -164,7 +164,7 @@ mod tests {
     fn poll_with_kernel_clock() -> Result {
         let s = Scratch::new()?;
         let io = s.io();
-        let clock = KernelClock::new();
+        let clock = KernelPollClock::new();
         // Never becomes ready: gives up after the timeout with ETIMEDOUT.
         let r: core::result::Result<u32, Error> = read_poll_timeout(
             &clock,
