@@ -47,6 +47,16 @@ fn spawn_wait(
     rx
 }
 
+/// Attaches a signalled fence to syncobj `h` of `client`'s file (what a driver's submit does
+/// once its job is done).
+fn attach_signalled(client: &Client<TestDriver>, h: u32) {
+    client
+        .file()
+        .syncobjs()
+        .replace(h, Some(Arc::new(SignalledFence)))
+        .unwrap();
+}
+
 /// Defect 1 (issue 20), as Linux does it (issue 16): a client blocked in `SYNCOBJ_WAIT` (waiting
 /// for submission, no deadline) does not hold up `unplug()`, which only waits for `enter`
 /// sections; the wait itself goes on and ends when a fence arrives and signals.
@@ -75,11 +85,7 @@ fn unplug_does_not_wait_for_a_blocked_syncobj_wait() {
         .expect("unplug blocked behind SYNCOBJ_WAIT");
     std::thread::sleep(Duration::from_millis(50));
     assert!(waiting.try_recv().is_err(), "unplug ended the wait");
-    client
-        .file()
-        .syncobjs()
-        .replace(h, Some(Arc::new(SignalledFence)))
-        .unwrap();
+    attach_signalled(&client, h);
     assert_eq!(waiting.recv_timeout(Duration::from_secs(10)), Ok(Ok(0)));
 }
 
@@ -126,11 +132,7 @@ fn wait_for_submit_is_woken_by_the_fence_not_by_polling() {
         monotonic_ns() + 10_000_000_000,
     );
     std::thread::sleep(Duration::from_millis(200));
-    client
-        .file()
-        .syncobjs()
-        .replace(h, Some(Arc::new(SignalledFence)))
-        .unwrap();
+    attach_signalled(&client, h);
     assert_eq!(waiting.recv_timeout(Duration::from_secs(10)), Ok(Ok(0)));
     assert!(t0.elapsed() < Duration::from_secs(5));
     // A few passes (start, wake-ups), not one per millisecond.
