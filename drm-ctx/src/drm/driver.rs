@@ -5,7 +5,7 @@
 //! A driver describes itself with the [`Driver`] trait: the type of its per-device data, of its
 //! GEM objects and of its per-file data, its name and version, and its ioctl table. A device is
 //! made visible to userspace by a [`Registration`], which consumes the
-//! [`UnregisteredDevice`] and hands back the device in the
+//! [`UnregisteredDevice`](super::UnregisteredDevice) and hands back the device in the
 //! [`Registered`](super::Registered) context. Dropping the registration unplugs the device.
 
 use super::{file::DriverFile, gem::DriverObject, ioctl};
@@ -29,7 +29,7 @@ pub struct DriverInfo {
 
 /// A DRM driver.
 pub trait Driver: Sized + 'static {
-    /// Per-device driver data; [`Device`] dereferences to it.
+    /// Per-device driver data; [`Device`](super::Device) dereferences to it.
     type Data: Send + Sync;
 
     /// The driver's GEM object data.

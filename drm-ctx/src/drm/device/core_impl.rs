@@ -493,7 +493,7 @@ impl<T: Driver> Device<T, AnyCtx> {
     ///
     /// # Safety
     ///
-    /// The device must have been registered (through a [`Registration`](super::Registration))
+    /// The device must have been registered (through a [`Registration`](crate::drm::Registration))
     /// before this call.
     pub unsafe fn assume_registered(&self) -> &Device<T, Registered> {
         // SAFETY: The caller guarantees the device has been registered.
@@ -602,7 +602,7 @@ unsafe fn drop_data<T: Driver>(raw: NonNull<RawDevice>) {
 ///
 /// The driver data does not exist yet, so this does not dereference to it. What it offers is what
 /// building the data needs: the parent device and GEM object creation
-/// ([`gem::Object::new_for_init`](super::gem::Object::new_for_init)).
+/// ([`gem::Object::new_for_init`](crate::drm::gem::Object::new_for_init)).
 pub struct DeviceInit<'a, T: Driver> {
     raw: &'a RawDevice,
     _p: PhantomData<(fn() -> T, NotThreadSafe)>,
@@ -623,7 +623,7 @@ impl<T: Driver> DeviceInit<'_, T> {
 ///
 /// It is owned and single-threaded (neither `Send` nor `Sync`), so nothing can register the
 /// device behind its back. It dereferences to [`Device<T, AnyCtx>`]: GEM objects can be created
-/// with it. [`Registration::new`](super::Registration::new) consumes it and yields the
+/// with it. [`Registration::new`](crate::drm::Registration::new) consumes it and yields the
 /// [`Registered`] device.
 ///
 /// # Invariants

@@ -160,7 +160,7 @@ impl<T: DriverObject, C: DeviceCtx> Object<T, C> {
 
 impl<T: DriverObject> Object<T, AnyCtx> {
     /// Creates an object while the device's driver data is being built
-    /// ([`UnregisteredDevice::new_with`](super::UnregisteredDevice::new_with)).
+    /// ([`UnregisteredDevice::new_with`](crate::drm::UnregisteredDevice::new_with)).
     ///
     /// # Examples
     ///
