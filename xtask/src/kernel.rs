@@ -145,9 +145,20 @@ const THIRD_PARTY: &[ThirdParty] = &[
     },
 ];
 
-/// Command-line options of both subcommands.
+/// Which kernel a command builds: the test kernel (KUnit with the kernel's checkers) or the
+/// benchmark kernel (the same crates and C code, without the debugging options).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// `kernel-build`, `kernel-test`: lockdep, DMA-API debugging, atomic-sleep checks.
+    Test,
+    /// `kernel-bench`: the comparisons with the C code in a kernel without those checkers.
+    Bench,
+}
+
+/// Command-line options of the kernel subcommands.
 pub(crate) struct Options {
     kdir: Option<PathBuf>,
+    flavour: Flavour,
     /// Build `jobqueue`'s lockdep canary case (an allocation inside a `dma_fence` signalling
     /// section), and expect the kernel log check to catch it.
     lockdep_canary: bool,
@@ -171,14 +182,26 @@ impl Options {
         }
         Ok(Options {
             kdir,
+            flavour: Flavour::Test,
             lockdep_canary,
         })
+    }
+
+    /// Parses the options of `kernel-bench`: `[--kdir DIR]`.
+    pub(crate) fn parse_bench(args: &[String]) -> Result<Self, String> {
+        let mut opts = Self::parse(args)?;
+        if opts.lockdep_canary {
+            return Err("--lockdep-canary is an option of kernel-test".into());
+        }
+        opts.flavour = Flavour::Bench;
+        Ok(opts)
     }
 }
 
 /// Where everything lives for one source tree.
 struct Layout {
     kdir: PathBuf,
+    flavour: Flavour,
     cache: PathBuf,
     src: PathBuf,
     build: PathBuf,
@@ -215,11 +238,18 @@ impl Layout {
             "linux-{version}-{:016x}",
             fnv1a(kdir.to_string_lossy().as_bytes())
         );
-        let cache = base.join("gpukit").join("kernel").join(key);
+        // The benchmark kernel has its own overlay and objects (another configuration), in a
+        // directory of its own so that `userspace-test` never picks it up as the test kernel.
+        let dir = match opts.flavour {
+            Flavour::Test => "kernel",
+            Flavour::Bench => "kernel-bench",
+        };
+        let cache = base.join("gpukit").join(dir).join(key);
         Ok(Layout {
             src: cache.join("src"),
             build: cache.join("build"),
             kdir,
+            flavour: opts.flavour,
             cache,
         })
     }
@@ -724,9 +754,35 @@ CONFIG_BINFMT_ELF=y
 CONFIG_SHMEM=y
 ";
 
+/// The configuration of `kernel-bench`: the test kernel's, without the checkers (lockdep, the
+/// atomic-sleep check, DMA-API debugging and `DEBUG_KERNEL` itself), so that what the
+/// comparisons time is the two implementations rather than the checkers' bookkeeping, which
+/// both sides pay on every lock, fence and DMA sync in the test kernel.
+const BENCHCONFIG: &str = "\
+CONFIG_KUNIT=y
+CONFIG_RUST=y
+CONFIG_DRM=y
+CONFIG_IOMMU_SUPPORT=y
+CONFIG_GPUKIT_VS_C=y
+CONFIG_GPUKIT_DRM=y
+CONFIG_SHMEM=y
+";
+
+/// The checkers the test configuration turns on and the benchmark configuration must not have.
+const CHECKERS: &[&str] = &[
+    "CONFIG_DEBUG_KERNEL",
+    "CONFIG_PROVE_LOCKING",
+    "CONFIG_DEBUG_ATOMIC_SLEEP",
+    "CONFIG_DMA_API_DEBUG",
+];
+
 /// Writes the kunitconfig, the TCG QEMU configuration and the QEMU wrapper.
 fn kunit_files(l: &Layout) -> Result<(), String> {
-    sync_file(&l.cache.join("kunitconfig"), KUNITCONFIG.as_bytes())?;
+    let config = match l.flavour {
+        Flavour::Test => KUNITCONFIG,
+        Flavour::Bench => BENCHCONFIG,
+    };
+    sync_file(&l.cache.join("kunitconfig"), config.as_bytes())?;
     sync_file(
         &l.cache.join("qemu_x86_64_tcg.py"),
         b"from ..qemu_config import QemuArchParams\n\n\
@@ -760,7 +816,8 @@ fn kunit_files(l: &Layout) -> Result<(), String> {
 }
 
 /// Runs `kunit.py <sub>` (`build` or `exec`) in the overlay and returns its standard output.
-fn kunit(l: &Layout, sub: &str) -> Result<String, String> {
+/// `filter` (a glob of suite names) limits an `exec` to some suites.
+fn kunit(l: &Layout, sub: &str, filter: Option<&str>) -> Result<String, String> {
     let path = format!(
         "{}:{}",
         l.cache.join("bin").display(),
@@ -785,6 +842,7 @@ fn kunit(l: &Layout, sub: &str) -> Result<String, String> {
     ];
     if sub == "exec" {
         args.extend(["--timeout", KUNIT_TIMEOUT]);
+        args.extend(filter);
     } else {
         args.extend(["--jobs", JOBS]);
     }
@@ -822,7 +880,13 @@ fn kunit(l: &Layout, sub: &str) -> Result<String, String> {
 fn feature_guard(ws: &Workspace) -> Result<(), String> {
     const MESSAGE: &str = "the `kernel` feature only builds inside a Linux tree";
     let target = ws.target_dir("kernel-guard");
-    for m in ws.library_crates() {
+    // A crate without a `kernel` feature is not built into the kernel (yet): Cargo itself
+    // refuses the feature, which is clear enough.
+    for m in ws
+        .library_crates()
+        .into_iter()
+        .filter(|m| m.features.iter().any(|f| f == "kernel"))
+    {
         let out = Command::new("cargo")
             .args(["check", "--quiet", "--lib", "-p", &m.package])
             .args(["--no-default-features", "--features", "kernel"])
@@ -919,7 +983,7 @@ fn build_inner(
         l.build.display()
     );
     let t = Instant::now();
-    kunit(&l, "build")?;
+    kunit(&l, "build", None)?;
     let kind = if first { "first build" } else { "rebuild" };
     record(
         &l,
@@ -992,7 +1056,7 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     let (l, _lock) = build_inner(ws, opts, true)?;
     let t = Instant::now();
     // `exec`, not `run`: the kernel was just built; `run` would only run make again.
-    let run = kunit(&l, "exec");
+    let run = kunit(&l, "exec", None);
     record(&l, "kunit.py exec (QEMU, TCG)", t.elapsed().as_secs_f64());
     let out = run?;
     let suites = parse_report(&out);
@@ -1030,23 +1094,7 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     }
     let log = fs::read_to_string(l.build.join("test.log"))
         .map_err(|e| format!("the kernel log {}: {e}", l.build.join("test.log").display()))?;
-    // The comparisons with the C code print one line each (`differential: ...` for the
-    // step-by-step checks, `vs-C: ...` for timings, `floor: ...` for a cost they explain);
-    // show them with the summary.
-    let compared: Vec<&str> = log
-        .lines()
-        .filter_map(|line| {
-            ["differential: ", "vs-C: ", "floor: "]
-                .iter()
-                .find_map(|tag| line.find(tag).map(|i| &line[i..]))
-        })
-        .collect();
-    if !compared.is_empty() {
-        eprintln!("\nComparisons with the C implementations:");
-        for line in &compared {
-            eprintln!("  {line}");
-        }
-    }
+    print_comparisons(&log);
     let reports = check_log(&log)?;
     if opts.lockdep_canary {
         return if reports.iter().any(|r| r.contains("WARNING: possible")) {
@@ -1080,21 +1128,106 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     stages.map(|_| ())
 }
 
+/// `cargo xtask kernel-bench`: the comparisons with the C code (the `*_vs_c` suites) in a
+/// kernel built without lockdep, DMA-API debugging and the atomic-sleep check.
+pub(crate) fn bench(ws: &Workspace, opts: &Options) -> Result<(), String> {
+    debug_assert!(opts.flavour == Flavour::Bench);
+    let (l, _lock) = build_inner(ws, opts, true)?;
+    let config = fs::read_to_string(l.build.join(".config"))
+        .map_err(|e| format!("{}: {e}", l.build.join(".config").display()))?;
+    if let Some(on) = CHECKERS
+        .iter()
+        .find(|c| config.lines().any(|line| line == format!("{c}=y")))
+    {
+        return Err(format!(
+            "the benchmark kernel has {on}=y (something in its configuration selects it)"
+        ));
+    }
+    let t = Instant::now();
+    let run = kunit(&l, "exec", Some("gpukit_*_vs_c"));
+    record(
+        &l,
+        "kunit.py exec of the vs-C suites (QEMU, TCG)",
+        t.elapsed().as_secs_f64(),
+    );
+    let out = run?;
+    let suites = parse_report(&out);
+    for c in CRATES
+        .iter()
+        .filter(|c| c.c_files.contains(&"kernel/vs_c.c"))
+    {
+        let name = format!("gpukit_{}_vs_c", c.name);
+        match suites.iter().find(|s| s.name == name) {
+            Some(s) if s.passed > 0 && s.failed == 0 => {}
+            Some(_) => return Err(format!("KUnit suite {name} did not pass")),
+            None => return Err(format!("KUnit suite {name} is missing from the run")),
+        }
+    }
+    let log = fs::read_to_string(l.build.join("test.log"))
+        .map_err(|e| format!("the kernel log {}: {e}", l.build.join("test.log").display()))?;
+    if let Some((what, _)) = CHECKER_BANNERS.iter().find(|(_, b)| log.contains(b)) {
+        return Err(format!("{what} was active in the benchmark kernel"));
+    }
+    if !print_comparisons(&log)
+        .iter()
+        .any(|line| line.starts_with("vs-C: "))
+    {
+        return Err("the benchmark kernel printed no vs-C line".into());
+    }
+    let reports = log_reports(&log);
+    if !reports.is_empty() {
+        return Err(format!(
+            "the kernel log has {} WARN/BUG report(s):\n{}",
+            reports.len(),
+            reports.join("\n")
+        ));
+    }
+    Ok(())
+}
+
+/// Printed at boot when a checker is compiled in and active.
+const CHECKER_BANNERS: &[(&str, &str)] = &[
+    ("lockdep", "Lock dependency validator"),
+    ("DMA-API debugging", "DMA-API: debugging enabled"),
+];
+
+/// Prints the lines of the comparisons with the C code (`differential: ...` for the
+/// step-by-step checks, `vs-C: ...` for timings, `floor: ...` for a cost they explain) and
+/// returns them.
+fn print_comparisons(log: &str) -> Vec<&str> {
+    let compared: Vec<&str> = log
+        .lines()
+        .filter_map(|line| {
+            ["differential: ", "vs-C: ", "floor: "]
+                .iter()
+                .find_map(|tag| line.find(tag).map(|i| &line[i..]))
+        })
+        .collect();
+    if !compared.is_empty() {
+        eprintln!("\nComparisons with the C implementations:");
+        for line in &compared {
+            eprintln!("  {line}");
+        }
+    }
+    compared
+}
+
 /// Checks that the kernel's checkers were on in this boot and returns the lines where one of
 /// them reported something (each with the two lines after it).
 pub(crate) fn check_log(log: &str) -> Result<Vec<String>, String> {
-    /// Printed at boot when the checker is compiled in and active.
-    const ACTIVE: &[(&str, &str)] = &[
-        ("lockdep", "Lock dependency validator"),
-        ("DMA-API debugging", "DMA-API: debugging enabled"),
-    ];
-    for (what, banner) in ACTIVE {
+    for (what, banner) in CHECKER_BANNERS {
         if !log.contains(banner) {
             return Err(format!(
                 "{what} was not active in the test kernel (no \"{banner}\" in its log)"
             ));
         }
     }
+    Ok(log_reports(log))
+}
+
+/// The lines of a kernel log where a checker, `WARN()` or `BUG()` reported something (each with
+/// the two lines after it).
+fn log_reports(log: &str) -> Vec<String> {
     /// What lockdep, DMA-API debugging, the atomic-sleep check, WARN() and BUG() print.
     const REPORTS: &[&str] = &[
         "WARNING:",
@@ -1119,7 +1252,7 @@ pub(crate) fn check_log(log: &str) -> Result<Vec<String>, String> {
             out.push(lines[i..end].join("\n    "));
         }
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
