@@ -166,6 +166,7 @@ pub struct FaultInjection {
 /// # Examples
 ///
 /// ```
+/// # #[cfg(feature = "std")] {
 /// use mali_sim::{Config, Gpu};
 ///
 /// let mut cfg = Config::g610();
@@ -173,6 +174,7 @@ pub struct FaultInjection {
 /// cfg.faults.reset_never_completes = true;
 /// let mut gpu = Gpu::new(cfg);
 /// assert_eq!(gpu.read32(0), 0xdead_0000);
+/// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -204,7 +206,7 @@ impl Default for Config {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
 

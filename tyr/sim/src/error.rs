@@ -65,7 +65,7 @@ impl fmt::Display for SimError {
 
 impl core::error::Error for SimError {}
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
     use std::string::ToString;

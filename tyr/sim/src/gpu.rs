@@ -2,13 +2,11 @@
 
 //! The simulated GPU: register file, time, interrupts, reset, power and MMU.
 
-use std::sync::Arc;
-use std::vec::Vec;
-
 mod engine;
 
 use super::config::{Config, FaultInjection};
-use super::mem::{PhysAddr, SimMemory};
+use super::list::FixedList;
+use super::mem::{PhysAddr, PhysMemory};
 use super::mmu::{AddressSpace, LockRegion, Pending, TlbStats};
 use super::power::{Domain, PowerDomain};
 use super::regs::{self, as_cmd, gpu_cmd, gpu_irq, gpu_status, mcu};
@@ -107,13 +105,15 @@ impl IrqBlock {
 /// The simulated Mali-G610.
 ///
 /// See the [module documentation](super) for what it models. All methods take `&mut self`
-/// (register reads may record bus errors); share it with [`SharedGpu`](super::SharedGpu).
+/// (register reads may record bus errors); with `std`, share it between threads with
+/// [`SharedGpu`](super::SharedGpu), elsewhere behind the environment's own lock.
 ///
 /// # Examples
 ///
 /// Enabling an address space on hand-written tables and translating through it:
 ///
 /// ```
+/// # #[cfg(feature = "std")] {
 /// use mali_sim::regs::{as_cmd, as_reg, AS_COMMAND, AS_MEMATTR_LO, AS_TRANSCFG_LO, AS_TRANSTAB_LO};
 /// use mali_sim::{AccessType, FaultKind, Gpu, PhysAddr, WalkConfig};
 ///
@@ -135,12 +135,16 @@ impl IrqBlock {
 /// assert_eq!(gpu.translate(2, 0x1234, AccessType::Write), Ok(PhysAddr(page.0 + 0x234)));
 /// let fault = gpu.translate(2, 0x2000, AccessType::Read).unwrap_err();
 /// assert_eq!(fault.kind, FaultKind::Translation { level: 3 });
+/// # }
 /// # Ok::<(), mali_sim::SimError>(())
 /// ```
 #[derive(Debug)]
-pub struct Gpu {
+pub struct Gpu<
+    #[cfg(feature = "std")] M: PhysMemory = std::sync::Arc<crate::SimMemory>,
+    #[cfg(not(feature = "std"))] M: PhysMemory,
+> {
     cfg: Config,
-    mem: Arc<SimMemory>,
+    mem: M,
     now: u64,
     gpu_irq: IrqBlock,
     job_irq: IrqBlock,
@@ -165,20 +169,29 @@ pub struct Gpu {
     mcu_control: u32,
     mcu_status: u32,
     mcu_deadline: Option<u64>,
-    address_spaces: Vec<AddressSpace>,
-    doorbells: Vec<u64>,
-    rung: Vec<usize>,
-    bus_errors: Vec<BusError>,
+    /// The first `num_as` exist.
+    address_spaces: [AddressSpace; regs::MMU_AS_SLOTS],
+    num_as: usize,
+    doorbells: [u64; regs::NUM_DOORBELLS],
+    rung: FixedList<usize, RUNG_LOG>,
+    bus_errors: FixedList<BusError, BUS_ERROR_LOG>,
     csf: engine::Csf,
 }
 
 /// The "no coherency" protocol value of `COHERENCY_ENABLE`.
 const COHERENCY_NONE: u32 = 31;
 
+/// How many bus errors a GPU keeps (the first ones; later ones are counted).
+pub const BUS_ERROR_LOG: usize = 64;
+/// How many rung doorbells a GPU keeps between two
+/// [`take_rung_doorbells`](Gpu::take_rung_doorbells) (the first ones; later ones are counted).
+pub const RUNG_LOG: usize = 64;
+
+#[cfg(feature = "std")]
 impl Gpu {
-    /// A GPU with its own memory.
+    /// A GPU with its own memory, from the host's allocator (shared through an `Arc`).
     pub fn new(cfg: Config) -> Self {
-        let mem = Arc::new(SimMemory::new(cfg.memory));
+        let mem = std::sync::Arc::new(crate::SimMemory::new(cfg.memory));
         Gpu::with_memory(cfg, mem)
     }
 
@@ -186,11 +199,16 @@ impl Gpu {
     pub fn g610() -> Self {
         Gpu::new(Config::g610())
     }
+}
 
+impl<M: PhysMemory> Gpu<M> {
     /// A GPU using `mem` as its physical memory (`cfg.memory` is ignored).
-    pub fn with_memory(cfg: Config, mem: Arc<SimMemory>) -> Self {
+    ///
+    /// `mem` may be a [`SimMemory`](crate::SimMemory) the GPU owns, a reference to one, or
+    /// (with `std`) an `Arc` of one: whatever lets the driver's side reach the same memory.
+    pub fn with_memory(cfg: Config, mem: M) -> Self {
         let id = cfg.identity;
-        let num_as = id.num_as();
+        let num_as = id.num_as().min(regs::MMU_AS_SLOTS);
         let as_bits = if num_as >= 16 {
             0xffff
         } else {
@@ -223,10 +241,11 @@ impl Gpu {
             mcu_control: mcu::DISABLED,
             mcu_status: mcu::DISABLED,
             mcu_deadline: None,
-            address_spaces: (0..num_as).map(|_| AddressSpace::default()).collect(),
-            doorbells: std::vec![0; regs::NUM_DOORBELLS],
-            rung: Vec::new(),
-            bus_errors: Vec::new(),
+            address_spaces: core::array::from_fn(|_| AddressSpace::default()),
+            num_as,
+            doorbells: [0; regs::NUM_DOORBELLS],
+            rung: FixedList::new(),
+            bus_errors: FixedList::new(),
             csf: engine::Csf::new(),
         }
     }
@@ -242,7 +261,7 @@ impl Gpu {
     }
 
     /// The physical memory the GPU reads and writes.
-    pub fn memory(&self) -> &Arc<SimMemory> {
+    pub fn memory(&self) -> &M {
         &self.mem
     }
 
@@ -312,7 +331,7 @@ impl Gpu {
             self.mcu_boot();
         }
         let pa_bits = self.cfg.identity.pa_bits();
-        for n in 0..self.address_spaces.len() {
+        for n in 0..self.num_as {
             let a = &mut self.address_spaces[n];
             if let Some(p) = a.pending {
                 if p.done_at.is_some_and(|t| t <= self.now) {
@@ -353,7 +372,7 @@ impl Gpu {
         self.l2 = PowerDomain::new(id.l2_present);
         self.shader = PowerDomain::new(id.shader_present);
         self.tiler = PowerDomain::new(id.tiler_present);
-        for a in &mut self.address_spaces {
+        for a in &mut self.address_spaces[..self.num_as] {
             a.reset();
         }
         self.flush_deadline = None;
@@ -497,18 +516,26 @@ impl Gpu {
 
     // ---------------------------------------------------------------- bus errors
 
-    /// Every bus error since creation (or the last [`take_bus_errors`](Self::take_bus_errors)).
+    /// The first [`BUS_ERROR_LOG`] bus errors since creation (or the last
+    /// [`take_bus_errors`](Self::take_bus_errors)).
     pub fn bus_errors(&self) -> &[BusError] {
         &self.bus_errors
     }
 
-    /// Returns and forgets the recorded bus errors.
-    pub fn take_bus_errors(&mut self) -> Vec<BusError> {
+    /// How many bus errors happened after [`BUS_ERROR_LOG`] were kept (they are counted, not
+    /// kept).
+    pub fn bus_errors_dropped(&self) -> u64 {
+        self.bus_errors.dropped()
+    }
+
+    /// Returns and forgets the recorded bus errors (with the count of dropped ones).
+    pub fn take_bus_errors(&mut self) -> FixedList<BusError, BUS_ERROR_LOG> {
         core::mem::take(&mut self.bus_errors)
     }
 
     fn bus_error(&mut self, offset: usize, value: Option<u32>, kind: BusErrorKind) {
-        self.bus_errors.push(BusError {
+        // A full log counts the error instead (see `bus_errors_dropped`).
+        let _ = self.bus_errors.push(BusError {
             at_ns: self.now,
             offset,
             value,
@@ -656,7 +683,7 @@ impl Gpu {
                 .contains(&o) =>
             {
                 let n = (o - regs::MMU_AS_BASE) / regs::MMU_AS_STRIDE;
-                let a = self.address_spaces.get(n)?;
+                let a = self.address_spaces[..self.num_as].get(n)?;
                 match (o - regs::MMU_AS_BASE) % regs::MMU_AS_STRIDE {
                     regs::AS_TRANSTAB_LO => lo(a.transtab),
                     regs::AS_TRANSTAB_HI => hi(a.transtab),
@@ -722,7 +749,8 @@ impl Gpu {
                 if let Some(n) = doorbell_index(o) {
                     if v & 1 != 0 {
                         self.doorbells[n] = self.doorbells[n].wrapping_add(1);
-                        self.rung.push(n);
+                        // A full log counts the doorbell instead; its counter still moves.
+                        let _ = self.rung.push(n);
                         self.csf_doorbell(n);
                     }
                 }
@@ -793,8 +821,7 @@ impl Gpu {
         let delay = self.cfg.timings.mmu_command_ns;
         let stuck = self.cfg.faults.mmu_command_stuck;
         let done_at = if stuck { None } else { self.after(delay) };
-        let a = self
-            .address_spaces
+        let a = self.address_spaces[..self.num_as]
             .get_mut(n)
             .ok_or(BusErrorKind::UnknownRegister)?;
         match reg {
@@ -837,8 +864,9 @@ impl Gpu {
         self.doorbells.get(n).copied().unwrap_or(0)
     }
 
-    /// The doorbells rung since the last call, in order.
-    pub fn take_rung_doorbells(&mut self) -> Vec<usize> {
+    /// The doorbells rung since the last call, in order (the first [`RUNG_LOG`] of them,
+    /// with the count of later ones).
+    pub fn take_rung_doorbells(&mut self) -> FixedList<usize, RUNG_LOG> {
         core::mem::take(&mut self.rung)
     }
 
@@ -846,17 +874,19 @@ impl Gpu {
 
     /// Number of address spaces.
     pub fn num_address_spaces(&self) -> usize {
-        self.address_spaces.len()
+        self.num_as
     }
 
     /// The configuration address space `n` latched at its last `UPDATE`.
     pub fn active_config(&self, n: usize) -> Option<WalkConfig> {
-        self.address_spaces.get(n).map(|a| a.active)
+        self.address_spaces[..self.num_as].get(n).map(|a| a.active)
     }
 
     /// The locked region of address space `n`, if a `LOCK` is in force.
     pub fn locked_region(&self, n: usize) -> Option<LockRegion> {
-        self.address_spaces.get(n).and_then(|a| a.locked)
+        self.address_spaces[..self.num_as]
+            .get(n)
+            .and_then(|a| a.locked)
     }
 
     /// Whether GPU accesses to `va` in address space `n` would stall on a locked region.
@@ -866,13 +896,15 @@ impl Gpu {
 
     /// TLB counters of address space `n`.
     pub fn tlb_stats(&self, n: usize) -> Option<TlbStats> {
-        self.address_spaces.get(n).map(|a| a.tlb_stats())
+        self.address_spaces[..self.num_as]
+            .get(n)
+            .map(|a| a.tlb_stats())
     }
 
     /// Walks address space `n`'s tables (with its latched configuration) for an `access` to
     /// `va`, bypassing the TLB and recording nothing: the view of a checker.
     pub fn walk(&self, n: usize, va: u64, access: AccessType) -> Result<Translation, Fault> {
-        match self.address_spaces.get(n) {
+        match self.address_spaces[..self.num_as].get(n) {
             Some(a) => super::walk::walk(&self.mem, &a.active, va, access),
             None => Err(Fault {
                 kind: FaultKind::Disabled,
@@ -902,7 +934,7 @@ impl Gpu {
         access: AccessType,
         source_id: u16,
     ) -> Result<Translation, Fault> {
-        let Some(a) = self.address_spaces.get_mut(n) else {
+        let Some(a) = self.address_spaces[..self.num_as].get_mut(n) else {
             return Err(Fault {
                 kind: FaultKind::Disabled,
                 va,
@@ -920,7 +952,7 @@ impl Gpu {
 
     /// Records `fault` in address space `n` (first fault wins until its bit is cleared).
     fn record_mmu_fault(&mut self, n: usize, f: Fault, source_id: u16) {
-        let Some(a) = self.address_spaces.get_mut(n) else {
+        let Some(a) = self.address_spaces[..self.num_as].get_mut(n) else {
             return;
         };
         let bit = 1u32 << n;
@@ -993,13 +1025,15 @@ impl Gpu {
         let t = self
             .translate_from(n, va, AccessType::Atomic, 0)
             .map_err(AccessError::Mmu)?;
-        if !va.is_multiple_of(8) || !self.mem.is_backed(t.pa, 8) {
+        let res = if va.is_multiple_of(8) {
+            self.mem.fetch_add_u64(t.pa, v)
+        } else {
+            Err(SimError::Misaligned(t.pa))
+        };
+        res.map_err(|_| {
             self.gpu_fault(n, t.pa, AccessType::Atomic);
-            return Err(AccessError::Bus(t.pa));
-        }
-        self.mem
-            .fetch_add_u64(t.pa, v)
-            .map_err(|_| AccessError::Bus(t.pa))
+            AccessError::Bus(t.pa)
+        })
     }
 }
 
@@ -1039,6 +1073,6 @@ fn doorbell_index(offset: usize) -> Option<usize> {
         .then_some(rel / regs::DOORBELL_STRIDE)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 #[path = "gpu_tests.rs"]
 mod tests;

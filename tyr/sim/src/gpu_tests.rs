@@ -4,6 +4,7 @@ use super::*;
 use crate::regs::*;
 use crate::testutil::{HandTables, RO_PAGE, RW_PAGE};
 use crate::walk::{mode, FAULTSTATUS_DECODER_FAULT};
+use std::vec::Vec;
 
 fn timings() -> super::super::Timings {
     super::super::Timings::default()
@@ -381,7 +382,10 @@ fn doorbells_count_rings() {
     assert_eq!(gpu.read32(doorbell(5)), 0);
     assert_eq!(gpu.doorbell_count(5), 1);
     assert_eq!(gpu.doorbell_count(1000), 0);
-    assert_eq!(gpu.take_rung_doorbells(), [0, 5, NUM_DOORBELLS - 1]);
+    assert_eq!(
+        gpu.take_rung_doorbells().as_slice(),
+        [0, 5, NUM_DOORBELLS - 1]
+    );
     assert!(gpu.take_rung_doorbells().is_empty());
     assert!(gpu.bus_errors().is_empty());
 }

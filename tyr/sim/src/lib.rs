@@ -9,8 +9,14 @@
 //! GPU that does something else, or records a bus error, or faults the stream, as silicon
 //! would: `gpukit-tyr`'s `hw_contract` test compares the driver's view with this one.
 //!
-//! Those descriptions are `no_std` without `alloc` and always built. The simulated GPU itself
-//! (feature `std`) keeps its state in `std` collections and behind `std` locks for now.
+//! The whole crate is `no_std` and never uses the `alloc` crate, so it builds wherever the
+//! driver does, a Linux kernel included. The simulated GPU keeps its state in fixed-size
+//! arrays sized like the hardware's (address spaces, TLB entries, command-stream groups and
+//! call stacks); the only memory it asks for is its simulated RAM, which comes from a
+//! [`FrameAlloc`] (fallible: running out is [`SimError::OutOfMemory`], never an abort), and
+//! the only lock it takes guards that RAM's allocation table and comes from a [`LockFamily`].
+//! The feature `std` adds the host implementations of both ([`StdFrames`], [`StdLocks`], the
+//! defaults of [`SimMemory`] and [`Gpu`] with `std`) and [`SharedGpu`], a thread-safe handle.
 //!
 //! # The hardware
 //!
@@ -29,13 +35,14 @@
 //!
 //! # The simulation
 //!
-//! [`Gpu`] (feature `std`) models those registers and their behaviour, deterministically and
-//! without threads. Time is simulated: it starts at zero and only moves when the user calls
+//! [`Gpu`] models those registers and their behaviour, deterministically and without
+//! threads. Time is simulated: it starts at zero and only moves when the user calls
 //! [`Gpu::advance`] (a driver's host backend does from its delay and sleep). Resets, power
-//! transitions, MMU commands and cache flushes complete after [`Timings`] delays. Physical memory is a
-//! [`SimMemory`] shared with the driver's host backend, which allocates its DMA memory (page
-//! tables, buffers) from it; the MMU reads the page tables from there by physical address, with a
-//! walker written independently of the page-table crate so that each checks the other.
+//! transitions, MMU commands and cache flushes complete after [`Timings`] delays. Physical
+//! memory is any [`PhysMemory`], normally a [`SimMemory`] shared with the driver's backend,
+//! which allocates its DMA memory (page tables, buffers) from it; the MMU reads the page
+//! tables from there by physical address, with a walker written independently of the
+//! page-table crate so that each checks the other.
 //!
 //! Accesses a real bus would reject (unknown or misaligned offsets, writes to read-only
 //! registers, invalid commands, commands while one is running) never panic: they are
@@ -76,7 +83,7 @@
 //! ```
 
 #![no_std]
-// The overview above links to the simulated GPU, which only exists with `std`.
+// The overview links to the host conveniences, which only exist with `std`.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
 
 #[cfg(feature = "std")]
@@ -85,21 +92,17 @@ extern crate std;
 pub mod csf;
 pub mod regs;
 
-#[cfg(feature = "std")]
 mod config;
-#[cfg(feature = "std")]
 mod error;
-#[cfg(feature = "std")]
+pub mod frames;
 mod gpu;
-#[cfg(feature = "std")]
+mod list;
+pub mod lock;
 pub mod mem;
-#[cfg(feature = "std")]
 pub mod mmu;
-#[cfg(feature = "std")]
 mod power;
 #[cfg(feature = "std")]
 mod shared;
-#[cfg(feature = "std")]
 pub mod walk;
 
 #[cfg(all(test, feature = "std"))]
@@ -107,19 +110,21 @@ mod proptests;
 #[cfg(all(test, feature = "std"))]
 mod testutil;
 
-#[cfg(feature = "std")]
 pub use config::{Config, FaultInjection, Identity, Timings};
-#[cfg(feature = "std")]
 pub use error::SimError;
+pub use frames::FrameAlloc;
 #[cfg(feature = "std")]
-pub use gpu::{AccessError, BusError, BusErrorKind, Gpu, IrqLine, GPU_BUS_FAULT};
+pub use frames::StdFrames;
+pub use gpu::{
+    AccessError, BusError, BusErrorKind, Gpu, IrqLine, BUS_ERROR_LOG, GPU_BUS_FAULT, RUNG_LOG,
+};
+pub use list::FixedList;
 #[cfg(feature = "std")]
-pub use mem::{MemConfig, PhysAddr, SimMemory, PAGE_SIZE};
-#[cfg(feature = "std")]
+pub use lock::StdLocks;
+pub use lock::{Lock, LockFamily};
+pub use mem::{MemConfig, PhysAddr, PhysMemory, SimMemory, PAGE_SIZE};
 pub use mmu::{LockRegion, TlbStats};
-#[cfg(feature = "std")]
 pub use power::Domain;
 #[cfg(feature = "std")]
 pub use shared::SharedGpu;
-#[cfg(feature = "std")]
 pub use walk::{AccessType, Fault, FaultKind, Perms, Translation, WalkConfig};

@@ -13,7 +13,8 @@
 //! backend gets its "DMA memory" from. Memory is handed out in *allocations* of one or more
 //! physically contiguous 4 KiB page frames, placed in a physical window (by default
 //! `0x8000_0000..1 << 40`, the 40 physical-address bits a Mali-G610 reports). Every
-//! allocation is its own heap block, aligned to 4 KiB, that never moves while it is live: the
+//! allocation is its own run of frames from a [`FrameAlloc`] (the host's heap with `std`, a
+//! kernel's page allocator elsewhere), aligned to 4 KiB, that never moves while it is live: the
 //! CPU pointer returned by [`SimMemory::host_ptr`] stays valid until the allocation is freed,
 //! so a page-table library can keep writing descriptors through it while the simulated MMU
 //! reads them by physical address.
@@ -22,27 +23,34 @@
 //! stale physical address left in a page table reads as *unbacked* memory (and the GPU sees a
 //! bus fault) instead of silently aliasing a newer allocation.
 //!
-//! An optional page limit makes allocation fail with [`SimError::OutOfMemory`], to exercise a
-//! driver's out-of-memory paths.
+//! The allocation table (which physical range belongs to which run) is a sorted array kept in
+//! frames of the same allocator, doubled when full, behind a lock of a [`LockFamily`]:
+//! memory is allocated by the driver's threads while the GPU reads it from an executor's.
+//! Every way of running out (an optional page limit, which exercises a driver's
+//! out-of-memory paths; a window with no free range large enough; the allocator refusing the
+//! frames or a larger table) fails with [`SimError::OutOfMemory`] and changes nothing.
+//!
+//! The GPU reaches memory through the [`PhysMemory`] trait, which `SimMemory` implements
+//! (and so do references and, with `std`, `Arc`s to it).
 //!
 //! # Soundness
 //!
-//! The storage of a frame is an array of [`AtomicU64`]: every byte of it sits inside an
-//! `UnsafeCell`, so the memory may be written through any pointer derived from it while
-//! shared references to it exist. Blocks are kept as a `Block`, a zeroed heap allocation
-//! obtained with `alloc_zeroed` (so that an allocation larger than the host can give fails with
-//! [`SimError::OutOfMemory`] instead of aborting, and untouched pages cost nothing), whose data
-//! has a stable address and is never reached through a unique (`&mut` or `Box`) reference, so handing out raw pointers into it does not conflict with the simulator's own
-//! accesses. The simulator only ever touches the memory with atomic operations; a user of a
-//! pointer from [`SimMemory::host_ptr`] must not race with simulator accesses through
-//! non-atomic writes, and must stop using the pointer when the allocation is freed (both
-//! are the usual obligations of dereferencing a raw pointer, which is `unsafe`). The
-//! pointers of [`SimMemory::host_ptr_u64`] are exactly what an `AtomicU64`-based page-table
-//! writer needs and are safe to use concurrently with the simulator.
+//! The storage of a run is viewed as an array of [`AtomicU64`]: every byte of it sits inside
+//! an `UnsafeCell`, so the memory may be written through any pointer derived from it while
+//! shared references to it exist. A run is zeroed when the allocator hands it out (a valid
+//! array of atomics of value 0), has a stable address, and is never reached through a unique
+//! (`&mut` or `Box`) reference, so handing out raw pointers into it does not conflict with the
+//! simulator's own accesses. The simulator only ever touches the memory with atomic
+//! operations; a user of a pointer from [`SimMemory::host_ptr`] must not race with simulator
+//! accesses through non-atomic writes, and must stop using the pointer when the allocation is
+//! freed (both are the usual obligations of dereferencing a raw pointer, which is `unsafe`).
+//! The pointers of [`SimMemory::host_ptr_u64`] are exactly what an `AtomicU64`-based
+//! page-table writer needs and are safe to use concurrently with the simulator.
 //!
 //! # Examples
 //!
 //! ```
+//! # #[cfg(feature = "std")] {
 //! use mali_sim::{MemConfig, SimMemory};
 //!
 //! let mem = SimMemory::new(MemConfig::default());
@@ -51,22 +59,20 @@
 //! assert_eq!(mem.read_u32(pa.offset(0x1000).unwrap())?, 0xdead_beef);
 //! assert_eq!(mem.free(pa)?, 2);
 //! assert!(mem.read_u32(pa).is_err()); // freed memory is unbacked
+//! # }
 //! # Ok::<(), mali_sim::SimError>(())
 //! ```
 
-use core::alloc::Layout;
 use core::fmt;
+use core::mem::MaybeUninit;
+use core::num::NonZeroUsize;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
-use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::frames::FrameAlloc;
+pub use super::frames::{PAGE_SHIFT, PAGE_SIZE};
+use super::lock::{Lock, LockFamily};
 use super::SimError;
-
-/// Size of a page frame.
-pub const PAGE_SIZE: usize = 4096;
-/// log2 of [`PAGE_SIZE`].
-pub const PAGE_SHIFT: u32 = 12;
 
 const WORDS_PER_PAGE: usize = PAGE_SIZE / 8;
 
@@ -130,150 +136,382 @@ impl Default for MemConfig {
     }
 }
 
-/// One 4 KiB page frame.
-#[repr(C, align(4096))]
-struct Frame([AtomicU64; WORDS_PER_PAGE]);
-
-/// The frames of one allocation: zeroed heap memory owned through a raw pointer.
+/// Physical memory as the GPU's bus reaches it: what the MMU's walker and the GPU's data
+/// accesses need.
 ///
-/// # Invariants
-///
-/// `ptr` is an allocation of the global allocator with layout `Layout::array::<Frame>(len)`,
-/// `len > 0`, zero-initialised (a valid `[Frame]`: atomics of value 0) and only ever accessed
-/// through shared references.
-struct Block {
-    ptr: NonNull<Frame>,
-    len: usize,
+/// [`SimMemory`] implements it; so do shared references to an implementation and, with
+/// `std`, `Arc`s of one, so a [`Gpu`](crate::Gpu) may own its memory, share it or borrow it.
+pub trait PhysMemory {
+    /// Reads `buf.len()` bytes at `pa`; [`SimError::BadAddress`] where nothing is backed.
+    fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), SimError>;
+    /// Writes `data` at `pa`.
+    fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> Result<(), SimError>;
+    /// Reads the little-endian `u64` at an 8-byte aligned `pa` in one atomic access.
+    fn read_u64(&self, pa: PhysAddr) -> Result<u64, SimError>;
+    /// Atomically adds `v` to the little-endian `u64` at an 8-byte aligned `pa`, returning
+    /// the old value.
+    fn fetch_add_u64(&self, pa: PhysAddr, v: u64) -> Result<u64, SimError>;
 }
 
-// SAFETY: `Block` owns its frames, which are atomics (`Send + Sync`).
-unsafe impl Send for Block {}
-// SAFETY: Shared access only reads through `&[Frame]`, whose words are atomics.
-unsafe impl Sync for Block {}
+impl<A: FrameAlloc, L: LockFamily> PhysMemory for SimMemory<A, L> {
+    fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), SimError> {
+        SimMemory::read_bytes(self, pa, buf)
+    }
+
+    fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> Result<(), SimError> {
+        SimMemory::write_bytes(self, pa, data)
+    }
+
+    fn read_u64(&self, pa: PhysAddr) -> Result<u64, SimError> {
+        SimMemory::read_u64(self, pa)
+    }
+
+    fn fetch_add_u64(&self, pa: PhysAddr, v: u64) -> Result<u64, SimError> {
+        SimMemory::fetch_add_u64(self, pa, v)
+    }
+}
+
+impl<M: PhysMemory + ?Sized> PhysMemory for &M {
+    fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), SimError> {
+        (**self).read_bytes(pa, buf)
+    }
+
+    fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> Result<(), SimError> {
+        (**self).write_bytes(pa, data)
+    }
+
+    fn read_u64(&self, pa: PhysAddr) -> Result<u64, SimError> {
+        (**self).read_u64(pa)
+    }
+
+    fn fetch_add_u64(&self, pa: PhysAddr, v: u64) -> Result<u64, SimError> {
+        (**self).fetch_add_u64(pa, v)
+    }
+}
+
+#[cfg(feature = "std")]
+impl<M: PhysMemory + ?Sized> PhysMemory for std::sync::Arc<M> {
+    fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), SimError> {
+        (**self).read_bytes(pa, buf)
+    }
+
+    fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> Result<(), SimError> {
+        (**self).write_bytes(pa, data)
+    }
+
+    fn read_u64(&self, pa: PhysAddr) -> Result<u64, SimError> {
+        (**self).read_u64(pa)
+    }
+
+    fn fetch_add_u64(&self, pa: PhysAddr, v: u64) -> Result<u64, SimError> {
+        (**self).fetch_add_u64(pa, v)
+    }
+}
+
+/// One allocation: a run of frames from the allocator, at a physical address.
+#[derive(Clone, Copy)]
+struct Block {
+    start: u64,
+    pages: NonZeroUsize,
+    frames: NonNull<u8>,
+}
 
 impl Block {
-    /// `pages` zeroed frames; [`SimError::OutOfMemory`] if the host cannot provide them.
-    fn zeroed(pages: usize) -> Result<Self, SimError> {
-        let layout = Layout::array::<Frame>(pages).map_err(|_| SimError::OutOfMemory)?;
-        if pages == 0 {
-            return Err(SimError::InvalidSize);
-        }
-        // SAFETY: The layout has a non-zero size (`pages > 0`, frames are 4 KiB).
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw.cast::<Frame>()).ok_or(SimError::OutOfMemory)?;
-        // INVARIANT: Allocated with that layout, zeroed, `len > 0`.
-        Ok(Block { ptr, len: pages })
+    fn bytes(&self) -> u64 {
+        (self.pages.get() as u64) << PAGE_SHIFT
     }
-}
 
-impl core::ops::Deref for Block {
-    type Target = [Frame];
-
-    fn deref(&self) -> &[Frame] {
-        // SAFETY: `ptr` holds `len` initialised frames for as long as `self` lives, accessed only
-        // through shared references (type invariant).
-        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    fn end(&self) -> u64 {
+        self.start + self.bytes()
     }
-}
 
-impl Drop for Block {
-    fn drop(&mut self) {
-        // The layout was valid when the block was made, so it still is.
-        if let Ok(layout) = Layout::array::<Frame>(self.len) {
-            // SAFETY: `ptr` was allocated with this layout (type invariant) and is not used after.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+    /// The block's storage as words.
+    ///
+    /// # Safety
+    ///
+    /// `frames` is a live run of `pages` frames from the memory's allocator (the invariant of
+    /// [`Table`] for its blocks) that stays live while the returned slice is used.
+    unsafe fn words<'a>(&self) -> &'a [AtomicU64] {
+        // SAFETY: The run is `pages * PAGE_SIZE` bytes, page aligned, zero-initialised or
+        // written only through atomics since, so it is a valid `[AtomicU64]`; it is only ever
+        // reached through shared references and raw pointers (see the module's soundness
+        // notes), and it stays live as long as the caller promised.
+        unsafe {
+            core::slice::from_raw_parts(
+                self.frames.as_ptr().cast::<AtomicU64>(),
+                self.pages.get() * WORDS_PER_PAGE,
+            )
         }
     }
 }
 
-/// The allocation table.
+/// Blocks per page of table storage.
+const BLOCKS_PER_PAGE: usize = PAGE_SIZE / core::mem::size_of::<Block>();
+
+/// The allocation table: the live blocks, sorted by address, in frames of the allocator.
 ///
 /// # Invariants
 ///
-/// Blocks are disjoint, page aligned and lie inside `[base, end)`; `used_pages` is the sum of
-/// their lengths in pages.
-struct Inner {
-    blocks: BTreeMap<u64, Block>,
+/// - `store` is `None` and `cap == 0`, or `store` is `Some((ptr, pages))` with `ptr` a live run
+///   of `pages` frames of the memory's allocator and `cap == pages * BLOCKS_PER_PAGE`;
+/// - `len <= cap` and the first `len` slots hold blocks, sorted by `start`, disjoint, page
+///   aligned, inside the memory's window, each owning a live run of its `pages` frames of the
+///   memory's allocator;
+/// - `used_pages` is the sum of their sizes in pages.
+struct Table {
+    store: Option<(NonNull<Block>, NonZeroUsize)>,
+    cap: usize,
+    len: usize,
     cursor: u64,
     used_pages: usize,
     page_limit: Option<usize>,
     allocations: u64,
 }
 
-/// Simulated physical memory: page-frame allocations with stable host addresses.
-///
-/// See the [module documentation](self).
-pub struct SimMemory {
-    base: u64,
-    end: u64,
-    inner: Mutex<Inner>,
+// SAFETY: The table owns its storage and the runs of its blocks (type invariant); moving it to
+// another thread moves that ownership, and the runs' bytes are atomics.
+unsafe impl Send for Table {}
+
+impl Table {
+    fn blocks(&self) -> &[Block] {
+        match self.store {
+            // SAFETY: The first `len` slots of the live storage hold blocks (type invariant).
+            Some((ptr, _)) => unsafe { core::slice::from_raw_parts(ptr.as_ptr(), self.len) },
+            None => &[],
+        }
+    }
+
+    /// Index of the block containing `pa`.
+    fn containing(&self, pa: u64) -> Option<usize> {
+        let blocks = self.blocks();
+        let i = blocks.partition_point(|b| b.start <= pa).checked_sub(1)?;
+        (pa < blocks[i].end()).then_some(i)
+    }
+
+    /// Makes room for one more block; [`SimError::OutOfMemory`] when the allocator cannot
+    /// provide a larger table (the table is unchanged then).
+    fn reserve_one<A: FrameAlloc>(&mut self, alloc: &A) -> Result<(), SimError> {
+        if self.len < self.cap {
+            return Ok(());
+        }
+        let pages = match self.store {
+            Some((_, pages)) => pages.checked_mul(NonZeroUsize::MIN.saturating_add(1)),
+            None => Some(NonZeroUsize::MIN),
+        }
+        .ok_or(SimError::OutOfMemory)?;
+        let cap = pages
+            .get()
+            .checked_mul(BLOCKS_PER_PAGE)
+            .ok_or(SimError::OutOfMemory)?;
+        let new = alloc.alloc_zeroed(pages)?.cast::<Block>();
+        if let Some((old, old_pages)) = self.store {
+            // SAFETY: The old storage holds `len` blocks, the new one has room for
+            // `cap > len` blocks (page aligned, so aligned for `Block`), and they are distinct
+            // live runs.
+            unsafe { core::ptr::copy_nonoverlapping(old.as_ptr(), new.as_ptr(), self.len) };
+            // SAFETY: The old storage came from this allocator with `old_pages` pages (type
+            // invariant), and is not used after.
+            unsafe { alloc.free(old.cast(), old_pages) };
+        }
+        // INVARIANT: The blocks were moved into a live run of `pages` frames.
+        self.store = Some((new, pages));
+        self.cap = cap;
+        Ok(())
+    }
+
+    /// Every slot of the storage (empty without storage).
+    fn slots(&mut self) -> &mut [MaybeUninit<Block>] {
+        match self.store {
+            // SAFETY: The live storage of `pages` frames holds `cap` slots (type invariant),
+            // is aligned for `Block` (page aligned) and owned by the table, which `&mut self`
+            // borrows; `MaybeUninit` accepts any contents.
+            Some((ptr, _)) => unsafe {
+                core::slice::from_raw_parts_mut(ptr.as_ptr().cast::<MaybeUninit<Block>>(), self.cap)
+            },
+            None => &mut [],
+        }
+    }
+
+    /// Inserts `block` at `at`, keeping the order; fails as [`reserve_one`](Self::reserve_one).
+    fn insert<A: FrameAlloc>(
+        &mut self,
+        at: usize,
+        block: Block,
+        alloc: &A,
+    ) -> Result<(), SimError> {
+        self.reserve_one(alloc)?;
+        let len = self.len;
+        let at = at.min(len);
+        let slots = self.slots();
+        if len >= slots.len() {
+            return Err(SimError::OutOfMemory);
+        }
+        // The blocks from `at` move up one slot and `block` fills the gap.
+        slots.copy_within(at..len, at + 1);
+        slots[at].write(block);
+        // INVARIANT: The first `len + 1` slots hold blocks; the caller keeps the order,
+        // disjointness and page count.
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes and returns the block at `at` (`None` if `at >= len`).
+    fn remove(&mut self, at: usize) -> Option<Block> {
+        let block = *self.blocks().get(at)?;
+        let len = self.len;
+        // The blocks after `at` move down one slot.
+        self.slots().copy_within(at + 1..len, at);
+        // INVARIANT: The first `len - 1` slots hold the remaining blocks, in order; the caller
+        // fixes the page count.
+        self.len -= 1;
+        Some(block)
+    }
+
+    /// Frees every block and the storage.
+    fn release<A: FrameAlloc>(&mut self, alloc: &A) {
+        while let Some(b) = self.remove(self.len.wrapping_sub(1)) {
+            // SAFETY: The block owned this run of the allocator (type invariant) and was just
+            // removed from the table: nothing reaches it any more.
+            unsafe { alloc.free(b.frames, b.pages) };
+        }
+        if let Some((ptr, pages)) = self.store.take() {
+            // SAFETY: The storage came from this allocator with `pages` pages and is not used
+            // after.
+            unsafe { alloc.free(ptr.cast(), pages) };
+        }
+        // INVARIANT: No storage, no blocks.
+        self.cap = 0;
+        self.used_pages = 0;
+    }
 }
 
-impl fmt::Debug for SimMemory {
+/// Simulated physical memory: page-frame allocations with stable host addresses.
+///
+/// Frames come from the allocator `A` ([`StdFrames`](crate::StdFrames) by default with
+/// `std`), and the allocation table is behind a lock of the family `L`
+/// ([`StdLocks`](crate::StdLocks) by default). See the [module documentation](self).
+pub struct SimMemory<
+    #[cfg(feature = "std")] A: FrameAlloc = crate::StdFrames,
+    #[cfg(not(feature = "std"))] A: FrameAlloc,
+    #[cfg(feature = "std")] L: LockFamily = crate::StdLocks,
+    #[cfg(not(feature = "std"))] L: LockFamily,
+> {
+    base: u64,
+    end: u64,
+    alloc: A,
+    inner: L::Lock<Table>,
+}
+
+impl<A: FrameAlloc, L: LockFamily> fmt::Debug for SimMemory<A, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inner = self.lock();
+        let (len, used, limit) = self.inner.with(|t| (t.len, t.used_pages, t.page_limit));
         f.debug_struct("SimMemory")
             .field("base", &PhysAddr(self.base))
             .field("end", &PhysAddr(self.end))
-            .field("allocations", &inner.blocks.len())
-            .field("used_pages", &inner.used_pages)
-            .field("page_limit", &inner.page_limit)
+            .field("allocations", &len)
+            .field("used_pages", &used)
+            .field("page_limit", &limit)
             .finish()
     }
 }
 
+impl<A: FrameAlloc, L: LockFamily> Drop for SimMemory<A, L> {
+    fn drop(&mut self) {
+        let alloc = &self.alloc;
+        self.inner.with(|t| t.release(alloc));
+    }
+}
+
+#[cfg(feature = "std")]
 impl SimMemory {
-    /// Creates an empty memory. A window that is not page aligned is shrunk to whole pages.
+    /// Creates an empty memory over the host's allocator. A window that is not page aligned is
+    /// shrunk to whole pages.
     pub fn new(cfg: MemConfig) -> Self {
         let mask = !(PAGE_SIZE as u64 - 1);
         let base = cfg.base.0.saturating_add(PAGE_SIZE as u64 - 1) & mask;
-        let end = (cfg.end.0 & mask).max(base);
         SimMemory {
             base,
-            end,
-            inner: Mutex::new(Inner {
-                blocks: BTreeMap::new(),
-                cursor: base,
-                used_pages: 0,
-                page_limit: cfg.page_limit,
-                allocations: 0,
-            }),
+            end: (cfg.end.0 & mask).max(base),
+            alloc: crate::StdFrames,
+            inner: std::sync::Mutex::new(Table::new(base, cfg.page_limit)),
         }
     }
+}
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Nothing panics while holding the lock, so a poisoned lock still holds a consistent
-        // table.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+impl Table {
+    const fn new(base: u64, page_limit: Option<usize>) -> Self {
+        Table {
+            store: None,
+            cap: 0,
+            len: 0,
+            cursor: base,
+            used_pages: 0,
+            page_limit,
+            allocations: 0,
+        }
+    }
+}
+
+impl<A: FrameAlloc, L: LockFamily> SimMemory<A, L> {
+    /// Creates an empty memory whose frames come from `alloc`. A window that is not page
+    /// aligned is shrunk to whole pages. Fails only if the lock cannot be made.
+    pub fn with_alloc(cfg: MemConfig, alloc: A) -> Result<Self, SimError> {
+        let mask = !(PAGE_SIZE as u64 - 1);
+        let base = cfg.base.0.saturating_add(PAGE_SIZE as u64 - 1) & mask;
+        Ok(SimMemory {
+            base,
+            end: (cfg.end.0 & mask).max(base),
+            alloc,
+            inner: L::Lock::new(Table::new(base, cfg.page_limit))?,
+        })
+    }
+
+    /// The allocator the frames come from.
+    pub fn allocator(&self) -> &A {
+        &self.alloc
     }
 
     /// Allocates `pages` physically contiguous, zeroed page frames.
     ///
     /// Fails with [`SimError::InvalidSize`] for zero pages or more than the window holds,
-    /// and with [`SimError::OutOfMemory`] when the page limit would be exceeded or no free
-    /// range is large enough. Nothing changes on failure.
+    /// and with [`SimError::OutOfMemory`] when the page limit would be exceeded, no free
+    /// range is large enough, or the allocator cannot provide the frames (or room in the
+    /// allocation table). Nothing changes on failure.
     pub fn alloc(&self, pages: usize) -> Result<PhysAddr, SimError> {
         let window_pages = (self.end - self.base) >> PAGE_SHIFT;
-        if pages == 0 || pages as u64 > window_pages {
+        let n = NonZeroUsize::new(pages).ok_or(SimError::InvalidSize)?;
+        if pages as u64 > window_pages {
             return Err(SimError::InvalidSize);
         }
         let size = (pages as u64) << PAGE_SHIFT;
-        let mut inner = self.lock();
-        if let Some(limit) = inner.page_limit {
-            if inner.used_pages.saturating_add(pages) > limit {
-                return Err(SimError::OutOfMemory);
+        let alloc = &self.alloc;
+        self.inner.with(|t| {
+            if let Some(limit) = t.page_limit {
+                if t.used_pages.saturating_add(pages) > limit {
+                    return Err(SimError::OutOfMemory);
+                }
             }
-        }
-        let start = self
-            .find_free(&inner, inner.cursor, size)
-            .or_else(|| self.find_free(&inner, self.base, size))
-            .ok_or(SimError::OutOfMemory)?;
-        let frames = Block::zeroed(pages)?;
-        inner.blocks.insert(start, frames);
-        inner.used_pages += pages;
-        inner.allocations += 1;
-        inner.cursor = start + size;
-        Ok(PhysAddr(start))
+            let start = self
+                .find_free(t, t.cursor, size)
+                .or_else(|| self.find_free(t, self.base, size))
+                .ok_or(SimError::OutOfMemory)?;
+            let frames = alloc.alloc_zeroed(n)?;
+            let at = t.blocks().partition_point(|b| b.start < start);
+            let block = Block {
+                start,
+                pages: n,
+                frames,
+            };
+            if let Err(e) = t.insert(at, block, alloc) {
+                // SAFETY: Just allocated with `n` pages and never handed out.
+                unsafe { alloc.free(frames, n) };
+                return Err(e);
+            }
+            t.used_pages += pages;
+            t.allocations += 1;
+            t.cursor = start + size;
+            Ok(PhysAddr(start))
+        })
     }
 
     /// Allocates one zeroed page frame.
@@ -282,17 +520,19 @@ impl SimMemory {
     }
 
     /// First-fit search for `size` free bytes at or after `from`.
-    fn find_free(&self, inner: &Inner, from: u64, size: u64) -> Option<u64> {
+    fn find_free(&self, t: &Table, from: u64, size: u64) -> Option<u64> {
+        let blocks = t.blocks();
         let mut candidate = from;
+        let i = blocks.partition_point(|b| b.start <= candidate);
         // Skip past a block that contains `from`.
-        if let Some((&start, block)) = inner.blocks.range(..=candidate).next_back() {
-            candidate = candidate.max(start + block_bytes(block));
+        if let Some(b) = i.checked_sub(1).map(|j| &blocks[j]) {
+            candidate = candidate.max(b.end());
         }
-        for (&start, block) in inner.blocks.range(candidate..) {
-            if start.checked_sub(candidate)? >= size {
+        for b in &blocks[i..] {
+            if b.start.checked_sub(candidate)? >= size {
                 break;
             }
-            candidate = start + block_bytes(block);
+            candidate = b.end();
         }
         let end = candidate.checked_add(size)?;
         (end <= self.end).then_some(candidate)
@@ -300,86 +540,98 @@ impl SimMemory {
 
     /// Frees the allocation starting at `pa`; returns its size in pages.
     pub fn free(&self, pa: PhysAddr) -> Result<usize, SimError> {
-        let mut inner = self.lock();
-        let block = inner
-            .blocks
-            .remove(&pa.0)
-            .ok_or(SimError::NotAllocated(pa))?;
-        inner.used_pages -= block.len();
-        Ok(block.len())
+        let alloc = &self.alloc;
+        self.inner.with(|t| {
+            let at = t
+                .containing(pa.0)
+                .filter(|&i| t.blocks()[i].start == pa.0)
+                .ok_or(SimError::NotAllocated(pa))?;
+            let block = t.remove(at).ok_or(SimError::NotAllocated(pa))?;
+            t.used_pages -= block.pages.get();
+            // SAFETY: The block owned this run of the allocator and was just removed from the
+            // table, so the simulator no longer reaches it; host pointers into it end here
+            // (the documented contract of `host_ptr`).
+            unsafe { alloc.free(block.frames, block.pages) };
+            Ok(block.pages.get())
+        })
     }
 
     /// Sets (or with `None` removes) the page limit. Lowering it below the current use does
     /// not free anything; it only makes further allocations fail.
     pub fn set_page_limit(&self, limit: Option<usize>) {
-        self.lock().page_limit = limit;
+        self.inner.with(|t| t.page_limit = limit);
     }
 
     /// The current page limit.
     pub fn page_limit(&self) -> Option<usize> {
-        self.lock().page_limit
+        self.inner.with(|t| t.page_limit)
     }
 
     /// Number of pages currently allocated.
     pub fn allocated_pages(&self) -> usize {
-        self.lock().used_pages
+        self.inner.with(|t| t.used_pages)
     }
 
     /// Number of live allocations.
     pub fn live_allocations(&self) -> usize {
-        self.lock().blocks.len()
+        self.inner.with(|t| t.len)
     }
 
     /// Number of successful allocations since creation.
     pub fn total_allocations(&self) -> u64 {
-        self.lock().allocations
+        self.inner.with(|t| t.allocations)
     }
 
     /// The allocation containing `pa`: its start and size in pages.
     pub fn allocation_of(&self, pa: PhysAddr) -> Option<(PhysAddr, usize)> {
-        let inner = self.lock();
-        let (&start, block) = inner.blocks.range(..=pa.0).next_back()?;
-        (pa.0 < start + block_bytes(block)).then_some((PhysAddr(start), block.len()))
+        self.inner.with(|t| {
+            let b = t.blocks()[t.containing(pa.0)?];
+            Some((PhysAddr(b.start), b.pages.get()))
+        })
     }
 
     /// Whether `[pa, pa + len)` lies inside one live allocation.
     pub fn is_backed(&self, pa: PhysAddr, len: usize) -> bool {
-        self.with_range(pa, len, |_, _| ()).is_ok()
+        self.with_range(pa, len, |_, _, _| ()).is_ok()
     }
 
-    /// Runs `f` on the block holding `[pa, pa + len)` and the byte offset of `pa` in it.
+    /// Runs `f` on the block holding `[pa, pa + len)`, its words and the byte offset of `pa`
+    /// in it, with the table locked (so the block stays live).
     fn with_range<R>(
         &self,
         pa: PhysAddr,
         len: usize,
-        f: impl FnOnce(&[Frame], usize) -> R,
+        f: impl FnOnce(&Block, &[AtomicU64], usize) -> R,
     ) -> Result<R, SimError> {
-        let inner = self.lock();
-        let (&start, block) = inner
-            .blocks
-            .range(..=pa.0)
-            .next_back()
-            .ok_or(SimError::BadAddress(pa))?;
-        let off = pa.0 - start;
-        let end = off
-            .checked_add(len as u64)
-            .ok_or(SimError::BadAddress(pa))?;
-        if end > block_bytes(block) || off >= block_bytes(block) {
-            return Err(SimError::BadAddress(pa));
-        }
-        Ok(f(block, off as usize))
+        self.inner.with(|t| {
+            let b = t
+                .containing(pa.0)
+                .map(|i| &t.blocks()[i])
+                .ok_or(SimError::BadAddress(pa))?;
+            let off = pa.0 - b.start;
+            let end = off
+                .checked_add(len as u64)
+                .ok_or(SimError::BadAddress(pa))?;
+            if end > b.bytes() {
+                return Err(SimError::BadAddress(pa));
+            }
+            // SAFETY: `b` is a block of the table, whose run is live (type invariant) while the
+            // table is locked, which lasts until `f` returns.
+            let words = unsafe { b.words() };
+            Ok(f(b, words, off as usize))
+        })
     }
 
     /// Reads `buf.len()` bytes at `pa` (which may be unaligned, inside one allocation).
     pub fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), SimError> {
-        self.with_range(pa, buf.len(), |frames, off| {
+        self.with_range(pa, buf.len(), |_, words, off| {
             // One atomic load per word touched.
             let mut i = 0;
             while i < buf.len() {
                 let at = off + i;
                 let lane = at % 8;
                 let n = (8 - lane).min(buf.len() - i);
-                let w = word(frames, at).load(Ordering::Relaxed).to_ne_bytes();
+                let w = word(words, at).load(Ordering::Relaxed).to_ne_bytes();
                 buf[i..i + n].copy_from_slice(&w[lane..lane + n]);
                 i += n;
             }
@@ -388,7 +640,7 @@ impl SimMemory {
 
     /// Writes `data` at `pa` (which may be unaligned, inside one allocation).
     pub fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> Result<(), SimError> {
-        self.with_range(pa, data.len(), |frames, off| {
+        self.with_range(pa, data.len(), |_, words, off| {
             let mut i = 0;
             while i < data.len() {
                 let at = off + i;
@@ -399,7 +651,7 @@ impl SimMemory {
                 mask[lane..lane + n].fill(0xff);
                 val[lane..lane + n].copy_from_slice(&data[i..i + n]);
                 let (mask, val) = (u64::from_ne_bytes(mask), u64::from_ne_bytes(val));
-                let _ = word(frames, at).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                let _ = word(words, at).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
                     Some((w & !mask) | val)
                 });
                 i += n;
@@ -431,8 +683,8 @@ impl SimMemory {
         if !pa.is_aligned(8) {
             return Err(SimError::Misaligned(pa));
         }
-        self.with_range(pa, 8, |frames, off| {
-            u64::from_le_bytes(word(frames, off).load(Ordering::Relaxed).to_ne_bytes())
+        self.with_range(pa, 8, |_, words, off| {
+            u64::from_le_bytes(word(words, off).load(Ordering::Relaxed).to_ne_bytes())
         })
     }
 
@@ -441,8 +693,8 @@ impl SimMemory {
         if !pa.is_aligned(8) {
             return Err(SimError::Misaligned(pa));
         }
-        self.with_range(pa, 8, |frames, off| {
-            word(frames, off).store(u64::from_ne_bytes(v.to_le_bytes()), Ordering::Relaxed)
+        self.with_range(pa, 8, |_, words, off| {
+            word(words, off).store(u64::from_ne_bytes(v.to_le_bytes()), Ordering::Relaxed)
         })
     }
 
@@ -452,8 +704,8 @@ impl SimMemory {
         if !pa.is_aligned(8) {
             return Err(SimError::Misaligned(pa));
         }
-        self.with_range(pa, 8, |frames, off| {
-            let w = word(frames, off);
+        self.with_range(pa, 8, |_, words, off| {
+            let w = word(words, off);
             let old = w
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
                     let cur = u64::from_le_bytes(x.to_ne_bytes());
@@ -469,11 +721,10 @@ impl SimMemory {
     /// The pointer stays valid until the allocation is freed (see the module's soundness
     /// notes); `len` may be zero, which still requires `pa` to be inside an allocation.
     pub fn host_ptr(&self, pa: PhysAddr, len: usize) -> Result<NonNull<u8>, SimError> {
-        self.with_range(pa, len, |frames, off| {
-            // Derived from the whole block so the pointer may reach all of `[pa, pa + len)`;
-            // `off` is in bounds, so the result is inside the heap block and never null.
-            let base = NonNull::from(frames).cast::<u8>();
-            NonNull::new(base.as_ptr().wrapping_add(off))
+        self.with_range(pa, len, |b, _, off| {
+            // Derived from the run's own pointer, so it may reach all of `[pa, pa + len)`;
+            // `off` is in bounds, so the result is inside the run and never null.
+            NonNull::new(b.frames.as_ptr().wrapping_add(off))
         })?
         .ok_or(SimError::BadAddress(pa))
     }
@@ -491,18 +742,16 @@ impl SimMemory {
     }
 }
 
-fn block_bytes(block: &[Frame]) -> u64 {
-    (block.len() as u64) << PAGE_SHIFT
+/// The word holding byte `off` of a block's words (`off` is in bounds).
+fn word(words: &[AtomicU64], off: usize) -> &AtomicU64 {
+    &words[off / 8]
 }
 
-/// The word holding byte `off` of a block (`off` is in bounds).
-fn word(frames: &[Frame], off: usize) -> &AtomicU64 {
-    &frames[off / PAGE_SIZE].0[(off % PAGE_SIZE) / 8]
-}
-
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
+    use crate::walk::WalkConfig;
+    use core::sync::atomic::AtomicUsize;
 
     fn mem() -> SimMemory {
         SimMemory::new(MemConfig::default())
@@ -625,5 +874,146 @@ mod tests {
         m.read_bytes(a.offset(100).unwrap(), &mut b).unwrap();
         assert_eq!(b, [9]);
         assert!(m.host_ptr(a.offset(4090).unwrap(), 8).is_err());
+    }
+
+    /// Host frames that run out on demand, counting what is live.
+    #[derive(Default)]
+    struct Flaky {
+        /// Allocations that still succeed; `usize::MAX` for all of them.
+        budget: AtomicUsize,
+        live_runs: AtomicUsize,
+        live_pages: AtomicUsize,
+    }
+
+    impl Flaky {
+        fn with_budget(n: usize) -> Self {
+            let f = Flaky::default();
+            f.budget.store(n, Ordering::Relaxed);
+            f
+        }
+    }
+
+    // SAFETY: Forwards to `StdFrames`, which provides the guarantees; failing is allowed.
+    unsafe impl FrameAlloc for Flaky {
+        fn alloc_zeroed(&self, pages: NonZeroUsize) -> Result<NonNull<u8>, SimError> {
+            let take = |b: usize| b.checked_sub(1);
+            if self
+                .budget
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, take)
+                .is_err()
+            {
+                return Err(SimError::OutOfMemory);
+            }
+            let p = crate::StdFrames.alloc_zeroed(pages)?;
+            self.live_runs.fetch_add(1, Ordering::Relaxed);
+            self.live_pages.fetch_add(pages.get(), Ordering::Relaxed);
+            Ok(p)
+        }
+
+        unsafe fn free(&self, frames: NonNull<u8>, pages: NonZeroUsize) {
+            self.live_runs.fetch_sub(1, Ordering::Relaxed);
+            self.live_pages.fetch_sub(pages.get(), Ordering::Relaxed);
+            // SAFETY: The caller's guarantees; the run came from `StdFrames`.
+            unsafe { crate::StdFrames.free(frames, pages) };
+        }
+    }
+
+    type FlakyMemory<'a> = SimMemory<&'a Flaky, crate::StdLocks>;
+
+    #[test]
+    fn an_allocator_that_runs_out_makes_alloc_fail_and_changes_nothing() {
+        // Two runs: the allocation table's first page, and one block of frames.
+        let frames = Flaky::with_budget(2);
+        let m = FlakyMemory::with_alloc(MemConfig::default(), &frames).unwrap();
+        let a = m.alloc(2).unwrap();
+        m.write_u64(a, 7).unwrap();
+        assert_eq!(frames.live_runs.load(Ordering::Relaxed), 2);
+        assert_eq!(m.alloc(1), Err(SimError::OutOfMemory));
+        assert_eq!(m.alloc_page(), Err(SimError::OutOfMemory));
+        assert_eq!((m.allocated_pages(), m.live_allocations()), (2, 1));
+        assert_eq!(m.total_allocations(), 1);
+        assert_eq!(m.read_u64(a), Ok(7));
+        // The memory recovers when the allocator does.
+        frames.budget.store(1, Ordering::Relaxed);
+        let b = m.alloc(1).unwrap();
+        assert_eq!(m.allocation_of(b), Some((b, 1)));
+        drop(m);
+        assert_eq!(
+            frames.live_runs.load(Ordering::Relaxed),
+            0,
+            "everything is given back"
+        );
+        assert_eq!(frames.live_pages.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_table_that_cannot_grow_gives_the_frames_back() {
+        let frames = Flaky::with_budget(usize::MAX);
+        let m = FlakyMemory::with_alloc(MemConfig::default(), &frames).unwrap();
+        let first: std::vec::Vec<PhysAddr> =
+            (0..BLOCKS_PER_PAGE).map(|_| m.alloc(1).unwrap()).collect();
+        // The table's page is full: the next block needs a larger table. Its frames are
+        // allocated, the table's are refused, and the frames go back.
+        frames.budget.store(1, Ordering::Relaxed);
+        let (runs, pages) = (
+            frames.live_runs.load(Ordering::Relaxed),
+            frames.live_pages.load(Ordering::Relaxed),
+        );
+        assert_eq!(m.alloc(1), Err(SimError::OutOfMemory));
+        assert_eq!(
+            frames.budget.load(Ordering::Relaxed),
+            0,
+            "the frames were allocated"
+        );
+        assert_eq!(frames.live_runs.load(Ordering::Relaxed), runs);
+        assert_eq!(frames.live_pages.load(Ordering::Relaxed), pages);
+        assert_eq!(m.live_allocations(), BLOCKS_PER_PAGE);
+        // With memory again the table doubles, and every block is still found.
+        frames.budget.store(usize::MAX, Ordering::Relaxed);
+        let last = m.alloc(3).unwrap();
+        for (i, pa) in first.iter().enumerate() {
+            m.write_u64(*pa, i as u64).unwrap();
+        }
+        for (i, pa) in first.iter().enumerate().rev() {
+            assert_eq!(m.read_u64(*pa), Ok(i as u64));
+            assert_eq!(m.free(*pa), Ok(1));
+        }
+        assert_eq!(
+            m.allocation_of(last.offset(0x2fff).unwrap()),
+            Some((last, 3))
+        );
+        assert_eq!((m.live_allocations(), m.allocated_pages()), (1, 3));
+        drop(m);
+        assert_eq!(frames.live_runs.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_gpu_over_exhausted_memory_reports_errors() {
+        use crate::regs::{as_cmd, as_reg, AS_COMMAND, AS_TRANSCFG_LO, AS_TRANSTAB_LO};
+        use crate::{AccessError, Config, Gpu};
+
+        // The GPU borrows a memory whose allocator is out of frames after the first table.
+        let frames = Flaky::with_budget(2);
+        let m = FlakyMemory::with_alloc(MemConfig::default(), &frames).unwrap();
+        let root = m.alloc(1).unwrap();
+        assert_eq!(m.alloc(1), Err(SimError::OutOfMemory));
+        let mut cfg = Config::g610();
+        cfg.timings.mmu_command_ns = 0;
+        let mut gpu = Gpu::with_memory(cfg, &m);
+        gpu.write64(as_reg(1, AS_TRANSTAB_LO), root.0);
+        gpu.write64(
+            as_reg(1, AS_TRANSCFG_LO),
+            WalkConfig::aarch64_4k(0, 48).transcfg,
+        );
+        gpu.write32(as_reg(1, AS_COMMAND), as_cmd::UPDATE);
+        // Nothing is mapped: the GPU faults, nothing panics.
+        let mut b = [0; 4];
+        let fault = match gpu.gpu_read(1, 0x1000, &mut b) {
+            Err(AccessError::Mmu(f)) => f,
+            other => panic!("expected an MMU fault, got {other:?}"),
+        };
+        assert_eq!(fault.kind, crate::FaultKind::Translation { level: 0 });
+        assert_eq!(gpu.read32(crate::regs::MMU_IRQ_RAWSTAT) & 0b10, 0b10);
+        assert_eq!(gpu.memory().live_allocations(), 1);
     }
 }

@@ -20,15 +20,15 @@
 //! releases the stall.
 //!
 //! The simulated MMU keeps a translation lookaside buffer (TLB) per space, filled on every
-//! successful translation and emptied *only* by `UPDATE` (all of it) and by the
-//! unlock/flush commands (the region). A driver that edits tables without that maintenance
-//! keeps seeing the old translations, exactly as on hardware.
+//! successful translation and emptied by `UPDATE` (all of it) and by the unlock/flush
+//! commands (the region). A driver that edits tables without that maintenance keeps seeing the
+//! old translations, as on hardware. Like a hardware TLB it has a fixed number of entries
+//! ([`TLB_ENTRIES`], fully associative); when all are taken, a new translation replaces one
+//! of them in turn, which is the only other way an entry leaves it.
 //!
 //! When a translation fails the MMU records the fault in the space's `FAULTSTATUS`
 //! (exception code, access type, source ID) and `FAULTADDRESS` and raises the space's bit in
 //! `MMU_IRQ_RAWSTAT`. The registers keep the first fault until the driver clears that bit.
-
-use std::collections::BTreeMap;
 
 use super::mem::PhysAddr;
 use super::regs::as_cmd;
@@ -140,6 +140,16 @@ pub struct TlbStats {
     pub entries: usize,
 }
 
+/// Entries of each address space's TLB.
+pub const TLB_ENTRIES: usize = 64;
+
+/// A cached leaf translation: the translation of the first byte of VA page `vpn`.
+#[derive(Clone, Copy, Debug)]
+struct TlbEntry {
+    vpn: u64,
+    t: Translation,
+}
+
 /// One address space's registers and MMU state.
 #[derive(Debug, Default)]
 pub(crate) struct AddressSpace {
@@ -154,8 +164,8 @@ pub(crate) struct AddressSpace {
     pub(crate) active: WalkConfig,
     pub(crate) pending: Option<Pending>,
     pub(crate) locked: Option<LockRegion>,
-    /// Cached leaf translations per 4 KiB VA page: the translation of the page's first byte.
-    tlb: BTreeMap<u64, Translation>,
+    /// Cached leaf translations, one per 4 KiB VA page; at most one entry per page.
+    tlb: Tlb,
     hits: u64,
     misses: u64,
 }
@@ -189,10 +199,7 @@ impl AddressSpace {
 
     fn invalidate(&mut self, r: LockRegion) {
         let (first, last) = (r.base >> 12, r.last >> 12);
-        let keys: std::vec::Vec<u64> = self.tlb.range(first..=last).map(|(k, _)| *k).collect();
-        for k in keys {
-            self.tlb.remove(&k);
-        }
+        self.tlb.retain(|vpn| !(first..=last).contains(&vpn));
     }
 
     /// Resets registers and state as a GPU reset does.
@@ -211,11 +218,11 @@ impl AddressSpace {
     /// Translates through the TLB, walking (and caching) on a miss.
     pub(crate) fn translate(
         &mut self,
-        mem: &super::SimMemory,
+        mem: &(impl super::PhysMemory + ?Sized),
         va: u64,
         access: AccessType,
     ) -> Result<Translation, Fault> {
-        if let Some(t) = self.tlb.get(&(va >> 12)) {
+        if let Some(t) = self.tlb.get(va >> 12) {
             self.hits += 1;
             if !t.perms.allows(access) {
                 return Err(Fault {
@@ -242,7 +249,65 @@ impl AddressSpace {
     }
 }
 
-#[cfg(test)]
+/// A fully associative TLB of [`TLB_ENTRIES`] entries: a new translation takes a free entry,
+/// or, when none is free, replaces the entries in turn (round robin).
+#[derive(Clone, Copy, Debug)]
+struct Tlb {
+    entries: [Option<TlbEntry>; TLB_ENTRIES],
+    /// Where the next insertion goes when no entry is free (the oldest entry).
+    next: usize,
+}
+
+impl Default for Tlb {
+    fn default() -> Self {
+        Tlb {
+            entries: [None; TLB_ENTRIES],
+            next: 0,
+        }
+    }
+}
+
+impl Tlb {
+    fn get(&self, vpn: u64) -> Option<&Translation> {
+        self.entries
+            .iter()
+            .flatten()
+            .find(|e| e.vpn == vpn)
+            .map(|e| &e.t)
+    }
+
+    fn insert(&mut self, vpn: u64, t: Translation) {
+        let entry = Some(TlbEntry { vpn, t });
+        let same = self
+            .entries
+            .iter()
+            .position(|e| e.is_some_and(|e| e.vpn == vpn));
+        let slot = same.or_else(|| self.entries.iter().position(Option::is_none));
+        let i = slot.unwrap_or(self.next % TLB_ENTRIES);
+        self.entries[i] = entry;
+        if slot.is_none() {
+            self.next = (i + 1) % TLB_ENTRIES;
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        for e in &mut self.entries {
+            if e.is_some_and(|x| !keep(x.vpn)) {
+                *e = None;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = Tlb::default();
+    }
+
+    fn len(&self) -> usize {
+        self.entries.iter().flatten().count()
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
 

@@ -83,7 +83,7 @@ impl PowerDomain {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
 

@@ -58,6 +58,7 @@
 //! A one-page mapping built by hand, in a 39-bit address space (three levels):
 //!
 //! ```
+//! # #[cfg(feature = "std")] {
 //! use mali_sim::walk::{self, AccessType, FaultKind, WalkConfig};
 //! use mali_sim::{MemConfig, SimMemory};
 //!
@@ -75,12 +76,13 @@
 //! let f = walk::walk(&mem, &cfg, 0x5000, AccessType::Write).unwrap_err();
 //! assert_eq!(f.kind, FaultKind::Permission { level: 3 });
 //! assert_eq!(f.exception_code(), 0xCB);
+//! # }
 //! # Ok::<(), mali_sim::SimError>(())
 //! ```
 
 use core::fmt;
 
-use super::mem::{PhysAddr, SimMemory};
+use super::mem::{PhysAddr, PhysMemory};
 
 /// `TRANSCFG` address-space modes.
 pub mod mode {
@@ -324,8 +326,8 @@ fn level_shift(level: u8) -> u32 {
 ///
 /// Reads descriptors from `mem` by physical address; nothing is cached and nothing is
 /// recorded. This is the function the simulated MMU uses on a TLB miss.
-pub fn walk(
-    mem: &SimMemory,
+pub fn walk<M: PhysMemory + ?Sized>(
+    mem: &M,
     cfg: &WalkConfig,
     va: u64,
     access: AccessType,
@@ -435,10 +437,10 @@ pub fn walk(
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
-    use crate::MemConfig;
+    use crate::{MemConfig, SimMemory};
 
     const AF: u64 = 1 << 10;
     const UNPRIV: u64 = 1 << 6;

@@ -2,11 +2,11 @@
 
 //! The simulated MCU firmware and command-stream engine (see [`crate::csf`]).
 
-use std::vec::Vec;
-
 use super::{AccessError, Data, Gpu};
 use crate::csf::instr::{self, Op};
 use crate::csf::{self, cs, csg, exception, glb, ring};
+use crate::list::FixedList;
+use crate::mem::PhysMemory;
 use crate::regs::{gpu_irq, mcu};
 use crate::walk::{AccessType, Fault, FaultKind};
 
@@ -44,7 +44,7 @@ pub(super) struct Stream {
     started: bool,
     pub(super) status: StreamStatus,
     regs: [u32; csf::NUM_REGS],
-    stack: Vec<Frame>,
+    stack: FixedList<Frame, { csf::MAX_CALL_DEPTH }>,
     pub(super) hang: bool,
     pub(super) inject_fault: bool,
     pub(super) executed: u64,
@@ -56,7 +56,7 @@ impl Default for Stream {
             started: false,
             status: StreamStatus::Ready,
             regs: [0; csf::NUM_REGS],
-            stack: Vec::new(),
+            stack: FixedList::new(),
             hang: false,
             inject_fault: false,
             executed: 0,
@@ -68,7 +68,7 @@ impl Default for Stream {
 pub(super) struct Group {
     running: bool,
     busy: bool,
-    pub(super) streams: Vec<Stream>,
+    pub(super) streams: [Stream; csf::STREAMS_PER_CSG],
 }
 
 /// Firmware and engine state.
@@ -76,7 +76,7 @@ pub(super) struct Group {
 pub(super) struct Csf {
     pub(super) booted: bool,
     pub(super) deadline: Option<u64>,
-    pub(super) groups: Vec<Group>,
+    pub(super) groups: [Group; csf::NUM_CSGS],
 }
 
 impl Csf {
@@ -84,14 +84,7 @@ impl Csf {
         Csf {
             booted: false,
             deadline: None,
-            groups: (0..csf::NUM_CSGS)
-                .map(|_| Group {
-                    streams: (0..csf::STREAMS_PER_CSG)
-                        .map(|_| Stream::default())
-                        .collect(),
-                    ..Group::default()
-                })
-                .collect(),
+            groups: core::array::from_fn(|_| Group::default()),
         }
     }
 }
@@ -123,7 +116,7 @@ fn shared(off: u64) -> u64 {
     csf::SHARED_REGION_VA + off
 }
 
-impl Gpu {
+impl<M: PhysMemory> Gpu<M> {
     // ------------------------------------------------------------ MCU memory
 
     fn mcu_read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), McuFault> {
@@ -559,14 +552,17 @@ impl Gpu {
                     }
                     if let Step::Call { addr, len } = step {
                         let st = &mut self.csf.groups[n].streams[s];
-                        if st.stack.len() >= csf::MAX_CALL_DEPTH - 1 {
+                        let frame = Frame {
+                            pc: addr,
+                            end: addr.wrapping_add(len),
+                        };
+                        // The ring is the outermost level: calls nest `MAX_CALL_DEPTH - 1` deep.
+                        if st.stack.len() >= csf::MAX_CALL_DEPTH - 1
+                            || st.stack.push(frame).is_err()
+                        {
                             self.stream_fatal(n, s, exception::CS_CALL_STACK_OVERFLOW, pc)?;
                             return Ok(r);
                         }
-                        st.stack.push(Frame {
-                            pc: addr,
-                            end: addr.wrapping_add(len),
-                        });
                     }
                 }
                 Step::Stall => {
@@ -834,6 +830,6 @@ struct RunResult {
     busy: bool,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 #[path = "engine_tests.rs"]
 mod tests;
