@@ -18,10 +18,13 @@
 //!   the interrupt handler or a work item allocates nothing, as `dev_err!` does not in the
 //!   kernel.
 //! - Interrupts and deferred work run on one event thread per backend ([`HostExec`] is its
-//!   workqueue side). The thread calls the driver's interrupt handler while a line is
-//!   asserted and its work item after a wake-up; when neither has anything to do it lets
-//!   simulated time jump to the next hardware event or timer, so jobs run and time out as
-//!   fast as the host computes them.
+//!   workqueue side), the host's executor of the simulated GPU. The thread calls the driver's
+//!   interrupt handler while a line is asserted and its work item after a wake-up; when
+//!   neither has anything to do it calls the simulator's executor entry point,
+//!   [`Gpu::step`], which lets simulated time jump to the next hardware event or timer, so
+//!   jobs run and time out as fast as the host computes them. The simulator does not depend
+//!   on the thread: any executor that makes the same calls (a kernel work item, a test's
+//!   loop) drives it the same way.
 //!
 //! # Examples
 //!
@@ -236,13 +239,10 @@ impl Executor for HostExec {
 /// How long the idle event thread sleeps before looking again.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 
-/// The event thread: interrupts first, then work, then simulated time.
+/// The event thread, the host's executor of the simulated GPU: interrupts first, then work,
+/// then simulated time, which [`Gpu::step`] moves one event (or up to the next timer) at a
+/// time. A kernel work item would run the same turn.
 fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
-    let any_irq = |g: &SharedGpu| {
-        [sim::IrqLine::Gpu, sim::IrqLine::Job, sim::IrqLine::Mmu]
-            .into_iter()
-            .any(|l| g.irq_pending(l))
-    };
     loop {
         let events = {
             let s = plock(&shared.state);
@@ -254,7 +254,7 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
                 None => return,
             }
         };
-        if any_irq(&gpu) {
+        if !gpu.asserted_lines().is_empty() {
             events.irq();
             continue;
         }
@@ -272,20 +272,17 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
             continue;
         }
         drop(events);
-        let s = plock(&shared.state);
-        let next = match (gpu.next_event_ns(), s.timer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        match next {
-            Some(t) => {
-                drop(s);
-                gpu.advance(t.saturating_sub(now));
+        let timer = plock(&shared.state).timer;
+        match gpu.step(timer) {
+            // A line came up (a register write from another thread): served next turn.
+            sim::Progress::Irq(_) | sim::Progress::Advanced { .. } => {}
+            sim::Progress::Idle => {
+                let s = plock(&shared.state);
+                // A wake-up or a timer that came in since is served at once.
+                if !s.pending && !s.stop && s.timer.is_none() {
+                    let _ = shared.cv.wait_timeout(s, IDLE_WAIT);
+                }
             }
-            None if !s.pending && !s.stop => {
-                let _ = shared.cv.wait_timeout(s, IDLE_WAIT);
-            }
-            None => {}
         }
     }
 }

@@ -24,6 +24,71 @@ pub enum IrqLine {
     Mmu,
 }
 
+impl IrqLine {
+    /// Every line, in the order an executor serves them.
+    pub const ALL: [IrqLine; 3] = [IrqLine::Gpu, IrqLine::Job, IrqLine::Mmu];
+
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of interrupt lines.
+///
+/// # Examples
+///
+/// ```
+/// use mali_sim::{IrqLine, IrqLines};
+///
+/// let l = IrqLines::NONE.with(IrqLine::Mmu);
+/// assert!(l.contains(IrqLine::Mmu) && !l.contains(IrqLine::Gpu));
+/// assert_eq!(l.iter().collect::<Vec<_>>(), [IrqLine::Mmu]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IrqLines(u8);
+
+impl IrqLines {
+    /// No line.
+    pub const NONE: IrqLines = IrqLines(0);
+
+    /// This set and `line`.
+    pub const fn with(self, line: IrqLine) -> IrqLines {
+        IrqLines(self.0 | line.bit())
+    }
+
+    /// Whether `line` is in the set.
+    pub const fn contains(self, line: IrqLine) -> bool {
+        self.0 & line.bit() != 0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The lines in the set, in [`IrqLine::ALL`] order.
+    pub fn iter(self) -> impl Iterator<Item = IrqLine> {
+        IrqLine::ALL.into_iter().filter(move |l| self.contains(*l))
+    }
+}
+
+/// What one [`Gpu::step`] did: what the executor driving the GPU does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Progress {
+    /// These interrupt lines are asserted, and time did not move: the executor runs the
+    /// driver's interrupt handler (which clears or masks them) before stepping again.
+    Irq(IrqLines),
+    /// Simulated time moved to `now_ns` (the next event, or the caller's limit if that came
+    /// first) and everything due by then completed.
+    Advanced {
+        /// The simulated time now.
+        now_ns: u64,
+    },
+    /// No line is asserted and nothing is scheduled (nor was a limit given): the GPU waits
+    /// for the driver, and stepping again changes nothing until the driver writes a register.
+    Idle,
+}
+
 /// What was wrong with a register access (or a GPU memory access) the bus saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BusErrorKind {
@@ -286,6 +351,62 @@ impl<M: PhysMemory> Gpu<M> {
         self.now = target;
     }
 
+    /// Runs the GPU one step: the entry point of whatever executes the simulation (a host
+    /// thread, a kernel work item, a test calling it in a loop).
+    ///
+    /// If an interrupt line is asserted, returns [`Progress::Irq`] without moving time, so
+    /// that no event happens behind the back of an interrupt the driver has not seen. Otherwise
+    /// moves simulated time to the next scheduled event or to `limit_ns` (the executor's own
+    /// next timer, in simulated nanoseconds), whichever comes first, completing everything
+    /// due by then ([`Progress::Advanced`]; a limit at or before the current time completes
+    /// what is due without moving time). With nothing scheduled and no limit, returns
+    /// [`Progress::Idle`].
+    ///
+    /// A step does a bounded amount of work (one event's worth), so an executor that must not
+    /// run long (an atomic context, a work item sharing its worker) calls it once per turn.
+    ///
+    /// # Examples
+    ///
+    /// An executor that is the caller itself, handling the reset interrupt:
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use mali_sim::regs::{self, gpu_irq};
+    /// use mali_sim::{Gpu, IrqLine, Progress};
+    ///
+    /// let mut gpu = Gpu::g610();
+    /// gpu.write32(regs::GPU_IRQ_MASK, gpu_irq::RESET_COMPLETED);
+    /// gpu.write32(regs::GPU_COMMAND, regs::gpu_cmd::SOFT_RESET);
+    /// let mut handled = 0;
+    /// loop {
+    ///     match gpu.step(None) {
+    ///         Progress::Irq(lines) => {
+    ///             assert!(lines.contains(IrqLine::Gpu));
+    ///             let status = gpu.read32(regs::GPU_IRQ_STATUS);
+    ///             gpu.write32(regs::GPU_IRQ_CLEAR, status);
+    ///             handled += 1;
+    ///         }
+    ///         Progress::Advanced { .. } => {}
+    ///         Progress::Idle => break,
+    ///     }
+    /// }
+    /// assert_eq!((handled, gpu.resets_completed()), (1, 1));
+    /// # }
+    /// ```
+    pub fn step(&mut self, limit_ns: Option<u64>) -> Progress {
+        let lines = self.asserted_lines();
+        if !lines.is_empty() {
+            return Progress::Irq(lines);
+        }
+        let target = match (self.next_event_ns(), limit_ns) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => return Progress::Idle,
+        };
+        self.advance(target.saturating_sub(self.now));
+        Progress::Advanced { now_ns: self.now }
+    }
+
     /// When the next scheduled operation completes, if any.
     pub fn next_event_ns(&self) -> Option<u64> {
         let power = [self.l2.deadline, self.shader.deadline, self.tiler.deadline];
@@ -507,6 +628,14 @@ impl<M: PhysMemory> Gpu<M> {
             IrqLine::Job => self.job_irq.status(),
             IrqLine::Mmu => self.mmu_irq.status(),
         }
+    }
+
+    /// The asserted interrupt lines (`STATUS != 0`).
+    pub fn asserted_lines(&self) -> IrqLines {
+        IrqLine::ALL
+            .into_iter()
+            .filter(|l| self.irq_pending(*l))
+            .fold(IrqLines::NONE, IrqLines::with)
     }
 
     /// Raises bits in the job interrupt block (the firmware's side of `JOB_IRQ_RAWSTAT`).

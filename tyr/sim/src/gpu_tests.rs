@@ -637,3 +637,84 @@ fn walk_config_modes_via_registers() {
         FaultKind::Disabled
     );
 }
+
+#[test]
+fn step_moves_time_event_by_event_and_stops_at_interrupts() {
+    let t = timings();
+    // The GPU borrows memory its caller owns: no `Arc`, no thread.
+    let mem = crate::SimMemory::new(crate::MemConfig::default());
+    let mut gpu = Gpu::with_memory(Config::g610(), &mem);
+    assert_eq!(gpu.step(None), Progress::Idle);
+    // With nothing scheduled, a limit (the executor's timer) is where time goes.
+    assert_eq!(gpu.step(Some(1_000)), Progress::Advanced { now_ns: 1_000 });
+    gpu.write32(GPU_IRQ_MASK, gpu_irq::ALL);
+    gpu.write32(GPU_COMMAND, gpu_cmd::SOFT_RESET);
+    // A limit before the next event stops there; the reset is still running.
+    assert_eq!(gpu.step(Some(1_500)), Progress::Advanced { now_ns: 1_500 });
+    assert!(gpu.reset_in_progress());
+    // A limit at the current time completes what is due without moving.
+    assert_eq!(gpu.step(Some(0)), Progress::Advanced { now_ns: 1_500 });
+    let done = 1_000 + t.reset_ns;
+    assert_eq!(
+        gpu.step(Some(u64::MAX)),
+        Progress::Advanced { now_ns: done }
+    );
+    let gpu_line = IrqLines::NONE.with(IrqLine::Gpu);
+    assert_eq!(gpu.step(None), Progress::Irq(gpu_line));
+    assert_eq!(gpu.step(Some(u64::MAX)), Progress::Irq(gpu_line));
+    assert_eq!(gpu.now_ns(), done, "an asserted line holds time");
+    assert_eq!(gpu.asserted_lines(), gpu_line);
+    gpu.write32(GPU_IRQ_CLEAR, gpu_irq::RESET_COMPLETED);
+    assert_eq!(gpu.step(None), Progress::Idle);
+
+    // Power and an address-space update at once: the executor serves both lines.
+    let tables = HandTables::new(&mem);
+    let page = mem.alloc(1).unwrap();
+    tables.map(&mem, 0x4000, page, RW_PAGE);
+    gpu.write32(MMU_IRQ_MASK, 0xffff_ffff);
+    gpu.write32(L2_PWRON_LO, 1);
+    gpu.write64(as_reg(2, AS_TRANSTAB_LO), tables.root.0);
+    gpu.write64(as_reg(2, AS_MEMATTR_LO), 0x8888_8888_8888_8888);
+    gpu.write64(
+        as_reg(2, AS_TRANSCFG_LO),
+        WalkConfig::aarch64_4k(0, 48).transcfg,
+    );
+    gpu.write32(as_reg(2, AS_COMMAND), as_cmd::UPDATE);
+    let (served, advanced) = crate::testutil::run_to_idle(&mut gpu, 100);
+    assert!(served.contains(&IrqLine::Mmu), "{served:?}");
+    assert!(served.contains(&IrqLine::Gpu), "{served:?}");
+    assert_eq!(
+        advanced, 2,
+        "one step per event: the MMU command, the power-up"
+    );
+    assert_eq!(gpu.now_ns(), done + t.power_ns.max(t.mmu_command_ns));
+    assert_eq!(gpu.read32(L2_READY_LO), 1);
+    assert_eq!(
+        gpu.translate(2, 0x4008, AccessType::Read),
+        Ok(PhysAddr(page.0 + 8))
+    );
+    assert!(gpu.bus_errors().is_empty());
+}
+
+#[test]
+fn logs_keep_the_first_entries_and_count_the_rest() {
+    let mut gpu = Gpu::g610();
+    for _ in 0..BUS_ERROR_LOG + 5 {
+        gpu.read32(0x3);
+    }
+    assert_eq!(gpu.bus_errors().len(), BUS_ERROR_LOG);
+    assert_eq!(gpu.bus_errors_dropped(), 5);
+    let taken = gpu.take_bus_errors();
+    assert_eq!((taken.len(), taken.dropped()), (BUS_ERROR_LOG, 5));
+    assert!(gpu.bus_errors().is_empty() && gpu.bus_errors_dropped() == 0);
+    for _ in 0..RUNG_LOG + 2 {
+        gpu.write32(doorbell(3), 1);
+    }
+    let rung = gpu.take_rung_doorbells();
+    assert_eq!((rung.len(), rung.dropped()), (RUNG_LOG, 2));
+    assert_eq!(
+        gpu.doorbell_count(3),
+        (RUNG_LOG + 2) as u64,
+        "every ring is counted"
+    );
+}

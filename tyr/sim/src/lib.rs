@@ -116,7 +116,8 @@ pub use frames::FrameAlloc;
 #[cfg(feature = "std")]
 pub use frames::StdFrames;
 pub use gpu::{
-    AccessError, BusError, BusErrorKind, Gpu, IrqLine, BUS_ERROR_LOG, GPU_BUS_FAULT, RUNG_LOG,
+    AccessError, BusError, BusErrorKind, Gpu, IrqLine, IrqLines, Progress, BUS_ERROR_LOG,
+    GPU_BUS_FAULT, RUNG_LOG,
 };
 pub use list::FixedList;
 #[cfg(feature = "std")]

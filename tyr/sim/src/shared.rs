@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::gpu::{Gpu, IrqLine};
+use super::gpu::{Gpu, IrqLine, IrqLines, Progress};
 use super::mem::SimMemory;
 
 /// A cloneable handle to one [`Gpu`].
@@ -97,6 +97,16 @@ impl SharedGpu {
     pub fn irq_pending(&self, line: IrqLine) -> bool {
         self.lock().irq_pending(line)
     }
+
+    /// [`Gpu::asserted_lines`].
+    pub fn asserted_lines(&self) -> IrqLines {
+        self.lock().asserted_lines()
+    }
+
+    /// [`Gpu::step`], with the GPU locked for the step only.
+    pub fn step(&self, limit_ns: Option<u64>) -> Progress {
+        self.lock().step(limit_ns)
+    }
 }
 
 #[cfg(test)]
@@ -119,5 +129,16 @@ mod tests {
         assert_eq!(gpu.read64(crate::regs::L2_PWRTRANS_LO), 1);
         assert!(Arc::ptr_eq(gpu.memory(), gpu.lock().memory()));
         assert!(!gpu.irq_pending(IrqLine::Gpu));
+        // The power-up completes on a step from another thread: the handle is an executor's.
+        let other = gpu.clone();
+        let step = std::thread::spawn(move || other.step(None)).join().unwrap();
+        assert_eq!(step, Progress::Advanced { now_ns: 5 + 5_000 });
+        assert_eq!(gpu.read64(crate::regs::L2_READY_LO), 1);
+        assert_eq!(
+            gpu.asserted_lines(),
+            IrqLines::NONE,
+            "the GPU interrupts are masked"
+        );
+        assert_eq!(gpu.step(None), Progress::Idle);
     }
 }

@@ -2,7 +2,10 @@
 
 //! Hand-written page tables for the simulator's own tests.
 
-use super::mem::{PhysAddr, SimMemory};
+use std::vec::Vec;
+
+use super::mem::{PhysAddr, PhysMemory, SimMemory};
+use super::{regs, Gpu, IrqLine, Progress};
 
 /// Leaf bits: AF, AP[1] (unprivileged), valid page.
 pub(crate) const RW_PAGE: u64 = 1 << 10 | 1 << 6 | 0b11;
@@ -47,4 +50,41 @@ impl HandTables {
     pub(crate) fn unmap(&self, mem: &SimMemory, va: u64) {
         self.set_page(mem, va, 0);
     }
+}
+
+/// The test as the GPU's executor: steps until the GPU is idle, serving each interrupt by
+/// clearing every bit of its `STATUS`. Returns the lines served, in order, and the steps that
+/// moved time. Fails the test if the GPU does not settle within `max_steps`.
+pub(crate) fn run_to_idle<M: PhysMemory>(
+    gpu: &mut Gpu<M>,
+    max_steps: usize,
+) -> (Vec<IrqLine>, usize) {
+    let mut served = Vec::new();
+    let mut advanced = 0;
+    let mut last = gpu.now_ns();
+    for _ in 0..max_steps {
+        match gpu.step(None) {
+            Progress::Irq(lines) => {
+                assert!(!lines.is_empty());
+                for line in lines.iter() {
+                    let (status, clear) = match line {
+                        IrqLine::Gpu => (regs::GPU_IRQ_STATUS, regs::GPU_IRQ_CLEAR),
+                        IrqLine::Job => (regs::JOB_IRQ_STATUS, regs::JOB_IRQ_CLEAR),
+                        IrqLine::Mmu => (regs::MMU_IRQ_STATUS, regs::MMU_IRQ_CLEAR),
+                    };
+                    let bits = gpu.read32(status);
+                    gpu.write32(clear, bits);
+                    served.push(line);
+                }
+            }
+            Progress::Advanced { now_ns } => {
+                assert!(now_ns >= last, "time never goes back");
+                assert_eq!(now_ns, gpu.now_ns());
+                last = now_ns;
+                advanced += 1;
+            }
+            Progress::Idle => return (served, advanced),
+        }
+    }
+    panic!("the GPU did not settle in {max_steps} steps");
 }

@@ -280,6 +280,35 @@ fn global_requests_are_acknowledged() {
 }
 
 #[test]
+fn a_caller_driven_executor_runs_a_stream_to_completion() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    // Enough instructions for several engine steps (16 per step).
+    let mut code = std::vec::Vec::new();
+    code.push(instr::move48(10, DATA + 0x40));
+    code.push(instr::move48(12, 1));
+    for _ in 0..40 {
+        code.push(instr::sync_add64(10, 12));
+    }
+    fw.submit(0, &code);
+    let start = fw.gpu.now_ns();
+    // No thread and no `advance`: the test is the executor, one step at a time.
+    let (served, advanced) = crate::testutil::run_to_idle(&mut fw.gpu, 1_000);
+    assert_eq!(fw.extract(0), fw.inserted);
+    assert_eq!(fw.user_rd64(DATA + 0x40), 40);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 42);
+    assert!(
+        served.contains(&IrqLine::Job),
+        "the group's interrupt: {served:?}"
+    );
+    assert!(advanced >= 3, "42 instructions take several engine steps");
+    let step_ns = fw.gpu.config().timings.cs_step_ns;
+    assert_eq!(fw.gpu.now_ns() - start, advanced as u64 * step_ns);
+    assert_eq!(fw.gpu.step(None), crate::Progress::Idle);
+    assert!(fw.gpu.bus_errors().is_empty());
+}
+
+#[test]
 fn stream_moves_stores_loads_and_signals() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
