@@ -35,14 +35,17 @@
 //!
 //! # The simulation
 //!
-//! [`Gpu`] models those registers and their behaviour, deterministically and without
-//! threads. Time is simulated: it starts at zero and only moves when the user calls
-//! [`Gpu::advance`] (a driver's host backend does from its delay and sleep). Resets, power
-//! transitions, MMU commands and cache flushes complete after [`Timings`] delays. Physical
-//! memory is any [`PhysMemory`], normally a [`SimMemory`] shared with the driver's backend,
-//! which allocates its DMA memory (page tables, buffers) from it; the MMU reads the page
-//! tables from there by physical address, with a walker written independently of the
-//! page-table crate so that each checks the other.
+//! [`Gpu`] models those registers and their behaviour, deterministically and without threads.
+//! Time is simulated: it starts at zero and only moves when the user calls [`Gpu::advance`] (a
+//! driver's backend does from its delay and sleep) or [`Gpu::step`], the entry point of an
+//! *executor*: whatever runs the simulation between the driver's calls (a host thread in
+//! `gpukit-tyr`'s host backend, a kernel work item, a test's own loop). A step reports asserted
+//! interrupt lines without moving time, or moves it to the next event (or the executor's next
+//! timer), one event at a time. Resets, power transitions, MMU commands and cache flushes
+//! complete after [`Timings`] delays. Physical memory is any [`PhysMemory`], normally a
+//! [`SimMemory`] shared with the driver's backend, which allocates its DMA memory (page tables,
+//! buffers) from it; the MMU reads the page tables from there by physical address, with a
+//! walker written independently of the page-table crate so that each checks the other.
 //!
 //! Accesses a real bus would reject (unknown or misaligned offsets, writes to read-only
 //! registers, invalid commands, commands while one is running) never panic: they are
