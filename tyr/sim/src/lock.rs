@@ -61,3 +61,79 @@ impl<T> Lock<T> for std::sync::Mutex<T> {
         f(&mut guard)
     }
 }
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use core::cell::UnsafeCell;
+    use core::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::{MemConfig, SimMemory, StdFrames};
+
+    /// A lock family an environment without `std` could bring: a spinning lock.
+    struct SpinLocks;
+
+    /// # Invariants
+    ///
+    /// `value` is only accessed by the holder of `locked`.
+    struct Spin<T> {
+        locked: AtomicBool,
+        value: UnsafeCell<T>,
+    }
+
+    // SAFETY: `value` is only reached by the one holder of the lock (type invariant), so
+    // sharing the lock hands the `T` from thread to thread, which `T: Send` allows.
+    unsafe impl<T: Send> Sync for Spin<T> {}
+
+    impl<T> Lock<T> for Spin<T> {
+        fn new(value: T) -> Result<Self, SimError> {
+            Ok(Spin {
+                locked: AtomicBool::new(false),
+                value: UnsafeCell::new(value),
+            })
+        }
+
+        fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+            while self
+                .locked
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                std::thread::yield_now();
+            }
+            // SAFETY: This thread holds the lock, so nothing else reaches `value` until the
+            // release below (type invariant).
+            let r = f(unsafe { &mut *self.value.get() });
+            self.locked.store(false, Ordering::Release);
+            r
+        }
+    }
+
+    impl LockFamily for SpinLocks {
+        type Lock<T: Send> = Spin<T>;
+    }
+
+    #[test]
+    fn memory_works_under_an_environments_own_lock() {
+        let mem =
+            SimMemory::<StdFrames, SpinLocks>::with_alloc(MemConfig::default(), StdFrames).unwrap();
+        let per_thread = if cfg!(miri) { 4 } else { 64 };
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let mem = &mem;
+                s.spawn(move || {
+                    for i in 0..per_thread {
+                        let pa = mem.alloc(1).unwrap();
+                        mem.write_u64(pa, t << 32 | i).unwrap();
+                        assert_eq!(mem.read_u64(pa), Ok(t << 32 | i));
+                        if i % 2 == 0 {
+                            assert_eq!(mem.free(pa), Ok(1));
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(mem.live_allocations(), per_thread as usize);
+        assert_eq!(mem.total_allocations(), 2 * per_thread);
+    }
+}
