@@ -658,9 +658,14 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             return false;
         };
         let job = &mut entry.job;
-        let mut all_signalled = true;
         let mut first_error: Option<(usize, FenceError)> = None;
         let n = job.n_deps;
+        // The dependencies are waited for one at a time, in the order they were added: a
+        // callback goes on the first one still pending, and only when it fires does the
+        // queue look further (as `drm_sched` does). Dependencies on earlier jobs of the same
+        // ring have usually signalled by then, so a job waiting for several of them arms one
+        // callback instead of one each. What the job ends with is the same either way: it
+        // starts only once every dependency has signalled.
         for (k, dep_slot) in job.deps.iter_mut().take(n).enumerate() {
             let Some(dep) = dep_slot.dep.as_mut() else {
                 continue;
@@ -675,13 +680,10 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
                 }
             }
             match status {
-                None => all_signalled = false,
+                None => return false,
                 Some(Err(e)) if first_error.is_none() => first_error = Some((k, e)),
                 Some(_) => {}
             }
-        }
-        if !all_signalled {
-            return false;
         }
         // The earliest error in the order the dependencies were added wins.
         let error = match (job.dep_error, first_error) {
@@ -891,6 +893,42 @@ mod tests {
         assert!(done
             .iter()
             .all(|d| d.status().is_some() && d.signal_calls() == 1));
+    }
+
+    #[test]
+    fn dependencies_are_waited_for_one_at_a_time_in_order() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(4);
+        let mut q: Queue<Ring, _, _, 4> =
+            Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
+        let alloc = HostAlloc::new();
+        let deps: Vec<HostFence> = (0..4).map(|_| HostFence::new()).collect();
+        let mut job = PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(4), 0).unwrap();
+        for d in &deps {
+            job.add_dependency(d).unwrap();
+        }
+        let done = q.submit(job).unwrap().done;
+        exec.run_until_idle(|| q.run());
+        let queued = || deps.iter().map(HostFence::queued_callbacks).collect::<Vec<_>>();
+        assert_eq!(queued(), [1, 0, 0, 0]);
+        // Later dependencies signalling first arm nothing and start nothing.
+        deps[2].signal(Err(FenceError::IO));
+        deps[3].signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(queued(), [1, 0, 0, 0]);
+        // The first one fires: the queue moves on to the second, the only one still pending.
+        deps[0].signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(queued(), [0, 1, 0, 0]);
+        assert!(q.backend().0.is_empty() && done.status().is_none());
+        // The last pending one signals: the job ends, without running, with the error of the
+        // earliest failed dependency in the order they were added (the second, not the third,
+        // which failed first in time).
+        deps[1].signal(Err(FenceError::CANCELED));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(queued(), [0, 0, 0, 0]);
+        assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
+        assert!(q.backend().0.is_empty());
     }
 
     #[test]
