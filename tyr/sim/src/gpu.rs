@@ -4,6 +4,10 @@
 
 mod engine;
 
+use core::mem::MaybeUninit;
+
+use pin_init::{init, init_array_from_fn};
+
 use super::config::{Config, FaultInjection};
 use super::list::FixedList;
 use super::mem::{PhysAddr, PhysMemory};
@@ -272,6 +276,45 @@ impl<M: PhysMemory> Gpu<M> {
     /// `mem` may be a [`SimMemory`](crate::SimMemory) the GPU owns, a reference to one, or
     /// (with `std`) an `Arc` of one: whatever lets the driver's side reach the same memory.
     pub fn with_memory(cfg: Config, mem: M) -> Self {
+        let mut slot = MaybeUninit::<Self>::uninit();
+        // SAFETY: `slot` is valid for writes of a `Self` and nothing else reaches it.
+        let done = unsafe { pin_init::Init::__init(Self::init(cfg, mem), slot.as_mut_ptr()) };
+        match done {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
+        // SAFETY: The initializer returned `Ok`, so it wrote every field.
+        unsafe { slot.assume_init() }
+    }
+
+    /// An in-place initializer of a GPU using `mem` as its physical memory (`cfg.memory` is
+    /// ignored), the same GPU [`with_memory`](Self::with_memory) returns.
+    ///
+    /// The GPU's state is tens of KiB of fixed-size arrays (address spaces with their TLBs,
+    /// command-stream groups, logs): too much for a kernel stack. A kernel makes it where it
+    /// is to live, `KBox::init(Gpu::init(cfg, mem), GFP_KERNEL)?`, and the largest temporary
+    /// on its stack is then one command stream's state (under 1 KiB). A GPU reset also
+    /// resets that state in place.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use core::mem::MaybeUninit;
+    /// use mali_sim::{Config, Gpu, MemConfig, SimMemory};
+    /// use pin_init::Init;
+    ///
+    /// let mem = SimMemory::new(MemConfig::default());
+    /// let mut slot = Box::new(MaybeUninit::<Gpu<&SimMemory>>::uninit());
+    /// // SAFETY: `slot` is valid for writes and nothing else reaches it.
+    /// let done = unsafe { Gpu::init(Config::g610(), &mem).__init(slot.as_mut_ptr()) };
+    /// assert!(done.is_ok());
+    /// // SAFETY: The initializer returned `Ok`: the GPU is initialised.
+    /// let mut gpu = unsafe { slot.assume_init() };
+    /// assert_eq!(gpu.read32(mali_sim::regs::GPU_ID), 0xa867_0005);
+    /// # }
+    /// ```
+    pub fn init(cfg: Config, mem: M) -> impl pin_init::Init<Self> {
         let id = cfg.identity;
         let num_as = id.num_as().min(regs::MMU_AS_SLOTS);
         let as_bits = if num_as >= 16 {
@@ -279,7 +322,7 @@ impl<M: PhysMemory> Gpu<M> {
         } else {
             (1u32 << num_as) - 1
         };
-        Gpu {
+        init!(Self {
             cfg,
             mem,
             now: 0,
@@ -306,13 +349,13 @@ impl<M: PhysMemory> Gpu<M> {
             mcu_control: mcu::DISABLED,
             mcu_status: mcu::DISABLED,
             mcu_deadline: None,
-            address_spaces: core::array::from_fn(|_| AddressSpace::default()),
+            address_spaces <- init_array_from_fn(|_| AddressSpace::init()),
             num_as,
             doorbells: [0; regs::NUM_DOORBELLS],
-            rung: FixedList::new(),
-            bus_errors: FixedList::new(),
-            csf: engine::Csf::new(),
-        }
+            rung <- FixedList::init(),
+            bus_errors <- FixedList::init(),
+            csf <- engine::Csf::init(),
+        })
     }
 
     /// The configuration the GPU was created with (with any later fault-injection changes).
@@ -508,7 +551,7 @@ impl<M: PhysMemory> Gpu<M> {
         self.gpu_faultstatus = 0;
         self.gpu_faultaddress = 0;
         self.rung.clear();
-        self.csf = engine::Csf::new();
+        self.csf.reset();
         // The GPU mask survives so that RESET_COMPLETED can be delivered.
         self.gpu_irq.rawstat = 0;
         self.job_irq.rawstat = 0;

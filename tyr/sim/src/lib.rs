@@ -86,6 +86,8 @@
 //! ```
 
 #![no_std]
+// `Gpu::init` initialises every field through one `pin_init::init!`, a recursive macro.
+#![recursion_limit = "256"]
 // The overview links to the host conveniences, which only exist with `std`.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
 

@@ -45,6 +45,17 @@ impl<T: Copy, const N: usize> FixedList<T, N> {
         }
     }
 
+    /// An empty list, initialised in place: no `N`-sized temporary is built (what a large
+    /// list inside a kernel object needs).
+    pub fn init() -> impl pin_init::Init<Self> {
+        // INVARIANT: `len == 0`: nothing needs to be initialised.
+        pin_init::init!(Self {
+            items <- pin_init::init_array_from_fn(|_| pin_init::uninit::<T, core::convert::Infallible>()),
+            len: 0,
+            dropped: 0,
+        })
+    }
+
     /// Appends `item`, or gives it back (and counts it as dropped) when the list is full.
     pub fn push(&mut self, item: T) -> Result<(), T> {
         match self.items.get_mut(self.len) {

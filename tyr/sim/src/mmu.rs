@@ -30,6 +30,8 @@
 //! (exception code, access type, source ID) and `FAULTADDRESS` and raises the space's bit in
 //! `MMU_IRQ_RAWSTAT`. The registers keep the first fault until the driver clears that bit.
 
+use pin_init::{init, init_array_from_fn};
+
 use super::mem::PhysAddr;
 use super::regs::as_cmd;
 use super::walk::{AccessType, Fault, FaultKind, Translation, WalkConfig};
@@ -120,7 +122,7 @@ impl LockRegion {
 }
 
 /// A command in progress.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pending {
     pub(crate) cmd: u32,
     /// Completion time; `None` for a command that never completes (injected).
@@ -144,14 +146,14 @@ pub struct TlbStats {
 pub const TLB_ENTRIES: usize = 64;
 
 /// A cached leaf translation: the translation of the first byte of VA page `vpn`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TlbEntry {
     vpn: u64,
     t: Translation,
 }
 
 /// One address space's registers and MMU state.
-#[derive(Debug, Default)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct AddressSpace {
     pub(crate) transtab: u64,
     pub(crate) memattr: u64,
@@ -202,9 +204,60 @@ impl AddressSpace {
         self.tlb.retain(|vpn| !(first..=last).contains(&vpn));
     }
 
-    /// Resets registers and state as a GPU reset does.
+    /// An address space out of reset, initialised in place.
+    pub(crate) fn init() -> impl pin_init::Init<Self> {
+        init!(Self {
+            transtab: 0,
+            memattr: 0,
+            lockaddr: 0,
+            transcfg: 0,
+            faultstatus: 0,
+            faultaddress: 0,
+            faultextra: 0,
+            active: WalkConfig::default(),
+            pending: None,
+            locked: None,
+            tlb <- Tlb::init(),
+            hits: 0,
+            misses: 0,
+        })
+    }
+
+    /// Resets registers and state as a GPU reset does, in place.
     pub(crate) fn reset(&mut self) {
-        *self = AddressSpace::default();
+        // Naming every field makes adding one without resetting it a compile error.
+        let AddressSpace {
+            transtab,
+            memattr,
+            lockaddr,
+            transcfg,
+            faultstatus,
+            faultaddress,
+            faultextra,
+            active,
+            pending,
+            locked,
+            tlb,
+            hits,
+            misses,
+        } = self;
+        for r in [
+            transtab,
+            memattr,
+            lockaddr,
+            transcfg,
+            faultaddress,
+            faultextra,
+            hits,
+            misses,
+        ] {
+            *r = 0;
+        }
+        *faultstatus = 0;
+        *active = WalkConfig::default();
+        *pending = None;
+        *locked = None;
+        tlb.clear();
     }
 
     pub(crate) fn tlb_stats(&self) -> TlbStats {
@@ -251,23 +304,22 @@ impl AddressSpace {
 
 /// A fully associative TLB of [`TLB_ENTRIES`] entries: a new translation takes a free entry,
 /// or, when none is free, replaces the entries in turn (round robin).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Tlb {
     entries: [Option<TlbEntry>; TLB_ENTRIES],
     /// Where the next insertion goes when no entry is free (the oldest entry).
     next: usize,
 }
 
-impl Default for Tlb {
-    fn default() -> Self {
-        Tlb {
-            entries: [None; TLB_ENTRIES],
-            next: 0,
-        }
-    }
-}
-
 impl Tlb {
+    /// An empty TLB, initialised in place.
+    fn init() -> impl pin_init::Init<Self> {
+        init!(Self {
+            entries <- init_array_from_fn(|_| None),
+            next: 0,
+        })
+    }
+
     fn get(&self, vpn: u64) -> Option<&Translation> {
         self.entries
             .iter()
@@ -299,7 +351,8 @@ impl Tlb {
     }
 
     fn clear(&mut self) {
-        *self = Tlb::default();
+        self.entries.fill(None);
+        self.next = 0;
     }
 
     fn len(&self) -> usize {

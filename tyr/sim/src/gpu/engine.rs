@@ -2,6 +2,8 @@
 
 //! The simulated MCU firmware and command-stream engine (see [`crate::csf`]).
 
+use pin_init::{init, init_array_from_fn};
+
 use super::{AccessError, Data, Gpu};
 use crate::csf::instr::{self, Op};
 use crate::csf::{self, cs, csg, exception, glb, ring};
@@ -33,13 +35,13 @@ pub(super) enum StreamStatus {
     Fatal,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Frame {
     pc: u64,
     end: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Stream {
     started: bool,
     pub(super) status: StreamStatus,
@@ -64,7 +66,7 @@ impl Default for Stream {
     }
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Group {
     running: bool,
     busy: bool,
@@ -72,19 +74,55 @@ pub(super) struct Group {
 }
 
 /// Firmware and engine state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Csf {
     pub(super) booted: bool,
     pub(super) deadline: Option<u64>,
     pub(super) groups: [Group; csf::NUM_CSGS],
 }
 
+impl Group {
+    /// A stopped group, initialised in place (one stream at a time on the stack).
+    fn init() -> impl pin_init::Init<Self> {
+        init!(Self {
+            running: false,
+            busy: false,
+            streams <- init_array_from_fn(|_| Stream::default()),
+        })
+    }
+}
+
 impl Csf {
-    pub(super) fn new() -> Self {
-        Csf {
+    /// Firmware and engine state out of reset, initialised in place.
+    pub(super) fn init() -> impl pin_init::Init<Self> {
+        init!(Self {
             booted: false,
             deadline: None,
-            groups: core::array::from_fn(|_| Group::default()),
+            groups <- init_array_from_fn(|_| Group::init()),
+        })
+    }
+
+    /// Resets the state as a GPU reset does, in place.
+    pub(super) fn reset(&mut self) {
+        // Naming every field makes adding one without resetting it a compile error.
+        let Csf {
+            booted,
+            deadline,
+            groups,
+        } = self;
+        *booted = false;
+        *deadline = None;
+        for g in groups {
+            let Group {
+                running,
+                busy,
+                streams,
+            } = g;
+            *running = false;
+            *busy = false;
+            for st in streams {
+                *st = Stream::default();
+            }
         }
     }
 }

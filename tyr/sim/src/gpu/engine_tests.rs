@@ -309,6 +309,20 @@ fn a_caller_driven_executor_runs_a_stream_to_completion() {
 }
 
 #[test]
+fn a_reset_leaves_the_engine_as_new() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    fw.submit(0, &[instr::move48(2, DATA), instr::move32(4, 9)]);
+    fw.run();
+    let fresh = Gpu::g610();
+    assert!(fw.gpu.csf != fresh.csf);
+    fw.gpu.write32(regs::GPU_COMMAND, regs::gpu_cmd::SOFT_RESET);
+    fw.gpu.advance(fw.gpu.config().timings.reset_ns);
+    assert_eq!(fw.gpu.resets_completed(), 1);
+    assert!(fw.gpu.csf == fresh.csf);
+}
+
+#[test]
 fn stream_moves_stores_loads_and_signals() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
