@@ -18,6 +18,7 @@ use register::io::{AccessKind, AccessWidth, DeviceModel, Io, IoCapable, IoKnownS
 use register::{register, Error};
 
 register! {
+    @first_series
     /// GPU identification.
     pub GPU_ID(u32) @ 0x000 {
         31:28 arch_major; 27:24 arch_minor; 23:20 arch_rev; 19:16 prod_major;

@@ -13,6 +13,7 @@
 //! use register::{io::{Io, MemRegion}, register};
 //!
 //! register! {
+//!     @first_series
 //!     /// Chip revision.
 //!     pub BOOT_0(u32) @ 0x100 {
 //!         7:4 major;
@@ -125,6 +126,7 @@ pub use error::{Error, UnknownValue};
 /// use register::register;
 ///
 /// register! {
+///     @first_series
 ///     /// A status register.
 ///     pub STATUS(u32) @ 0x0 {
 ///         /// Error code.

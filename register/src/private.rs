@@ -78,17 +78,71 @@ where
     }
 }
 
-/// The `Debug` of a register: its name, the raw value in hexadecimal, then each field.
+/// The value of the field at `mask`/`shift` of the raw register value `raw`: the body of every
+/// plain field's getter (one generic function instead of one body per field).
+#[inline(always)]
+pub fn get<S: Integer, const N: u32>(raw: S, mask: S, shift: u32) -> Bounded<S, N> {
+    Bounded::from_expr((raw & mask) >> shift)
+}
+
+/// `raw` with the field at `mask`/`shift` replaced by `value`, as a register `R`: the body of
+/// every plain field's `with_x`.
+#[inline(always)]
+pub fn with<R, S, const N: u32, T>(raw: S, value: T, mask: S, shift: u32) -> R
+where
+    R: From<S>,
+    S: Integer + core::ops::Not<Output = S>,
+    T: IntoField<Bounded<S, N>>,
+{
+    R::from((raw & !mask) | (value.into_field().get() << shift))
+}
+
+/// As [`with`] if `value` fits in the field, [`Error::ValueTooWide`](crate::Error::ValueTooWide)
+/// otherwise: the body of every plain field's `try_with_x`.
+#[inline(always)]
+pub fn try_with<R, S, const N: u32, T>(
+    raw: S,
+    value: T,
+    mask: S,
+    shift: u32,
+) -> Result<R, crate::Error>
+where
+    R: From<S>,
+    S: Integer + core::ops::Not<Output = S>,
+    T: TryIntoField<Bounded<S, N>>,
+{
+    match value.try_into_field() {
+        Some(v) => Ok(with(raw, v, mask, shift)),
+        None => Err(crate::Error::ValueTooWide),
+    }
+}
+
+/// What the build-time checks and `Debug` know of a register: one constant per register.
+pub struct Layout {
+    /// Name of the register.
+    pub name: &'static str,
+    /// Name of its storage type.
+    pub store: &'static str,
+    /// Its fields, `(hi, lo, name)`, in declaration order.
+    pub fields: &'static [(u32, u32, &'static str)],
+}
+
+/// The `Debug` of a register: its name, the raw value in hexadecimal, then each field: the
+/// value in `converted` at the field's position if there is one (a converted field, through its
+/// getter), the field's bits as an integer otherwise.
 pub fn debug_register(
     f: &mut core::fmt::Formatter<'_>,
-    name: &str,
-    raw: &dyn core::fmt::LowerHex,
-    fields: &[(&str, &dyn core::fmt::Debug)],
+    layout: &Layout,
+    raw: u64,
+    converted: &[Option<&dyn core::fmt::Debug>],
 ) -> core::fmt::Result {
-    let mut d = f.debug_struct(name);
+    let mut d = f.debug_struct(layout.name);
     d.field("<raw>", &format_args!("{raw:#x}"));
-    for (field, value) in fields {
-        d.field(field, value);
+    for (i, &(hi, lo, field)) in layout.fields.iter().enumerate() {
+        match converted.get(i) {
+            Some(Some(value)) => d.field(field, value),
+            _ => d.field(field, &((raw & field_mask(hi, lo)) >> field_shift(hi, lo))),
+        };
     }
     d.finish()
 }
@@ -203,14 +257,13 @@ const fn field_msg(reg: &str, field: &str, hi: u32, lo: u32) -> Msg {
         .s(")")
 }
 
-/// Checks the fields `(hi, lo, name)` of register `reg` of storage `store` (`bits` wide): each
-/// field has `lo <= hi`, lies inside the storage, and overlaps no other field.
+/// Checks the fields of register `reg` of storage `store` (`bits` wide): each field has
+/// `lo <= hi`, lies inside the storage, and overlaps no other field.
 ///
 /// # Panics
 ///
-/// At build time (the macro calls it in a constant), with a message naming the register and the
-/// field.
-pub const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32, &str)]) {
+/// With a message naming the register and the field.
+const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32, &str)]) {
     let mut used: u64 = 0;
     let mut i = 0;
     while i < fields.len() {
@@ -243,6 +296,29 @@ pub const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32
     }
 }
 
+/// Checks a register declaration: its fields (see `check_fields`, `bits` is the width of the
+/// storage), then its location (see `check_location`). The macro calls it in one constant per
+/// register, next to the declaration.
+///
+/// # Panics
+///
+/// At build time, with a message naming the register (and the field).
+pub const fn check_register(
+    layout: &Layout,
+    bits: u32,
+    offset: usize,
+    array: Option<(usize, usize)>,
+) {
+    check_fields(layout.name, layout.store, bits, layout.fields);
+    check_location(
+        layout.name,
+        layout.store,
+        (bits / 8) as usize,
+        offset,
+        array,
+    );
+}
+
 /// Checks the location of register `reg` of a `size`-byte storage type `store`: `offset` (from
 /// the base, for relative registers) is a multiple of `size`; for arrays (`count` elements
 /// `stride` bytes apart; `count == 0` for a single register), the array is not empty and the
@@ -250,8 +326,8 @@ pub const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32
 ///
 /// # Panics
 ///
-/// At build time (the macro calls it in a constant), with a message naming the register.
-pub const fn check_location(
+/// With a message naming the register.
+const fn check_location(
     reg: &str,
     store: &str,
     size: usize,
@@ -292,14 +368,24 @@ pub const fn check_location(
     }
 }
 
-/// Checks that the constant `value` given to `with_const_FIELD` fits in `field` (`hi:lo`) of
-/// register `reg`.
+/// Checks that the constant `value` given to `with_const_FIELD` fits in the field of the
+/// register of `layout` whose lowest bit is `lo`.
 ///
 /// # Panics
 ///
-/// At build time (the setter calls it in a constant), with a message naming the register, the
-/// field and the setter for run-time values.
-pub const fn check_const(reg: &str, field: &str, hi: u32, lo: u32, value: u64) {
+/// At build time (the setter calls it in a constant), with a message naming the register and
+/// the field.
+pub const fn check_const(layout: &Layout, lo: u32, value: u64) {
+    let reg = layout.name;
+    let mut i = 0;
+    while i < layout.fields.len() && layout.fields[i].1 != lo {
+        i += 1;
+    }
+    if i == layout.fields.len() {
+        // Not reached: every field's setter passes its own `lo`.
+        return;
+    }
+    let (hi, _, field) = layout.fields[i];
     let max = field_mask(hi, lo) >> field_shift(hi, lo);
     if value > max {
         let m = Msg::new()

@@ -10,6 +10,7 @@ use register::Error;
 use bounded::Bounded;
 
 register! {
+    @first_series
     /// A 32-bit register with three fields.
     pub BOOT_0(u32) @ 0x100 {
         /// Vendor.
@@ -81,6 +82,7 @@ impl RegisterBase<EngineBase> for Engine1 {
 }
 
 register! {
+    @first_series
     /// Relative register.
     pub ENG_CTL(u32) @ EngineBase + 0x10 {
         0:0 start => bool;
@@ -316,6 +318,7 @@ register::bounded_enum! {
 }
 
 register! {
+    @first_series
     /// Enum fields declared with `bounded_enum!`.
     pub CORE(u16) @ 0x50 {
         11:8 speed ?=> Speed;

@@ -28,7 +28,7 @@ macro_rules! nv_reg {
     ) => {
         $(
             ::register::register!(
-                @reg
+                @reg [first_series]
                 $(#[$meta])*
                 pub(crate) $reg(u32)
                 $([$count $(; $step)?])?

@@ -64,6 +64,7 @@ forward_io_capable!(u8, u16, u32);
 
 // The registers, as the sample driver declares them inside its function.
 register! {
+    @first_series
     VENDOR_ID(u16) @ 0x0 {
         15:0 vendor_id;
     }

@@ -8,6 +8,7 @@ use register::io::{Io, MemRegion};
 use register::{register, Error};
 
 register! {
+    @first_series
     R8(u8) @ 0x0 { 7:6 a; 5:5 b; 3:0 c; }
     R16(u16) @ 0x2 { 15:9 a; 8:8 b; 7:0 c; }
     R32(u32) @ 0x4 { 31:31 a; 30:12 b; 11:4 c; 2:0 d; }

@@ -35,6 +35,7 @@
 //! use register::{io::{Io, MemRegion}, register};
 //!
 //! register! {
+//!     @first_series
 //!     /// Revision of the chip.
 //!     pub BOOT_0(u32) @ 0x100 {
 //!         /// Major revision.
@@ -70,6 +71,7 @@
 //! use register::{io::{Io, MemRegion}, register};
 //!
 //! register! {
+//!     @first_series
 //!     pub BOOT_0(u8) @ 0x00000100 {
 //!         7:4 major_revision;
 //!         3:0 minor_revision;
@@ -97,6 +99,7 @@
 //! use register::{io::{Io, MemRegion}, register};
 //!
 //! register! {
+//!     @first_series
 //!     /// Scratch register.
 //!     pub SCRATCH(u32) @ 0x00000200 {
 //!         /// Raw value.
@@ -157,6 +160,7 @@
 //! const CPU1: Cpu1 = Cpu1;
 //!
 //! register! {
+//!     @first_series
 //!     /// CPU core control.
 //!     pub CPU_CTL(u32) @ CpuCtlBase + 0x10 {
 //!         /// Starts the core.
@@ -180,6 +184,7 @@
 //!
 //! // Relative registers have aliases too.
 //! register! {
+//!     @first_series
 //!     /// Another view of the CPU control register.
 //!     pub CPU_CTL_ALIAS(u32) => CpuCtlBase + CPU_CTL {
 //!         /// Starts the aliased core.
@@ -203,6 +208,7 @@
 //!
 //! # fn get_scratch_idx() -> usize { 0x15 }
 //! register! {
+//!     @first_series
 //!     /// 64 scratch registers starting at 0x80.
 //!     pub SCRATCH(u32)[64] @ 0x00000080 {
 //!         31:0 value;
@@ -228,6 +234,7 @@
 //!
 //! // One element with a meaning of its own: here the firmware's exit code is in element 8.
 //! register! {
+//!     @first_series
 //!     /// Exit code of the firmware.
 //!     pub FIRMWARE_STATUS(u32) => SCRATCH[8] {
 //!         7:0 status;
@@ -238,6 +245,7 @@
 //!
 //! // Arrays whose elements are not adjacent have a stride: these two banks interleave.
 //! register! {
+//!     @first_series
 //!     /// Bank 0.
 //!     pub SCRATCH_INTERLEAVED_0(u32)[16 ; 8] @ 0x000000c0 {
 //!         31:0 value;
@@ -274,6 +282,7 @@
 //! }
 //!
 //! register! {
+//!     @first_series
 //!     /// 64 scratch registers per CPU.
 //!     pub CPU_SCRATCH(u32)[64] @ CpuCtlBase + 0x00000080 {
 //!         31:0 value;
@@ -302,6 +311,7 @@
 //!
 //! // An element with a meaning of its own, in every copy of the block.
 //! register! {
+//!     @first_series
 //!     /// Exit code of the firmware of each CPU.
 //!     pub CPU_FIRMWARE_STATUS(u32) => CpuCtlBase + CPU_SCRATCH[8] {
 //!         7:0 status;
@@ -313,6 +323,7 @@
 //!
 //! // Interleaved banks relative to a base.
 //! register! {
+//!     @first_series
 //!     /// Bank 0.
 //!     pub CPU_SCRATCH_INTERLEAVED_0(u32)[16 ; 8] @ CpuCtlBase + 0x00000d00 {
 //!         31:0 value;
@@ -334,6 +345,7 @@
 //! use register::{io::{Io, MemRegion}, register};
 //!
 //! register! {
+//!     @first_series
 //!     pub CHIP_ID(u32) @ 0x00000100 {
 //!         15:8 vendor;
 //!         7:4 major;

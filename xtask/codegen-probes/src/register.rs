@@ -16,6 +16,7 @@ use register::io::{Io, Mmio, MmioRaw, RelaxedMmio};
 use register::{register, RegisterBase};
 
 register! {
+    @first_series
     /// Control register.
     pub CTRL(u32) @ 0x100 {
         /// Operating mode.

@@ -97,6 +97,7 @@
 /// use register::{io::{Io, MemRegion}, register};
 ///
 /// register! {
+///     @first_series
 ///     /// Interrupt mask.
 ///     pub IRQ_MASK(u16) @ 0x20 {
 ///         /// Job interrupts.
@@ -123,127 +124,137 @@ macro_rules! register {
 
     // Fixed offset.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) @ $off:literal
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) @ $off:literal
             { $($fields:tt)* }
     ) => {
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(@io_base $vis $name($store) @ $off; ::core::option::Option::None);
-        $crate::register!(@io_fixed $vis $name($store));
+        $crate::register!(@io_fixed [$($m)*] $vis $name($store));
     };
 
     // Alias of a fixed register.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $aliased:ident
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $aliased:ident
             { $($fields:tt)* }
     ) => {
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
             @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET;
                 ::core::option::Option::None
         );
-        $crate::register!(@io_fixed $vis $name($store));
+        $crate::register!(@io_fixed [$($m)*] $vis $name($store));
     };
 
     // Relative to a base.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) @ $family:ident + $off:literal
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) @ $family:ident + $off:literal
             { $($fields:tt)* }
     ) => {
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(@io_base $vis $name($store) @ $off; ::core::option::Option::None);
-        $crate::register!(@io_relative $vis $name($store) @ $family);
+        $crate::register!(@io_relative [$($m)*] $vis $name($store) @ $family);
     };
 
     // Alias of a relative register.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $family:ident + $aliased:ident
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $family:ident + $aliased:ident
             { $($fields:tt)* }
     ) => {
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
             @io_base $vis $name($store) @ <$aliased as $crate::__private::reg::Register>::OFFSET;
                 ::core::option::Option::None
         );
-        $crate::register!(@io_relative $vis $name($store) @ $family);
+        $crate::register!(@io_relative [$($m)*] $vis $name($store) @ $family);
     };
 
     // Arrays: the mainline stride syntax, and no stride (contiguous), become `[size ; stride]`.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
             [ $count:expr, stride = $step:expr ] $($rest:tt)*
     ) => {
         $crate::register!(
-            @reg $(#[$meta])* $vis $name($store) [ $count ; $step ] $($rest)*
+            @reg [$($m)*] $(#[$meta])* $vis $name($store) [ $count ; $step ] $($rest)*
         );
     };
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) [ $count:expr ] $($rest:tt)*
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) [ $count:expr ] $($rest:tt)*
     ) => {
         $crate::register!(
-            @reg $(#[$meta])* $vis $name($store)
+            @reg [$($m)*] $(#[$meta])* $vis $name($store)
                 [ $count ; ::core::mem::size_of::<$store>() ] $($rest)*
         );
     };
 
     // Array at a fixed offset.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
             [ $count:expr ; $step:expr ] @ $off:literal { $($fields:tt)* }
     ) => {
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
             @io_base $vis $name($store) @ $off; ::core::option::Option::Some(($count, $step))
         );
-        $crate::register!(@io_array $vis $name($store) [ $count ; $step ]);
+        $crate::register!(@io_array [$($m)*] $vis $name($store) [ $count ; $step ]);
     };
 
     // Alias of an element of an array.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $aliased:ident [ $index:expr ]
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) => $aliased:ident [ $index:expr ]
             { $($fields:tt)* }
     ) => {
         $crate::register!(@alias_index $name $aliased [ $index ]);
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
             @io_base $vis $name($store) @
                 <$aliased as $crate::__private::reg::Register>::OFFSET
                     + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE;
                 ::core::option::Option::None
         );
-        $crate::register!(@io_fixed $vis $name($store));
+        $crate::register!(@io_fixed [$($m)*] $vis $name($store));
     };
 
     // Array relative to a base.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
             [ $count:expr ; $step:expr ] @ $family:ident + $off:literal { $($fields:tt)* }
     ) => {
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
             @io_base $vis $name($store) @ $off; ::core::option::Option::Some(($count, $step))
         );
-        $crate::register!(@io_relative_array $vis $name($store) [ $count ; $step ] @ $family);
+        $crate::register!(@io_relative_array [$($m)*] $vis $name($store) [ $count ; $step ] @ $family);
     };
 
     // Alias of an element of a relative array.
     (
-        @reg $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+        @reg [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
             => $family:ident + $aliased:ident [ $index:expr ] { $($fields:tt)* }
     ) => {
         $crate::register!(@alias_index $name $aliased [ $index ]);
-        $crate::register!(@bitfield $(#[$meta])* $vis $name($store) { $($fields)* });
+        $crate::register!(@bitfield [$($m)*] $(#[$meta])* $vis $name($store) { $($fields)* });
         $crate::register!(
             @io_base $vis $name($store) @
                 <$aliased as $crate::__private::reg::Register>::OFFSET
                     + $index * <$aliased as $crate::__private::reg::RegisterArray>::STRIDE;
                 ::core::option::Option::None
         );
-        $crate::register!(@io_relative $vis $name($store) @ $family);
+        $crate::register!(@io_relative [$($m)*] $vis $name($store) @ $family);
+    };
+
+    // A register without a mode: only the Linux 7.2 accessors. (Wrapper macros write
+    // `@reg [first_series] ...` for the first-series ones too.)
+    (@reg $(#[$meta:meta])* $vis:vis $name:ident $($rest:tt)*) => {
+        $crate::register!(@reg [] $(#[$meta])* $vis $name $($rest)*);
     };
 
     // ---------------------------------------------------------------------------------------
     // Building blocks.
     // ---------------------------------------------------------------------------------------
+
+    // Items of the first-series style, emitted only on request.
+    (@first_series [] $($items:tt)*) => {};
+    (@first_series [first_series] $($items:tt)*) => { $($items)* };
 
     (@alias_index $name:ident $aliased:ident [ $index:expr ]) => {
         const _: () = $crate::__private::check_alias_index(
@@ -255,14 +266,32 @@ macro_rules! register {
     };
 
     // The type, its conversions and its fields.
-    (@bitfield $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) { $($fields:tt)* }) => {
+    (@bitfield [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) { $($fields:tt)* }) => {
         $(#[$meta])*
         #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
         #[repr(transparent)]
-        #[derive(Copy, Clone, Eq, PartialEq)]
         $vis struct $name {
             inner: $store,
         }
+
+        // Written out rather than derived: the same items, without the derive macros' work.
+        impl ::core::clone::Clone for $name {
+            #[inline(always)]
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+
+        impl ::core::marker::Copy for $name {}
+
+        impl ::core::cmp::PartialEq for $name {
+            #[inline(always)]
+            fn eq(&self, other: &Self) -> bool {
+                self.inner == other.inner
+            }
+        }
+
+        impl ::core::cmp::Eq for $name {}
 
         // SAFETY: `$name` is a `repr(transparent)` wrapper of an integer, for which all zeroes is
         // a valid value.
@@ -313,14 +342,14 @@ macro_rules! register {
             }
         }
 
-        $crate::register!(@fields $vis $name $store { $($fields)* });
+        $crate::register!(@fields [$($m)*] $vis $name $store { $($fields)* });
     };
 
     // Layout check, `Debug`, and the fields' accessors. `paste!` sees only the names it builds
     // (and what they are passed with), not the accessors' bodies: those come from
     // `__register_field!`, once per field.
     (
-        @fields $vis:vis $name:ident $store:ty {
+        @fields $mode:tt $vis:vis $name:ident $store:ty {
             $(
                 $(#[$fattr:meta])*
                 $hi:literal : $lo:literal $field:ident
@@ -330,13 +359,6 @@ macro_rules! register {
             )*
         }
     ) => {
-        const _: () = $crate::__private::check_fields(
-            ::core::stringify!($name),
-            ::core::stringify!($store),
-            <$store>::BITS,
-            &[$(($hi, $lo, ::core::stringify!($field))),*],
-        );
-
         $crate::__private::paste! {
             $(
                 #[doc(hidden)]
@@ -346,18 +368,17 @@ macro_rules! register {
                 >;
             )*
 
+            // Plain fields are printed from the table of fields, converted ones through their
+            // getter.
             impl ::core::fmt::Debug for $name {
+                #[allow(clippy::cast_lossless)]
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     $crate::__private::debug_register(
                         f,
-                        ::core::stringify!($name),
-                        &self.inner,
-                        &[$((
-                            ::core::stringify!($field),
-                            &$crate::__register_field!(
-                                @debug self $field [<$field:upper _MASK>] [<$field:upper _SHIFT>]
-                                ($(?=> $try_ty)? $(=> $into_ty)?)
-                            ),
+                        &Self::__LAYOUT,
+                        self.inner as u64,
+                        &[$($crate::__register_field!(
+                            @debug self $field ($(?=> $try_ty)? $(=> $into_ty)?)
                         )),*],
                     )
                 }
@@ -365,9 +386,17 @@ macro_rules! register {
 
             #[allow(dead_code, clippy::unnecessary_cast)]
             impl $name {
+                /// Names and fields, for the build-time checks and `Debug`.
+                #[doc(hidden)]
+                const __LAYOUT: $crate::__private::Layout = $crate::__private::Layout {
+                    name: ::core::stringify!($name),
+                    store: ::core::stringify!($store),
+                    fields: &[$(($hi, $lo, ::core::stringify!($field))),*],
+                };
+
                 $(
                     $crate::__register_field!(
-                        [$vis $name $store] [$(#[$fattr])*] $hi $lo $field [<__ $name __ $field>]
+                        $mode [$vis $name $store] [$(#[$fattr])*] $hi $lo $field [<__ $name __ $field>]
                         [<$field:upper _RANGE>] [<$field:upper _MASK>] [<$field:upper _SHIFT>]
                         [<with_ $field>] [<set_ $field>] [<with_const_ $field>]
                         [<try_with_ $field>] [<try_set_ $field>]
@@ -380,10 +409,9 @@ macro_rules! register {
 
     // Register trait and location checks, for every kind.
     (@io_base $vis:vis $name:ident ($store:ty) @ $off:expr; $array:expr) => {
-        const _: () = $crate::__private::check_location(
-            ::core::stringify!($name),
-            ::core::stringify!($store),
-            ::core::mem::size_of::<$store>(),
+        const _: () = $crate::__private::check_register(
+            &$name::__LAYOUT,
+            <$store>::BITS,
             $off,
             $array,
         );
@@ -403,7 +431,7 @@ macro_rules! register {
     };
 
     // Fixed registers (and aliases resolving to a fixed offset).
-    (@io_fixed $vis:vis $name:ident ($store:ty)) => {
+    (@io_fixed [$($m:tt)*] $vis:vis $name:ident ($store:ty)) => {
         impl $crate::__private::reg::FixedRegister for $name {}
 
         #[doc = ::core::concat!("Location of register [`", ::core::stringify!($name), "`].")]
@@ -411,6 +439,7 @@ macro_rules! register {
         $vis const $name: $crate::__private::reg::FixedRegisterLoc<$name> =
             $crate::__private::reg::FixedRegisterLoc::new();
 
+        $crate::register!(@first_series [$($m)*]
         #[allow(dead_code)]
         impl $name {
             /// Reads the register from `io` (first-series style: `io` is anything that
@@ -450,9 +479,10 @@ macro_rules! register {
                 $crate::io::Io::update(&**io, $crate::__private::reg::FixedRegisterLoc::<Self>::new(), f)
             }
         }
+        );
     };
     // Relative registers.
-    (@io_relative $vis:vis $name:ident ($store:ty) @ $family:ident) => {
+    (@io_relative [$($m:tt)*] $vis:vis $name:ident ($store:ty) @ $family:ident) => {
         impl $crate::__private::reg::WithBase for $name {
             type BaseFamily = $family;
         }
@@ -469,6 +499,7 @@ macro_rules! register {
                 $crate::__private::reg::RelativeRegisterLoc::new()
             }
 
+            $crate::register!(@first_series [$($m)*]
             /// Reads the register relative to `base` from `io`.
             #[must_use]
             #[inline(always)]
@@ -504,11 +535,12 @@ macro_rules! register {
             {
                 $crate::io::Io::update(&**io, Self::of::<B>(), f)
             }
+            );
         }
     };
 
     // Arrays at a fixed offset.
-    (@io_array $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]) => {
+    (@io_array [$($m:tt)*] $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]) => {
         $crate::register!(@array_consts $vis $name ($store) [ $count ; $step ]);
 
         impl $crate::__private::reg::Array for $name {}
@@ -543,6 +575,7 @@ macro_rules! register {
                 $crate::__private::reg::RegisterArrayLoc::try_new(idx)
             }
 
+            $crate::register!(@first_series [$($m)*]
             /// Reads element `idx` from `io`.
             ///
             /// # Panics
@@ -652,11 +685,12 @@ macro_rules! register {
                     }
                 }
             }
+            );
         }
     };
 
     // Arrays relative to a base.
-    (@io_relative_array $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]
+    (@io_relative_array [$($m:tt)*] $vis:vis $name:ident ($store:ty) [ $count:expr ; $step:expr ]
         @ $family:ident) => {
         $crate::register!(@array_consts $vis $name ($store) [ $count ; $step ]);
 
@@ -677,6 +711,7 @@ macro_rules! register {
                 $crate::__private::reg::RelativeRegisterLoc::new()
             }
 
+            $crate::register!(@first_series [$($m)*]
             /// Reads element `idx` of the array relative to `base` from `io`.
             ///
             /// # Panics
@@ -799,6 +834,7 @@ macro_rules! register {
                     }
                 }
             }
+            );
         }
     };
 
@@ -818,8 +854,31 @@ macro_rules! register {
     };
 
     // ---------------------------------------------------------------------------------------
-    // Entry point: any number of registers.
+    // Entry points: any number of registers, with the first-series accessors on request.
     // ---------------------------------------------------------------------------------------
+    (@first_series $($regs:tt)*) => {
+        $crate::register!(@regs [first_series] $($regs)*);
+    };
+    (
+        @regs $mode:tt
+        $(
+            $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+                $([ $count:expr $(; $step:expr)? $(, stride = $mstep:expr)? ])?
+                $(@ $($family:ident +)? $off:literal)?
+                $(=> $aliased:ident $(+ $alias_reg:ident)? $([$alias_index:expr])? )?
+            { $($fields:tt)* }
+        )*
+    ) => {
+        $(
+            $crate::register!(
+                @reg $mode $(#[$meta])* $vis $name ($store)
+                    $([ $count $(; $step)? $(; $mstep)? ])?
+                    $(@ $($family +)? $off)?
+                    $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
+                { $($fields)* }
+            );
+        )*
+    };
     (
         $(
             $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
@@ -831,7 +890,7 @@ macro_rules! register {
     ) => {
         $(
             $crate::register!(
-                @reg $(#[$meta])* $vis $name ($store)
+                @reg [] $(#[$meta])* $vis $name ($store)
                     $([ $count $(; $step)? $(; $mstep)? ])?
                     $(@ $($family +)? $off)?
                     $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
@@ -847,7 +906,7 @@ macro_rules! register {
 macro_rules! __register_field {
     // A plain field: a `Bounded` of the field's width.
     (
-        [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
+        [$($m:tt)*] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
         $field:ident $fty:ident $range:ident $mask:ident $shift:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident ()
     ) => {
@@ -859,7 +918,7 @@ macro_rules! __register_field {
         #[must_use]
         #[inline(always)]
         $vis fn $field(self) -> $fty {
-            $fty::from_expr((self.inner & Self::$mask) >> Self::$shift)
+            $crate::__private::get(self.inner, Self::$mask, Self::$shift)
         }
 
         $(#[$fattr])*
@@ -869,20 +928,7 @@ macro_rules! __register_field {
         #[must_use = "this returns the new register value and leaves `self` unchanged"]
         #[inline(always)]
         $vis fn $with<T: $crate::__private::IntoField<$fty>>(self, value: T) -> Self {
-            Self {
-                inner: (self.inner & !Self::$mask)
-                    | ($crate::__private::IntoField::into_field(value).get() << Self::$shift),
-            }
-        }
-
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value` (first-series name of
-        /// the `with_` setter).
-        #[must_use = "this returns the new register value and leaves `self` unchanged"]
-        #[inline(always)]
-        $vis fn $set<T: $crate::__private::IntoField<$fty>>(self, value: T) -> Self {
-            self.$with(value)
+            $crate::__private::with(self.inner, value, Self::$mask, Self::$shift)
         }
 
         $(#[$fattr])*
@@ -892,15 +938,7 @@ macro_rules! __register_field {
         #[must_use = "this returns the new register value and leaves `self` unchanged"]
         #[inline(always)]
         $vis const fn $with_const<const VALUE: $store>(self) -> Self {
-            const {
-                $crate::__private::check_const(
-                    ::core::stringify!($name),
-                    ::core::stringify!($field),
-                    $hi,
-                    $lo,
-                    VALUE as u64,
-                )
-            };
+            const { $crate::__private::check_const(&Self::__LAYOUT, $lo, VALUE as u64) };
             Self { inner: (self.inner & !Self::$mask) | (VALUE << Self::$shift) }
         }
 
@@ -913,31 +951,38 @@ macro_rules! __register_field {
             self,
             value: T,
         ) -> ::core::result::Result<Self, $crate::Error> {
-            match $crate::__private::TryIntoField::try_into_field(value) {
-                ::core::option::Option::Some(v) => ::core::result::Result::Ok(self.$with(v)),
-                ::core::option::Option::None => {
-                    ::core::result::Result::Err($crate::Error::ValueTooWide)
-                }
-            }
+            $crate::__private::try_with(self.inner, value, Self::$mask, Self::$shift)
         }
 
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value`, or
-        /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit
-        /// (first-series name of `try_with_`).
-        #[inline(always)]
-        $vis fn $try_set<T: $crate::__private::TryIntoField<$fty>>(
-            self,
-            value: T,
-        ) -> ::core::result::Result<Self, $crate::Error> {
-            self.$try_with(value)
-        }
+        $crate::register!(@first_series [$($m)*]
+            $(#[$fattr])*
+            ///
+            /// Returns the register value with this field set to `value` (first-series name of
+            /// the `with_` setter).
+            #[must_use = "this returns the new register value and leaves `self` unchanged"]
+            #[inline(always)]
+            $vis fn $set<T: $crate::__private::IntoField<$fty>>(self, value: T) -> Self {
+                self.$with(value)
+            }
+
+            $(#[$fattr])*
+            ///
+            /// Returns the register value with this field set to `value`, or
+            /// [`Error::ValueTooWide`](crate::Error::ValueTooWide) if it does not fit
+            /// (first-series name of `try_with_`).
+            #[inline(always)]
+            $vis fn $try_set<T: $crate::__private::TryIntoField<$fty>>(
+                self,
+                value: T,
+            ) -> ::core::result::Result<Self, $crate::Error> {
+                self.$try_with(value)
+            }
+        );
     };
 
     // A field converted infallibly (`=> Type`).
     (
-        [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
+        [$($m:tt)*] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
         $field:ident $fty:ident $range:ident $mask:ident $shift:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident (=> $ty:ty)
     ) => {
@@ -952,12 +997,14 @@ macro_rules! __register_field {
             ::core::convert::Into::into($fty::from_expr((self.inner & Self::$mask) >> Self::$shift))
         }
 
-        $crate::__register_field!(@converted_setters $vis $fty [$ty] $mask $shift $with $set [$(#[$fattr])*]);
+        $crate::__register_field!(
+            @converted_setters [$($m)*] $vis $fty [$ty] $mask $shift $with $set [$(#[$fattr])*]
+        );
     };
 
     // A field converted fallibly (`?=> Type`).
     (
-        [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
+        [$($m:tt)*] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
         $field:ident $fty:ident $range:ident $mask:ident $shift:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident (?=> $ty:ty)
     ) => {
@@ -977,11 +1024,13 @@ macro_rules! __register_field {
             )
         }
 
-        $crate::__register_field!(@converted_setters $vis $fty [$ty] $mask $shift $with $set [$(#[$fattr])*]);
+        $crate::__register_field!(
+            @converted_setters [$($m)*] $vis $fty [$ty] $mask $shift $with $set [$(#[$fattr])*]
+        );
     };
 
-    (@converted_setters $vis:vis $fty:ident [$ty:ty] $mask:ident $shift:ident $with:ident $set:ident
-        [$(#[$fattr:meta])*]) => {
+    (@converted_setters [$($m:tt)*] $vis:vis $fty:ident [$ty:ty] $mask:ident $shift:ident
+        $with:ident $set:ident [$(#[$fattr:meta])*]) => {
         $(#[$fattr])*
         ///
         /// Returns the register value with this field set to `value`.
@@ -992,23 +1041,26 @@ macro_rules! __register_field {
             Self { inner: (self.inner & !Self::$mask) | (value.get() << Self::$shift) }
         }
 
-        $(#[$fattr])*
-        ///
-        /// Returns the register value with this field set to `value` (first-series name of
-        /// the `with_` setter).
-        #[must_use = "this returns the new register value and leaves `self` unchanged"]
-        #[inline(always)]
-        $vis fn $set(self, value: $ty) -> Self {
-            self.$with(value)
-        }
+        $crate::register!(@first_series [$($m)*]
+            $(#[$fattr])*
+            ///
+            /// Returns the register value with this field set to `value` (first-series name of
+            /// the `with_` setter).
+            #[must_use = "this returns the new register value and leaves `self` unchanged"]
+            #[inline(always)]
+            $vis fn $set(self, value: $ty) -> Self {
+                self.$with(value)
+            }
+        );
     };
 
-    // What `Debug` shows of a field: a plain field's integer, a converted field's value.
-    (@debug $self:ident $field:ident $mask:ident $shift:ident ()) => {
-        ($self.inner & Self::$mask) >> Self::$shift
+    // What `Debug` shows of a field: a plain field's integer (from the table of fields), a
+    // converted field's value.
+    (@debug $self:ident $field:ident ()) => {
+        ::core::option::Option::None
     };
-    (@debug $self:ident $field:ident $mask:ident $shift:ident ($($conv:tt)*)) => {
-        $self.$field()
+    (@debug $self:ident $field:ident ($($conv:tt)*)) => {
+        ::core::option::Option::Some(&$self.$field() as &dyn ::core::fmt::Debug)
     };
 
     (@consts $vis:vis [$store:ty] $hi:literal $lo:literal $range:ident $mask:ident $shift:ident) => {
@@ -1017,7 +1069,7 @@ macro_rules! __register_field {
         /// Mask of the field in the register.
         $vis const $mask: $store = $crate::__private::field_mask($hi, $lo) as $store;
         /// Position of the lowest bit of the field.
-        $vis const $shift: u32 = $crate::__private::field_shift($hi, $lo);
+        $vis const $shift: u32 = $lo;
     };
 }
 
@@ -1060,6 +1112,7 @@ macro_rules! __register_field {
 /// }
 ///
 /// register! {
+///     @first_series
 ///     pub CORE_STATUS(u32) @ 0x10 {
 ///         15:8 cause ?=> Cause;
 ///         1:0 power => Power;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-use register::io::MemRegion;
+use register::io::{Io, MemRegion};
 use register::register;
 
 register! {
@@ -9,5 +9,5 @@ register! {
 
 fn main() {
     let io = MemRegion::<0x1000>::new();
-    let _ = ODD::read(&&io);
+    let _ = io.read(ODD);
 }

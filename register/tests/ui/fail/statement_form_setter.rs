@@ -6,6 +6,7 @@
 use register::{register, Bounded};
 
 register! {
+    @first_series
     CTRL(u32) @ 0x100 { 7:4 mode; 0:0 enable => bool; }
 }
 

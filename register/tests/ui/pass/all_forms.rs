@@ -10,6 +10,7 @@ impl RegisterBase<Base> for B0 {
 }
 
 register! {
+    @first_series
     FIXED(u32) @ 0x0 { 31:16 hi; 15:0 lo; }
     ALIAS(u32) => FIXED { 0:0 bit => bool; }
     ARR(u16)[4, stride = 4] @ 0x10 { 15:0 v; }
