@@ -909,7 +909,11 @@ mod tests {
         }
         let done = q.submit(job).unwrap().done;
         exec.run_until_idle(|| q.run());
-        let queued = || deps.iter().map(HostFence::queued_callbacks).collect::<Vec<_>>();
+        let queued = || {
+            deps.iter()
+                .map(HostFence::queued_callbacks)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(queued(), [1, 0, 0, 0]);
         // Later dependencies signalling first arm nothing and start nothing.
         deps[2].signal(Err(FenceError::IO));
