@@ -13,7 +13,6 @@
 //! use register::{io::{Io, MemRegion}, register};
 //!
 //! register! {
-//!     @first_series
 //!     /// Chip revision.
 //!     pub BOOT_0(u32) @ 0x100 {
 //!         7:4 major;

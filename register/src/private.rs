@@ -123,25 +123,32 @@ pub struct Layout {
     pub name: &'static str,
     /// Name of its storage type.
     pub store: &'static str,
-    /// Its fields, `(hi, lo, name)`, in declaration order.
-    pub fields: &'static [(u32, u32, &'static str)],
+    /// Its fields, `(hi, lo, name, conversion)`, in declaration order; `conversion` is the type
+    /// a converted field is converted to, empty for a plain field.
+    pub fields: &'static [(u32, u32, &'static str, &'static str)],
 }
 
-/// The `Debug` of a register: its name, the raw value in hexadecimal, then each field: the
-/// value in `converted` at the field's position if there is one (a converted field, through its
-/// getter), the field's bits as an integer otherwise.
+/// The `Debug` of a register: its name, the raw value in hexadecimal, then each field: for a
+/// converted field the next value of `converted` (the field through its getter), for a plain
+/// field its bits as an integer.
 pub fn debug_register(
     f: &mut core::fmt::Formatter<'_>,
     layout: &Layout,
     raw: u64,
-    converted: &[Option<&dyn core::fmt::Debug>],
+    converted: &[&dyn core::fmt::Debug],
 ) -> core::fmt::Result {
     let mut d = f.debug_struct(layout.name);
     d.field("<raw>", &format_args!("{raw:#x}"));
-    for (i, &(hi, lo, field)) in layout.fields.iter().enumerate() {
-        match converted.get(i) {
-            Some(Some(value)) => d.field(field, value),
-            _ => d.field(field, &((raw & field_mask(hi, lo)) >> field_shift(hi, lo))),
+    let mut converted = converted.iter();
+    for &(hi, lo, field, conversion) in layout.fields {
+        let value = if conversion.is_empty() {
+            None
+        } else {
+            converted.next()
+        };
+        match value {
+            Some(value) => d.field(field, value),
+            None => d.field(field, &((raw & field_mask(hi, lo)) >> field_shift(hi, lo))),
         };
     }
     d.finish()
@@ -263,11 +270,11 @@ const fn field_msg(reg: &str, field: &str, hi: u32, lo: u32) -> Msg {
 /// # Panics
 ///
 /// With a message naming the register and the field.
-const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32, &str)]) {
+const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32, &str, &str)]) {
     let mut used: u64 = 0;
     let mut i = 0;
     while i < fields.len() {
-        let (hi, lo, name) = fields[i];
+        let (hi, lo, name, _) = fields[i];
         if lo > hi {
             let m = field_msg(reg, name, hi, lo).s(" has lo > hi");
             panic!("{}", m.as_str());
@@ -385,7 +392,7 @@ pub const fn check_const(layout: &Layout, lo: u32, value: u64) {
         // Not reached: every field's setter passes its own `lo`.
         return;
     }
-    let (hi, _, field) = layout.fields[i];
+    let (hi, _, field, _) = layout.fields[i];
     let max = field_mask(hi, lo) >> field_shift(hi, lo);
     if value > max {
         let m = Msg::new()

@@ -20,9 +20,11 @@
 //! | array | `REG(u32)[16] @ 0x80` | `REG::at(i)` ([`RegisterArrayLoc`]) |
 //! | relative array | `REG(u32)[16] @ Base + 0x80` | `REG::of::<B>().at(i)` ([`RelativeRegisterArrayLoc`]) |
 //!
-//! Every register type also has associated `read`/`write`/`update` functions in the style of the
-//! first kernel series (`REG::read(&io)`, `reg.write(&io)`), so drivers written against either
-//! style compile. Most items of this module are public only for the macro; drivers normally need
+//! Registers declared in a `register! { @first_series ... }` invocation also get the accessors
+//! of the first kernel series: associated `read`/`write`/`update` functions (`REG::read(&io)`,
+//! `reg.write(&io)`) and the `set_x`/`try_set_x` setters, so drivers written against either style
+//! compile. They are generated only on request because every declaration pays for them in
+//! compile time. Most items of this module are public only for the macro; drivers normally need
 //! [`RegisterBase`], and perhaps [`WithBase`] and [`Array`].
 //!
 //! The examples below run against a [`MemRegion`](crate::io::MemRegion), plain memory standing in
