@@ -118,6 +118,7 @@ where
 }
 
 /// What the build-time checks and `Debug` know of a register: one constant per register.
+#[derive(Clone, Copy)]
 pub struct Layout {
     /// Name of the register.
     pub name: &'static str,
@@ -133,7 +134,7 @@ pub struct Layout {
 /// field its bits as an integer.
 pub fn debug_register(
     f: &mut core::fmt::Formatter<'_>,
-    layout: &Layout,
+    layout: Layout,
     raw: u64,
     converted: &[&dyn core::fmt::Debug],
 ) -> core::fmt::Result {
@@ -311,7 +312,7 @@ const fn check_fields(reg: &str, store: &str, bits: u32, fields: &[(u32, u32, &s
 ///
 /// At build time, with a message naming the register (and the field).
 pub const fn check_register(
-    layout: &Layout,
+    layout: Layout,
     bits: u32,
     offset: usize,
     array: Option<(usize, usize)>,
@@ -382,7 +383,7 @@ const fn check_location(
 ///
 /// At build time (the setter calls it in a constant), with a message naming the register and
 /// the field.
-pub const fn check_const(layout: &Layout, lo: u32, value: u64) {
+pub const fn check_const(layout: Layout, lo: u32, value: u64) {
     let reg = layout.name;
     let mut i = 0;
     while i < layout.fields.len() && layout.fields[i].1 != lo {

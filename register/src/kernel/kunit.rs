@@ -15,7 +15,11 @@ mod tests {
     use ::kernel::io::{Mmio, MmioRaw};
     use ::kernel::prelude::*;
 
+    // The suite uses both styles: the Linux 7.2 one and the first series' (`ID::read(&io)`,
+    // `write`, `try_read`), which `register!` generates only on request.
     register! {
+        @first_series
+
         /// Identification register of the pretend device.
         ID(u32) @ 0x0 {
             31:16 product;

@@ -389,7 +389,7 @@ macro_rules! register {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 $crate::__private::debug_register(
                     f,
-                    &Self::__LAYOUT,
+                    Self::__LAYOUT,
                     self.inner as u64,
                     &[$(
                         $({
@@ -449,7 +449,7 @@ macro_rules! register {
     // Register trait and location checks, for every kind.
     (@io_base $vis:vis $name:ident ($store:ty) @ $off:expr; $array:expr) => {
         const _: () = $crate::__private::check_register(
-            &$name::__LAYOUT,
+            $name::__LAYOUT,
             <$store>::BITS,
             $off,
             $array,
@@ -1039,7 +1039,7 @@ macro_rules! __register_field {
         #[must_use = "this returns the new register value and leaves `self` unchanged"]
         #[inline(always)]
         $vis const fn $with_const<const VALUE: $store>(self) -> Self {
-            const { $crate::__private::check_const(&Self::__LAYOUT, $lo, VALUE as u64) };
+            const { $crate::__private::check_const(Self::__LAYOUT, $lo, VALUE as u64) };
             Self { inner: (self.inner & !Self::$mask) | (VALUE << Self::$shift) }
         }
 
