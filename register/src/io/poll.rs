@@ -6,7 +6,7 @@
 //! status bit, giving up after a timeout. [`read_poll_timeout`] reads a value repeatedly until a
 //! condition holds or the time runs out ([`Error::TimedOut`], `ETIMEDOUT`); between reads it
 //! sleeps. Time comes from a [`PollClock`], so the same driver code runs against a kernel clock, a
-//! bare-metal timer, the host's clock ([`StdPollClock`], with the `std` feature) or a simulated one
+//! bare-metal timer, the host's clock (`StdPollClock`, with the `std` feature) or a simulated one
 //! ([`ManualPollClock`]) that makes timeouts deterministic in tests.
 
 use core::cell::Cell;
