@@ -78,41 +78,60 @@ where
     }
 }
 
-/// The value of the field at `mask`/`shift` of the raw register value `raw`: the body of every
-/// plain field's getter (one generic function instead of one body per field).
-#[inline(always)]
-pub fn get<S: Integer, const N: u32>(raw: S, mask: S, shift: u32) -> Bounded<S, N> {
-    Bounded::from_expr((raw & mask) >> shift)
+/// The storage types of registers.
+pub trait Storage: Integer + core::ops::Not<Output = Self> {
+    /// Every bit set.
+    const ONES: Self;
 }
 
-/// `raw` with the field at `mask`/`shift` replaced by `value`, as a register `R`: the body of
+macro_rules! storage {
+    ($($t:ty)*) => {
+        $(
+            impl Storage for $t {
+                const ONES: Self = <$t>::MAX;
+            }
+        )*
+    };
+}
+
+storage!(u8 u16 u32 u64);
+
+/// Mask of the `N`-bit field at `shift` (after inlining, a constant).
+#[inline(always)]
+fn mask<S: Storage, const N: u32>(shift: u32) -> S {
+    (S::ONES >> (S::BITS - N)) << shift
+}
+
+/// The value of the `N`-bit field at `shift` of the raw register value `raw`: the body of every
+/// plain field's getter (one generic function instead of one body per field).
+#[inline(always)]
+pub fn get<S: Storage, const N: u32>(raw: S, shift: u32) -> Bounded<S, N> {
+    Bounded::from_expr((raw & mask::<S, N>(shift)) >> shift)
+}
+
+/// `raw` with the `N`-bit field at `shift` replaced by `value`, as a register `R`: the body of
 /// every plain field's `with_x`.
 #[inline(always)]
-pub fn with<R, S, const N: u32, T>(raw: S, value: T, mask: S, shift: u32) -> R
+pub fn with<R, S, const N: u32, T>(raw: S, value: T, shift: u32) -> R
 where
     R: From<S>,
-    S: Integer + core::ops::Not<Output = S>,
+    S: Storage,
     T: IntoField<Bounded<S, N>>,
 {
-    R::from((raw & !mask) | (value.into_field().get() << shift))
+    R::from((raw & !mask::<S, N>(shift)) | (value.into_field().get() << shift))
 }
 
 /// As [`with`] if `value` fits in the field, [`Error::ValueTooWide`](crate::Error::ValueTooWide)
 /// otherwise: the body of every plain field's `try_with_x`.
 #[inline(always)]
-pub fn try_with<R, S, const N: u32, T>(
-    raw: S,
-    value: T,
-    mask: S,
-    shift: u32,
-) -> Result<R, crate::Error>
+pub fn try_with<R, S, const N: u32, T>(raw: S, value: T, shift: u32) -> Result<R, crate::Error>
 where
     R: From<S>,
-    S: Integer + core::ops::Not<Output = S>,
+    S: Storage,
     T: TryIntoField<Bounded<S, N>>,
 {
     match value.try_into_field() {
-        Some(v) => Ok(with(raw, v, mask, shift)),
+        Some(v) => Ok(with(raw, v, shift)),
         None => Err(crate::Error::ValueTooWide),
     }
 }

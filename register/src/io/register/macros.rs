@@ -1019,7 +1019,7 @@ macro_rules! __register_field {
         #[must_use]
         #[inline(always)]
         $vis fn $field(self) -> $fty {
-            $crate::__private::get(self.inner, Self::$mask, Self::$shift)
+            $crate::__private::get(self.inner, $lo)
         }
 
         $(#[$fattr])*
@@ -1029,7 +1029,7 @@ macro_rules! __register_field {
         #[must_use = "this returns the new register value and leaves `self` unchanged"]
         #[inline(always)]
         $vis fn $with<T: $crate::__private::IntoField<$fty>>(self, value: T) -> Self {
-            $crate::__private::with(self.inner, value, Self::$mask, Self::$shift)
+            $crate::__private::with(self.inner, value, $lo)
         }
 
         $(#[$fattr])*
@@ -1040,7 +1040,7 @@ macro_rules! __register_field {
         #[inline(always)]
         $vis const fn $with_const<const VALUE: $store>(self) -> Self {
             const { $crate::__private::check_const(Self::__LAYOUT, $lo, VALUE as u64) };
-            Self { inner: (self.inner & !Self::$mask) | (VALUE << Self::$shift) }
+            Self { inner: (self.inner & !Self::$mask) | (VALUE << $lo) }
         }
 
         $(#[$fattr])*
@@ -1052,7 +1052,7 @@ macro_rules! __register_field {
             self,
             value: T,
         ) -> ::core::result::Result<Self, $crate::Error> {
-            $crate::__private::try_with(self.inner, value, Self::$mask, Self::$shift)
+            $crate::__private::try_with(self.inner, value, $lo)
         }
 
     };
