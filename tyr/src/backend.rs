@@ -25,6 +25,8 @@
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
+#[cfg(feature = "std")]
+use core::sync::atomic::Ordering;
 
 use register::io::poll::PollClock;
 use register::io::{Io, IoCapable, IoKnownSize};
@@ -162,6 +164,60 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Writes a log line.
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>);
+}
+
+/// 32- and 64-bit CPU accesses to DMA memory by device address (little-endian words).
+///
+/// Crate-internal: an access is only sound while the memory it touches stays allocated, which
+/// the driver guarantees for the memory it owns (the firmware region, a live group's rings and
+/// sync objects) but which a safe public API could not promise (another thread may free a block
+/// between the look-up of its CPU view and the access).
+///
+/// ```compile_fail
+/// # // Not reachable from outside the crate (issue 20).
+/// use tyr::backend::Words;
+/// ```
+#[cfg(feature = "std")]
+pub(crate) struct Words<'a, D: DmaMemory>(pub(crate) &'a D);
+
+#[cfg(feature = "std")]
+impl<D: DmaMemory> Words<'_, D> {
+    fn word(&self, addr: u64) -> Option<&AtomicU64> {
+        let p = self.0.cpu_u64(addr & !7)?;
+        // SAFETY: `cpu_u64` returned a pointer into a live block, valid for atomic accesses
+        // (`DmaMemory` contract); the caller keeps the block alive while it uses the words.
+        Some(unsafe { p.as_ref() })
+    }
+
+    /// The 32-bit word at `addr` (0 if the address is not in live memory).
+    pub(crate) fn rd32(&self, addr: u64) -> u32 {
+        self.word(addr).map_or(0, |w| {
+            (w.load(Ordering::Acquire) >> ((addr & 4) * 8)) as u32
+        })
+    }
+
+    /// Writes the 32-bit word at `addr` (nothing if the address is not in live memory).
+    pub(crate) fn wr32(&self, addr: u64, v: u32) {
+        if let Some(w) = self.word(addr) {
+            let shift = (addr & 4) * 8;
+            let mask = 0xffff_ffffu64 << shift;
+            let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                Some((old & !mask) | (u64::from(v) << shift))
+            });
+        }
+    }
+
+    /// The 64-bit word at `addr` (0 if the address is not in live memory).
+    pub(crate) fn rd64(&self, addr: u64) -> u64 {
+        self.word(addr).map_or(0, |w| w.load(Ordering::Acquire))
+    }
+
+    /// Writes the 64-bit word at `addr` (nothing if the address is not in live memory).
+    pub(crate) fn wr64(&self, addr: u64, v: u64) {
+        if let Some(w) = self.word(addr) {
+            w.store(v, Ordering::Release);
+        }
+    }
 }
 
 /// `dev_info!`: logs an information line through a [`Backend`].

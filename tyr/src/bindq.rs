@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Asynchronous `VM_BIND`: each operation becomes a job of the VM's bind queue.
+//! Bind queues: asynchronous `VM_BIND` operations as jobs of the VM's queue.
 //!
 //! With `DRM_PANTHOR_VM_BIND_ASYNC`, every operation of the array is a job that waits on the
 //! syncobjs of its wait operations, changes the mappings once they have signalled, and then
@@ -8,30 +8,31 @@
 //! with the same syncobjs. Binds of one VM apply in submission order.
 //!
 //! Changing mappings happens in the fence-signalling path, so it must not allocate. The
-//! ioctl does every check and sets aside the memory applying needs
+//! ioctl (`ioctl`, on top) does every check and sets aside the memory applying needs
 //! ([`Vm::reserve_bind`](crate::vm::Vm::reserve_bind): VA and VM-BO slots, and page-table
-//! pages for the worst case); the job applies with that memory only
+//! pages for the worst case) into a [`BindPayload`]; the job applies with that memory only
 //! ([`Vm::apply_reserved`](crate::vm::Vm::apply_reserved)). A job that never applies (a
 //! dependency failed, the VM was destroyed) gives its reservation back when it is dropped.
 //! While binds are queued, a synchronous `VM_BIND` on the same VM fails with `EBUSY`, since it
 //! could consume what they set aside.
+//!
+//! A bind job reaches its device through [`BindDevice`] (the environment and the
+//! address-space slots), which the device state on the scheduling floor above implements.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::vec::Vec;
 
-use drm_ctx::host::syncobj::FenceRef;
-use drm_ctx::{Error as DrmError, Result as DrmResult};
 use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
-    Backend as JqBackend, Cost, Executor, FenceError, MaxDeps, PreparedJob, QueueConfig, RunJob,
-    SignalCtx, SignalFence, TimedOutJob, TimeoutAction,
+    Backend as JqBackend, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence, TimedOutJob,
+    TimeoutAction,
 };
 
 use crate::backend::Backend;
-use crate::driver::{AsUpdate, BoRef, DevInner, File, TyrDevice, TyrVm};
-use crate::sched::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
-use crate::submit::JobSyncFence;
-use crate::uapi;
+use crate::gem::{BoRef, TyrVm};
+use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
+use crate::mmu::{AsSlots, AsUpdate};
 use crate::vm::{BindReq, BindReservation};
 use crate::{Error, Result};
 
@@ -50,6 +51,28 @@ pub struct BindPayload<B: Backend> {
     hw: HostFence,
 }
 
+impl<B: Backend> BindPayload<B> {
+    /// A bind of `size` bytes at `va` in `vm` (a map of `map`'s object, offset and flags, or an
+    /// unmap), applied with the memory `res` set aside.
+    pub(crate) fn new(
+        vm: Arc<Mutex<TyrVm<B>>>,
+        va: u64,
+        size: u64,
+        map: Option<(BoRef<B>, u64, u32)>,
+        res: BindReservation,
+    ) -> Self {
+        BindPayload {
+            vm,
+            va,
+            size,
+            map,
+            res,
+            applied: false,
+            hw: HostFence::new(),
+        }
+    }
+}
+
 impl<B: Backend> Drop for BindPayload<B> {
     fn drop(&mut self) {
         if !self.applied {
@@ -58,9 +81,19 @@ impl<B: Backend> Drop for BindPayload<B> {
     }
 }
 
+/// What a bind job needs of its device: the environment and the address-space slots (which
+/// VM holds which address space, so that a bind into an active VM locks and flushes it).
+/// Implemented by the device state, on the scheduling floor above.
+pub trait BindDevice<B: Backend>: Send + Sync {
+    /// The environment.
+    fn backend(&self) -> &B;
+    /// The address-space slots.
+    fn as_slots(&self) -> &Mutex<AsSlots>;
+}
+
 /// The bind queue's backend: applies a bind when the queue runs it.
 pub struct BindHw<B: Backend> {
-    dev: Weak<DevInner<B>>,
+    dev: Weak<dyn BindDevice<B>>,
 }
 
 impl<B: Backend> JqBackend for BindHw<B> {
@@ -91,9 +124,9 @@ impl<B: Backend> JqBackend for BindHw<B> {
                         size: p.size,
                     },
                 };
-                let slots = lock(&dev.slots);
+                let slots = lock(dev.as_slots());
                 let mut upd = AsUpdate {
-                    backend: &dev.backend,
+                    backend: dev.backend(),
                     slot: slots.slot_of(vm.key()),
                 };
                 vm.apply_reserved(&[req], p.res, &mut upd)
@@ -125,31 +158,41 @@ pub type BindQueue<B> =
 /// Configuration of bind queues: one credit per bind.
 pub const BIND_CONFIG: QueueConfig = QueueConfig::new(JOB_SLOTS as u32).with_timeout(JOB_TIMEOUT);
 
-impl<B: Backend> DevInner<B> {
-    /// The bind queue of the VM with key `key`, created on first use.
+/// The bind queues of a device: one per VM (by key) that has had an asynchronous bind.
+pub struct BindQueues<B: Backend>(Mutex<BTreeMap<u64, Arc<Mutex<BindQueue<B>>>>>);
+
+impl<B: Backend> Default for BindQueues<B> {
+    fn default() -> Self {
+        BindQueues(Mutex::new(BTreeMap::new()))
+    }
+}
+
+impl<B: Backend> BindQueues<B> {
+    /// The bind queue of the VM with key `key`, created on first use for device `dev`.
     ///
     /// `live` tells, under the lock of the queue map, whether the VM still belongs to its file.
     /// A VM is removed from its file before its queue is dropped (`release_vm`, which takes
     /// that lock too), so a queue is never created for a VM already destroyed: it would stay
     /// behind with its binds, and the VM's page tables with it. [`Error::Invalid`] then.
-    fn bind_queue(
-        self: &Arc<Self>,
+    pub fn get<D: BindDevice<B> + 'static>(
+        &self,
+        dev: &Arc<D>,
         key: u64,
         live: impl FnOnce() -> bool,
     ) -> Result<Arc<Mutex<BindQueue<B>>>> {
-        let mut map = lock(&self.sched.binds);
+        let mut map = lock(&self.0);
         if !live() {
             return Err(Error::Invalid);
         }
         if let Some(q) = map.get(&key) {
             return Ok(q.clone());
         }
+        let weak: Weak<D> = Arc::downgrade(dev);
+        let backend = dev.backend();
         let q = jobqueue::Queue::new(
-            BindHw {
-                dev: Arc::downgrade(self),
-            },
-            self.backend.executor().clone(),
-            SchedClock(self.backend.clock().clone()),
+            BindHw { dev: weak },
+            backend.executor().clone(),
+            SchedClock(backend.clock().clone()),
             BIND_CONFIG,
         )
         .map_err(|_| Error::Invalid)?;
@@ -159,154 +202,33 @@ impl<B: Backend> DevInner<B> {
     }
 
     /// Cancels the queued binds of a VM that goes away.
-    pub(crate) fn drop_bind_queue(&self, key: u64) {
-        let q = lock(&self.sched.binds).remove(&key);
+    pub fn remove(&self, key: u64) {
+        let q = lock(&self.0).remove(&key);
         if let Some(q) = q {
             lock(&q).kill();
         }
     }
 
     /// Runs every bind queue (the work item).
-    pub(crate) fn run_bind_queues(&self) {
-        let queues: Vec<_> = lock(&self.sched.binds).values().cloned().collect();
+    pub fn run(&self) {
+        let queues: Vec<_> = lock(&self.0).values().cloned().collect();
         for q in queues {
             lock(&q).run();
         }
     }
-}
 
-/// A decoded asynchronous op.
-struct Prep<B: Backend> {
-    job: PreparedJob<HostFence, HostAlloc, BindPayload<B>>,
-    signals: Vec<u32>,
-}
+    /// Keys of the VMs that have a bind queue.
+    pub fn keys(&self) -> Vec<u64> {
+        lock(&self.0).keys().copied().collect()
+    }
 
-/// `VM_BIND` with `DRM_PANTHOR_VM_BIND_ASYNC`.
-pub(crate) fn vm_bind_async<B: Backend>(
-    dev: &TyrDevice<B>,
-    args: &uapi::VmBind,
-    file: &File<B>,
-    ops: &[uapi::VmBindOp],
-) -> DrmResult<u32> {
-    let vm = file.inner().vm(args.vm_id)?;
-    let key = lock(&vm).key();
-    let queue = dev.shared().bind_queue(key, || {
-        lock(&file.inner().vms)
-            .get(&args.vm_id)
-            .is_some_and(|v| Arc::ptr_eq(v, &vm))
-    })?;
-    // Refuse what cannot fit before setting any memory aside (checked again at commit).
-    {
-        let q = lock(&queue);
-        if q.is_killed() {
-            return Err(DrmError::Invalid);
-        }
-        if q.pending_jobs() + ops.len() > JOB_SLOTS {
-            return Err(DrmError::Busy);
-        }
+    /// Number of bind queues.
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
     }
-    let table = file.syncobjs();
-    let alloc = HostAlloc::new();
-    let mut preps: Vec<Prep<B>> = Vec::new();
-    preps
-        .try_reserve(ops.len())
-        .map_err(|_| DrmError::NoMemory)?;
-    // Unlike a synchronous bind, a failing asynchronous one leaves `ops.count` alone (as
-    // panthor does); nothing of the call is queued.
-    for op in ops {
-        preps.push(prepare_op(op, file, &vm, &alloc, &preps, table)?);
-    }
-    let mut q = lock(&queue);
-    if q.is_killed() {
-        return Err(DrmError::Invalid);
-    }
-    if q.pending_jobs() + preps.len() > JOB_SLOTS {
-        return Err(DrmError::Busy);
-    }
-    for p in preps {
-        let Ok(r) = q.reserve() else {
-            // Ruled out above (room checked under the queue's lock); should it happen anyway,
-            // later binds of this call depending on this one fail too.
-            p.job.done_fence().signal(Err(FenceError::CANCELED));
-            continue;
-        };
-        let done = r.commit(p.job).done;
-        for h in p.signals {
-            let fence: FenceRef = Arc::new(JobSyncFence(done.clone()));
-            let _ = table.replace(h, Some(fence));
-        }
-    }
-    drop(q);
-    dev.backend.executor().waker().wake_by_ref();
-    Ok(0)
-}
 
-fn prepare_op<B: Backend>(
-    op: &uapi::VmBindOp,
-    file: &File<B>,
-    vm: &Arc<Mutex<TyrVm<B>>>,
-    alloc: &HostAlloc,
-    earlier: &[Prep<B>],
-    table: &drm_ctx::host::syncobj::SyncobjTable,
-) -> Result<Prep<B>> {
-    use uapi::*;
-    let syncs: Vec<SyncOp> =
-        crate::submit::read_array(file.user(), &op.syncs, crate::submit::MAX_SYNCS)?;
-    let decoded =
-        if op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK == DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY {
-            if op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK != 0
-                || op.bo_handle != 0
-                || op.bo_offset != 0
-                || op.va != 0
-                || op.size != 0
-                || op.syncs.count == 0
-            {
-                // A sync-only op exists for its syncs.
-                return Err(Error::Invalid);
-            }
-            None
-        } else {
-            crate::driver::decode_op(op, file)?
-        };
-    let (waits, signals) = crate::submit::resolve_syncs(&syncs, table, |h| {
-        earlier
-            .iter()
-            .rev()
-            .find(|p| p.signals.contains(&h))
-            .map(|p| p.job.done_fence().clone())
-    })?;
-    let (va, size, map) = decoded.unwrap_or((0, 0, None));
-    let res = {
-        let mut v = lock(vm);
-        if v.is_unusable() {
-            return Err(Error::Invalid);
-        }
-        let req = match &map {
-            Some((obj, offset, flags)) => BindReq::Map {
-                va,
-                size,
-                obj,
-                offset: *offset,
-                flags: *flags,
-            },
-            None => BindReq::Unmap { va, size },
-        };
-        v.reserve_bind(&[req]).map_err(|(_, e)| e)?
-    };
-    let payload = BindPayload {
-        vm: vm.clone(),
-        va,
-        size,
-        map,
-        res,
-        applied: false,
-        hw: HostFence::new(),
-    };
-    let mut job = PreparedJob::new(alloc, &BIND_CONFIG, Cost(1), MaxDeps(waits.len()), payload)
-        .map_err(|r| Error::from_errno(r.error.to_errno()))?;
-    for f in &waits {
-        job.add_dependency(f)
-            .map_err(|e| Error::from_errno(e.to_errno()))?;
+    /// Whether there is no bind queue.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
-    Ok(Prep { job, signals })
 }

@@ -22,6 +22,8 @@ use crate::backend::{Backend, DmaMemory};
 use crate::regs::{mcu, JOB_IRQ_CLEAR, JOB_IRQ_RAWSTAT, MCU_CONTROL, MCU_STATUS};
 use crate::{dev_err, uapi, Error, Result};
 
+/// Size of the firmware interface region allocated before registration.
+pub const FW_INTERFACE_SIZE: usize = 0x1_0000;
 /// MCU virtual address of the region shared with the firmware.
 pub const MCU_SHARED_REGION_START: u64 = 0x0400_0000;
 /// Offset of the first group control block in the shared region.

@@ -5,13 +5,14 @@
 //! The driver brings a Mali CSF GPU up ([`gpu`]: reset, L2, identification; [`fw`]: the MCU
 //! and its interface), describes its registers with `register!` ([`regs`]), manages GPU
 //! virtual memory with `gpuvm` and `io-pgtable` ([`vm`]: VMs and all-or-nothing VM_BIND;
-//! [`mmu`]: address-space slots and MMU commands), runs GPU work through `jobqueue` onto the
-//! firmware's command-stream rings ([`csf`]; `sched`, `submit`, `bindq`, feature `std`) and
-//! serves the panthor uAPI ([`uapi`]) through the `drm-ctx` DRM core (`driver`, feature `std`).
-//! Everything it needs from its environment goes through a [`backend::Backend`], as it would
-//! on silicon; `host` (feature `host`) implements it over the simulated Mali-G610 of the
-//! `gpukit-mali-sim` crate (`mali_sim`), which has its own view of the hardware and none of
-//! the driver's, and `umd` is a Mesa-like client for tests and the demo.
+//! [`mmu`]: address-space slots and MMU commands; `gem`: buffer objects), runs GPU work
+//! through `jobqueue` onto the firmware's command-stream rings ([`csf`]; `job`, `bindq`,
+//! `sched`, feature `std`) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the
+//! handlers) through the `drm-ctx` DRM core (`file`, `driver`, feature `std`). Everything it
+//! needs from its environment goes through a [`backend::Backend`], as it would on silicon;
+//! `host` (feature `host`) implements it over the simulated Mali-G610 of the `gpukit-mali-sim`
+//! crate (`mali_sim`), which has its own view of the hardware and none of the driver's, and
+//! `umd` is a Mesa-like client for tests and the demo.
 //!
 //! ```
 //! # #[cfg(feature = "host")] {
@@ -26,6 +27,40 @@
 //! assert_eq!(vm.id, 1);
 //! # }
 //! ```
+//!
+//! # Floors
+//!
+//! The files are arranged in floors, as panthor's are: a file uses only modules of the floors
+//! below its own (`tests/floors.rs` checks it, with this table), so the uAPI layer calls down
+//! into scheduling, which calls down into firmware, memory management and the device, and
+//! nothing below calls up. Top first:
+//!
+//! ```text
+//! 13  umd                       | a Mesa-like client of the ioctls (feature host)
+//! 12  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
+//! 11  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
+//! 10  file                      | a client's VMs and groups; group creation
+//!  9  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
+//!  8  bindq                     | bind queues: asynchronous VM_BIND jobs
+//!  7  job                       | what all queues share: clock, sizes, syncobj fences
+//!  6  fw                        | the MCU and its interface (panthor_fw)
+//!  5  gem                       | buffer objects (panthor_gem)
+//!  4  mmu                       | address-space slots, MMU commands (panthor_mmu)
+//!  3  vm                        | VMs: gpuvm + io-pgtable, all-or-nothing VM_BIND
+//!  2  gpu, host                 | probe, reset, power (panthor_gpu); the host backend
+//!  1  backend                   | the environment: MMIO, DMA memory, IRQs, time, logging
+//!  0  error, regs, csf, uapi    | definitions: errors, registers, CSF interface, uAPI structs
+//! ```
+//!
+//! Where a floor needs something of a floor above, the lower floor defines a small trait that
+//! the upper one implements: a VM updates the MMU through [`vm::MmuUpdate`] (implemented by
+//! `mmu::AsUpdate`), a bind job reaches its device through `bindq::BindDevice`, and the
+//! environment calls the driver through `backend::Events` (both implemented by the device state
+//! in `sched`). `drm-ctx` ties the driver type to its data, objects and files: the floors below
+//! `driver` name the driver type (`TyrDriver`, defined in `gem`), and only `driver` implements
+//! `drm::Driver` for it, as panthor's `panthor_drv.c` alone defines its `drm_driver`. The
+//! definitions of floor 0 are what panthor's headers are (`panthor_regs.h`, `panthor_drm.h`):
+//! every floor may use them.
 //!
 //! The core (registers, probe, firmware interface, MMU, VM management, uAPI) is `no_std` and
 //! allocates only through the backend and the storage traits it is given; the DRM glue needs
@@ -49,14 +84,20 @@ pub mod csf;
 #[cfg(feature = "std")]
 pub mod driver;
 mod error;
+#[cfg(feature = "std")]
+pub mod file;
 pub mod fw;
+#[cfg(feature = "std")]
+pub mod gem;
 pub mod gpu;
+#[cfg(feature = "std")]
+pub mod ioctl;
+#[cfg(feature = "std")]
+pub mod job;
 pub mod mmu;
 pub mod regs;
 #[cfg(feature = "std")]
 pub mod sched;
-#[cfg(feature = "std")]
-pub mod submit;
 pub mod uapi;
 pub mod vm;
 

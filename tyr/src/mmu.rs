@@ -29,6 +29,8 @@ use register::io::Io;
 
 use crate::backend::Backend;
 use crate::regs::*;
+#[cfg(feature = "std")]
+use crate::vm::MmuUpdate;
 use crate::{dev_err, Error, Result};
 
 /// Poll interval of MMU waits.
@@ -313,6 +315,33 @@ pub fn lock<B: Backend>(b: &B, slot: usize, start: u64, size: u64) -> Result<(u6
 pub fn unlock<B: Backend>(b: &B, slot: usize) -> Result {
     flush_caches(b)?;
     send_command(b, slot, as_command::UNLOCK)
+}
+
+/// The address space of the MCU.
+pub const MCU_AS: usize = 0;
+
+/// MMU updates of a VM that may hold an address space.
+#[cfg(feature = "std")]
+pub(crate) struct AsUpdate<'a, B: Backend> {
+    pub(crate) backend: &'a B,
+    pub(crate) slot: Option<usize>,
+}
+
+#[cfg(feature = "std")]
+impl<B: Backend> MmuUpdate for AsUpdate<'_, B> {
+    fn lock(&mut self, start: u64, size: u64) -> Result {
+        match self.slot {
+            Some(s) => lock(self.backend, s, start, size).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    fn unlock(&mut self) -> Result {
+        match self.slot {
+            Some(s) => unlock(self.backend, s),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(all(test, feature = "host"))]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Groups, queues and the road of a job from `GROUP_SUBMIT` to the hardware and back.
+//! Groups, queues, group slots, interrupts, timeouts and reset: the road of a job from
+//! `GROUP_SUBMIT` to the hardware and back, and the device state it runs on.
 //!
 //! # How work reaches a CSF GPU
 //!
@@ -41,30 +42,45 @@
 //!   that cannot run).
 //!
 //! Every done fence signals: completed, failed, or cancelled when its queue is killed.
+//!
+//! # The device state
+//!
+//! [`DevInner`] is the device as everything above the scheduler sees it (panthor's
+//! `panthor_device`): the environment, what the probe found, the MCU's VM, the address-space
+//! slots, the firmware's interface blocks and the scheduler state ([`Sched`]). [`TyrData`] is
+//! the handle the DRM device holds; dropping it (unplug) stops the events, cancels the bind
+//! queues, tears every group down and stops the MCU. The device's interrupt handler and work
+//! item ([`Events`]) are here, and so is reset. The ring backends hold the device weakly; the
+//! bind queues reach it through [`BindDevice`], which it implements.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use core::time::Duration;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::vec::Vec;
 
+use drm_ctx::drm::{gem, AnyCtx};
+use drm_ctx::types::ARef;
 use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
-    Backend as JqBackend, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence, TimedOutJob,
-    TimeoutAction,
+    Backend as JqBackend, Executor, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence,
+    TimedOutJob, TimeoutAction,
 };
-use register::io::poll::PollClock;
 use register::io::Io;
 
-use crate::backend::{Backend, DmaMemory};
+use crate::backend::{Backend, DmaMemory, Events, Words};
+use crate::bindq::{BindDevice, BindQueues};
 use crate::csf::{cs, csg, glb, instr};
-use crate::regs::{DOORBELL, JOB_IRQ_MASK, MMU_IRQ_MASK};
-use crate::{dev_err, uapi, Error, Result};
+use crate::fw::{MAX_CSGS, MAX_CS_PER_CSG};
+use crate::gem::{BoRef, McuVm, TyrBo, TyrVm};
+use crate::mmu::{self, AsSlots, AsUpdate};
+use crate::regs::{
+    mcu, AS_FAULTADDRESS, AS_FAULTSTATUS, DOORBELL, GPU_IRQ_CLEAR, GPU_IRQ_STATUS, JOB_IRQ_CLEAR,
+    JOB_IRQ_MASK, JOB_IRQ_STATUS, MCU_CONTROL, MMU_IRQ_CLEAR, MMU_IRQ_MASK, MMU_IRQ_STATUS,
+};
+use crate::{dev_err, dev_info, gpu, uapi, Error, Result};
 
-/// Job slots of one queue (jobs committed and not yet retired).
-pub const JOB_SLOTS: usize = 64;
-/// How long a job may stay on the ring before it times out (GPU time).
-pub const JOB_TIMEOUT: Duration = Duration::from_millis(500);
+pub use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
+
 /// Instructions the driver writes into the ring per job (its cost in credits).
 pub const JOB_INSTRS: u32 = 8;
 /// Largest user command stream one job may call.
@@ -80,7 +96,7 @@ pub const QUEUE_IFACE_BASE: u64 = 0xa000;
 pub const QUEUE_IFACE_SIZE: u64 = 0x20;
 /// Queues whose interface words fit in the firmware region.
 pub const MAX_QUEUES: usize =
-    ((crate::driver::FW_INTERFACE_SIZE as u64 - QUEUE_IFACE_BASE) / QUEUE_IFACE_SIZE) as usize;
+    ((crate::fw::FW_INTERFACE_SIZE as u64 - QUEUE_IFACE_BASE) / QUEUE_IFACE_SIZE) as usize;
 /// Bytes of sync objects per queue (`{seqno, status, pad}` as panthor lays them out).
 pub(crate) const SYNCOBJ_SIZE: u64 = 16;
 
@@ -91,73 +107,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The fence type of the driver's queues (host fences: the DRM glue is host-only for now).
 pub type Fence = HostFence;
 
-/// The scheduler's clock: the backend's, in nanoseconds.
-#[derive(Clone, Debug)]
-pub struct SchedClock<C>(pub C);
-
-impl<C: PollClock> jobqueue::Clock for SchedClock<C> {
-    fn now(&self) -> jobqueue::Instant {
-        jobqueue::Instant::from_duration(self.0.now())
-    }
-}
-
 /// A job queue of the driver.
 pub type JobQueue<B> =
     jobqueue::Queue<RingHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
-
-/// 32- and 64-bit CPU accesses to DMA memory by device address (little-endian words).
-///
-/// Crate-internal: an access is only sound while the memory it touches stays allocated, which
-/// the driver guarantees for the memory it owns (the firmware region, a live group's rings and
-/// sync objects) but which a safe public API could not promise (another thread may free a block
-/// between the look-up of its CPU view and the access).
-///
-/// ```compile_fail
-/// # // Not reachable from outside the crate (issue 20).
-/// use tyr::sched::Words;
-/// ```
-pub(crate) struct Words<'a, D: DmaMemory>(pub(crate) &'a D);
-
-impl<D: DmaMemory> Words<'_, D> {
-    fn word(&self, addr: u64) -> Option<&AtomicU64> {
-        let p = self.0.cpu_u64(addr & !7)?;
-        // SAFETY: `cpu_u64` returned a pointer into a live block, valid for atomic accesses
-        // (`DmaMemory` contract); the caller keeps the block alive while it uses the words.
-        Some(unsafe { p.as_ref() })
-    }
-
-    /// The 32-bit word at `addr` (0 if the address is not in live memory).
-    pub(crate) fn rd32(&self, addr: u64) -> u32 {
-        self.word(addr).map_or(0, |w| {
-            (w.load(Ordering::Acquire) >> ((addr & 4) * 8)) as u32
-        })
-    }
-
-    /// Writes the 32-bit word at `addr` (nothing if the address is not in live memory).
-    pub(crate) fn wr32(&self, addr: u64, v: u32) {
-        if let Some(w) = self.word(addr) {
-            let shift = (addr & 4) * 8;
-            let mask = 0xffff_ffffu64 << shift;
-            let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                Some((old & !mask) | (u64::from(v) << shift))
-            });
-        }
-    }
-
-    /// The 64-bit word at `addr` (0 if the address is not in live memory).
-    pub(crate) fn rd64(&self, addr: u64) -> u64 {
-        self.word(addr).map_or(0, |w| w.load(Ordering::Acquire))
-    }
-
-    /// Writes the 64-bit word at `addr` (nothing if the address is not in live memory).
-    pub(crate) fn wr64(&self, addr: u64, v: u64) {
-        if let Some(w) = self.word(addr) {
-            w.store(v, Ordering::Release);
-        }
-    }
-}
-
-use crate::fw::{MAX_CSGS, MAX_CS_PER_CSG};
 
 /// Where the firmware's interface blocks are, as offsets in the firmware region.
 #[derive(Clone, Debug, Default)]
@@ -281,7 +233,7 @@ struct Inflight {
 
 /// The ring backend of one queue (what `jobqueue` calls to put jobs on the hardware).
 pub struct RingHw<B: Backend> {
-    backend: Weak<crate::driver::DevInner<B>>,
+    backend: Weak<DevInner<B>>,
     group: Arc<GroupState>,
     /// Queue index in the group (the stream of the group's slot).
     pub index: usize,
@@ -316,7 +268,7 @@ pub(crate) struct QueueMem {
 
 impl<B: Backend> RingHw<B> {
     pub(crate) fn new(
-        backend: Weak<crate::driver::DevInner<B>>,
+        backend: Weak<DevInner<B>>,
         group: Arc<GroupState>,
         index: usize,
         m: QueueMem,
@@ -547,7 +499,7 @@ pub struct Group<B: Backend> {
     /// Device-unique key.
     pub key: u64,
     /// The VM.
-    pub vm: Arc<Mutex<crate::driver::TyrVm<B>>>,
+    pub vm: Arc<Mutex<TyrVm<B>>>,
     /// The VM's key.
     pub vm_key: u64,
     /// State shared with the rings.
@@ -556,7 +508,7 @@ pub struct Group<B: Backend> {
     pub queues: Vec<GroupQueue<B>>,
     /// The object holding rings and sync objects, and where it is mapped in the VM's kernel
     /// region.
-    pub(crate) mem: crate::driver::BoRef<B>,
+    pub(crate) mem: BoRef<B>,
     pub(crate) mem_va: u64,
     /// Interface-word slots of the queues.
     pub(crate) iface_slots: Vec<usize>,
@@ -591,7 +543,7 @@ pub struct Sched<B: Backend> {
     /// Free interface-word slots.
     iface_free: Mutex<Vec<bool>>,
     /// The bind queue of each VM (by key) that has had an asynchronous bind.
-    pub(crate) binds: Mutex<BTreeMap<u64, Arc<Mutex<crate::bindq::BindQueue<B>>>>>,
+    pub(crate) binds: BindQueues<B>,
     /// The device could not be brought back after a reset.
     pub broken: AtomicBool,
 }
@@ -607,7 +559,7 @@ impl<B: Backend> Sched<B> {
             groups: Mutex::new(BTreeMap::new()),
             slots: Mutex::new(std::vec![None; slots]),
             iface_free: Mutex::new(std::vec![true; MAX_QUEUES]),
-            binds: Mutex::new(BTreeMap::new()),
+            binds: BindQueues::default(),
             broken: AtomicBool::new(false),
         }
     }
@@ -653,7 +605,7 @@ impl<B: Backend> Sched<B> {
 
     /// Number of bind queues (one per VM that has had an asynchronous bind and still exists).
     pub fn bind_queue_count(&self) -> usize {
-        lock(&self.binds).len()
+        self.binds.len()
     }
 }
 
@@ -663,10 +615,621 @@ pub(crate) fn enable_irqs<B: Backend>(b: &B) {
     b.io().write_reg(MMU_IRQ_MASK::from(0xffff_u32));
 }
 
+// ---------------------------------------------------------------- the device state
+
+/// Per-device data: the device state, shared with the environment's event thread (which holds
+/// it weakly).
+pub struct TyrData<B: Backend> {
+    inner: Arc<DevInner<B>>,
+}
+
+impl<B: Backend> core::ops::Deref for TyrData<B> {
+    type Target = DevInner<B>;
+
+    fn deref(&self) -> &DevInner<B> {
+        &self.inner
+    }
+}
+
+impl<B: Backend> TyrData<B> {
+    /// The handle of a device state.
+    pub fn new(inner: DevInner<B>) -> Self {
+        TyrData {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The shared device state.
+    pub fn shared(&self) -> &Arc<DevInner<B>> {
+        &self.inner
+    }
+}
+
+/// The device state.
+pub struct DevInner<B: Backend> {
+    /// The environment.
+    pub backend: B,
+    /// What the probe found.
+    pub gpu_info: gpu::GpuInfo,
+    /// Command-stream interface information, as the firmware published it.
+    pub csif_info: uapi::CsifInfo,
+    /// Objects created before registration (the firmware interface region).
+    pub fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
+    /// The MCU's VM (address space 0), mapping the firmware interface region.
+    pub mcu_vm: Mutex<McuVm<B>>,
+    pub(crate) slots: Mutex<AsSlots>,
+    next_key: AtomicU64,
+    /// Where the firmware's interface blocks are.
+    pub fw: FwIface,
+    /// Groups, group slots and recovery state.
+    pub sched: Sched<B>,
+    /// Destroyed VMs whose address space a running group still pins (released at unpin).
+    pub(crate) zombie_vms: Mutex<BTreeSet<u64>>,
+}
+
+impl<B: Backend> DevInner<B> {
+    /// The state of a device the probe found (`gpu_info`) whose firmware published
+    /// `csif_info` and its interface blocks `fw`, with the objects created before registration
+    /// and the MCU's VM (address space 0, reserved).
+    pub fn new(
+        backend: B,
+        gpu_info: gpu::GpuInfo,
+        csif_info: uapi::CsifInfo,
+        fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
+        mcu_vm: McuVm<B>,
+        fw: FwIface,
+    ) -> Self {
+        DevInner {
+            slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
+            sched: Sched::new(csif_info.csg_slot_count as usize),
+            fw,
+            zombie_vms: Mutex::new(BTreeSet::new()),
+            gpu_info,
+            csif_info,
+            fw_objects,
+            mcu_vm: Mutex::new(mcu_vm),
+            next_key: AtomicU64::new(2),
+            backend,
+        }
+    }
+}
+
+impl<B: Backend> Drop for TyrData<B> {
+    fn drop(&mut self) {
+        // No more interrupts or work; then every job still pending is cancelled.
+        self.backend.stop_events();
+        for key in self.sched.binds.keys() {
+            self.sched.binds.remove(key);
+        }
+        for g in self.sched.group_list() {
+            g.state.dead.store(true, Ordering::Release);
+            self.inner
+                .teardown_group(&g, jobqueue::FenceError::CANCELED);
+        }
+        lock(&self.sched.groups).clear();
+        // Stop the MCU and unmap its address space before its page tables are freed.
+        self.backend
+            .io()
+            .write_reg(MCU_CONTROL::zeroed().with_const_request::<{ mcu::DISABLED }>());
+        let _ = mmu::disable(&self.backend, mmu::MCU_AS, false);
+    }
+}
+
+impl<B: Backend> DevInner<B> {
+    /// Number of VMs destroyed while a group of theirs held a slot, whose address space is
+    /// still to be released.
+    pub fn zombie_vm_count(&self) -> usize {
+        lock(&self.zombie_vms).len()
+    }
+}
+
+impl<B: Backend> DevInner<B> {
+    /// Gives `vm` an address space; see `file::vm_activate`.
+    pub(crate) fn activate(&self, vm: &TyrVm<B>) -> Result<usize> {
+        let mut slots = lock(&self.slots);
+        if slots.count() == 0 {
+            return Err(Error::NoDevice);
+        }
+        let had = slots.slot_of(vm.key());
+        let (slot, evicted) = slots.try_acquire(vm.key()).ok_or(Error::Busy)?;
+        if had.is_none() {
+            // The VM losing the slot may still have data in the GPU caches.
+            let flushed = match evicted {
+                Some(_) => mmu::flush_caches(&self.backend),
+                None => Ok(()),
+            };
+            let regs = vm.as_regs()?;
+            if let Err(e) = flushed.and_then(|()| mmu::enable(&self.backend, slot, &regs)) {
+                slots.release(vm.key());
+                return Err(e);
+            }
+        }
+        Ok(slot)
+    }
+}
+
+impl<B: Backend> DevInner<B> {
+    pub(crate) fn key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl<B: Backend> BindDevice<B> for DevInner<B> {
+    fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    fn as_slots(&self) -> &Mutex<AsSlots> {
+        &self.slots
+    }
+}
+
+// ---------------------------------------------------------------- groups on the device
+
+impl<B: Backend> DevInner<B> {
+    /// Unmaps group memory from the kernel region of `vm` and gives its VA back.
+    pub(crate) fn unmap_group_mem(&self, vm: &Mutex<TyrVm<B>>, va: u64, size: u64) {
+        let mut vmg = lock(vm);
+        let slots = lock(&self.slots);
+        let mut upd = AsUpdate {
+            backend: &self.backend,
+            slot: slots.slot_of(vmg.key()),
+        };
+        let _ = vmg.unmap_kernel(va, size, &mut upd);
+        drop(slots);
+        vmg.free_kernel_va(va);
+    }
+
+    /// Stops a dead group for good: fails what is on its rings, cancels what is queued, takes
+    /// its slot away and frees its memory. Idempotent.
+    pub(crate) fn teardown_group(&self, g: &Group<B>, first: FenceError) {
+        // A concurrent teardown (work item and GROUP_DESTROY) finishes before this returns.
+        let _serial = lock(&g.teardown);
+        if g.state.torn_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.unbind_group(g);
+        let fatal = g.state.fatal_queues.load(Ordering::Acquire);
+        for (i, q) in g.queues.iter().enumerate() {
+            let mut jq = lock(&q.jq);
+            let err = if fatal & (1 << i) != 0 {
+                FenceError::new(-14).unwrap_or(FenceError::IO)
+            } else {
+                first
+            };
+            // Jobs the GPU finished keep their result.
+            jq.backend_mut().complete(self.backend.dma());
+            jq.backend_mut().fail_inflight(err);
+            jq.run();
+            jq.kill();
+        }
+        let size = g.mem.0.size() as u64;
+        self.unmap_group_mem(&g.vm, g.mem_va, size);
+        self.sched.free_iface(&g.iface_slots);
+        // The last group of a VM its file already destroyed: its address space goes too.
+        if Arc::strong_count(&g.vm) == 1 {
+            lock(&self.zombie_vms).remove(&g.vm_key);
+            self.release_unpinned_as(&mut lock(&self.slots), g.vm_key);
+        }
+        lock(&self.sched.groups).remove(&g.key);
+    }
+
+    /// Destroys a group (`GROUP_DESTROY`, file close).
+    pub(crate) fn destroy_group(&self, g: &Group<B>) {
+        g.state.dead.store(true, Ordering::Release);
+        self.teardown_group(g, FenceError::CANCELED);
+    }
+}
+
+// ---------------------------------------------------------------- interrupts and work
+
+impl<B: Backend> Events for DevInner<B> {
+    fn irq(&self) {
+        let io = self.backend.io();
+        let gpu = io.read(GPU_IRQ_STATUS).into_raw();
+        if gpu != 0 {
+            io.write_reg(GPU_IRQ_CLEAR::from(gpu));
+        }
+        let mmu = io.read(MMU_IRQ_STATUS).into_raw();
+        if mmu != 0 {
+            self.mmu_irq(mmu);
+            io.write_reg(MMU_IRQ_CLEAR::from(mmu));
+        }
+        let job = io.read(JOB_IRQ_STATUS).into_raw();
+        if job != 0 {
+            io.write_reg(JOB_IRQ_CLEAR::from(job));
+            for n in 0..self.fw.csg.len().min(31) {
+                if job & (1 << n) != 0 {
+                    self.csg_irq(n);
+                }
+            }
+            self.collect_completions();
+        }
+        self.backend.executor().waker().wake_by_ref();
+    }
+
+    fn work(&self) {
+        self.sched.binds.run();
+        let groups = self.sched.group_list();
+        for g in &groups {
+            for q in &g.queues {
+                lock(&q.jq).run();
+            }
+        }
+        for g in &groups {
+            if g.state.dead.load(Ordering::Acquire) {
+                self.teardown_group(g, FenceError::CANCELED);
+            }
+        }
+        if self.sched.shared.reset_needed.swap(false, Ordering::AcqRel) {
+            self.reset();
+        }
+        self.schedule();
+    }
+}
+
+impl<B: Backend> DevInner<B> {
+    fn fw_words(&self) -> Words<'_, B::Dma> {
+        Words(self.backend.dma())
+    }
+
+    /// The group in slot `n`.
+    fn group_in(&self, n: usize) -> Option<Arc<Group<B>>> {
+        let key = (*lock(&self.sched.slots).get(n)?)?;
+        lock(&self.sched.groups).get(&key).cloned()
+    }
+
+    /// Acknowledges the events of group slot `n` and handles stream faults.
+    fn csg_irq(&self, n: usize) {
+        let Some(&(cin, cout)) = self.fw.csg.get(n) else {
+            return;
+        };
+        let w = self.fw_words();
+        let base = self.fw.base;
+        let req = w.rd32(base + cin + csg::REQ);
+        let ack = w.rd32(base + cout + csg::REQ);
+        let events = (req ^ ack) & (csg::SYNC_UPDATE | csg::IDLE);
+        if events != 0 {
+            w.wr32(base + cin + csg::REQ, req ^ events);
+        }
+        let irq_req = w.rd32(base + cout + csg::CS_IRQ_REQ);
+        let irq_ack = w.rd32(base + cin + csg::CS_IRQ_ACK);
+        let pending = irq_req ^ irq_ack;
+        if pending == 0 {
+            return;
+        }
+        let group = self.group_in(n);
+        for (s, &(sin, sout)) in self.fw.cs[n].iter().enumerate() {
+            if pending & (1 << s) == 0 {
+                continue;
+            }
+            let sreq = w.rd32(base + sin + cs::REQ);
+            let sack = w.rd32(base + sout + cs::REQ);
+            let ev = (sreq ^ sack) & (cs::FAULT_EVENT | cs::FATAL_EVENT);
+            if ev == 0 {
+                continue;
+            }
+            w.wr32(base + sin + cs::REQ, sreq ^ ev);
+            let (code, info) = if ev & cs::FAULT_EVENT != 0 {
+                (
+                    w.rd32(base + sout + cs::FAULT) & 0xff,
+                    w.rd64(base + sout + cs::FAULT_INFO),
+                )
+            } else {
+                (w.rd32(base + sout + cs::FATAL) & 0xff, 0)
+            };
+            dev_err!(
+                &self.backend,
+                "CSG slot {n} CS {s}: fault {code:#x} at {info:#x}"
+            );
+            if let Some(g) = &group {
+                g.state.fatal_queues.fetch_or(1 << s, Ordering::AcqRel);
+                g.state
+                    .state
+                    .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_FATAL_FAULT, Ordering::AcqRel);
+                g.state.dead.store(true, Ordering::Release);
+            }
+        }
+        w.wr32(base + cin + csg::CS_IRQ_ACK, irq_req);
+    }
+
+    /// Page faults: the VM of the faulting address space becomes unusable.
+    fn mmu_irq(&self, status: u32) {
+        let io = self.backend.io();
+        for a in 0..16usize {
+            if status & (1 << a) == 0 {
+                continue;
+            }
+            let fs = AS_FAULTSTATUS::try_at(a).map(|l| io.read(l).into_raw());
+            let addr = AS_FAULTADDRESS::try_at(a).map(|l| io.read(l).into_raw());
+            dev_err!(
+                &self.backend,
+                "Unhandled page fault in AS{a} (status {:#x}) at VA {:#x}",
+                fs.unwrap_or(0),
+                addr.unwrap_or(0)
+            );
+            let Some(key) = lock(&self.slots).vm_in(a) else {
+                continue;
+            };
+            for g in lock(&self.sched.groups).values() {
+                if g.vm_key == key {
+                    lock(&g.vm).set_unusable();
+                    g.state
+                        .state
+                        .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_FATAL_FAULT, Ordering::AcqRel);
+                    g.state.dead.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Signals the hardware fences of every completed job of the groups holding a slot.
+    fn collect_completions(&self) {
+        let dma = self.backend.dma();
+        for g in lock(&self.sched.groups).values() {
+            if g.state.slot.load(Ordering::Acquire) == NO_SLOT {
+                continue;
+            }
+            for q in &g.queues {
+                lock(&q.jq).backend_mut().complete(dma);
+            }
+        }
+    }
+
+    fn glb_doorbell(&self, slot_bits: u32) {
+        let w = self.fw_words();
+        let base = self.fw.base;
+        let (gin, _) = self.fw.glb;
+        let db = w.rd32(base + gin + glb::DOORBELL_REQ);
+        w.wr32(base + gin + glb::DOORBELL_REQ, db ^ slot_bits);
+        if let Some(r) = DOORBELL::try_at(0) {
+            self.backend
+                .io()
+                .write(r, DOORBELL::zeroed().with_ring(true));
+        }
+    }
+
+    /// Puts `g` into group slot `n`: address space, stream configuration, start.
+    fn bind_group(&self, n: usize, g: &Group<B>) -> Result {
+        // A concurrent GROUP_DESTROY must see either no slot or the whole binding.
+        let _serial = lock(&g.teardown);
+        if g.state.dead.load(Ordering::Acquire) || g.state.torn_down.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let as_slot = {
+            let vm = lock(&g.vm);
+            if vm.is_unusable() {
+                return Err(Error::Invalid);
+            }
+            let s = self.activate(&vm)?;
+            lock(&self.slots).pin(g.vm_key);
+            s
+        };
+        let w = self.fw_words();
+        let base = self.fw.base;
+        let (cin, _) = self.fw.csg[n];
+        let mut streams = 0u32;
+        for (s, q) in g.queues.iter().enumerate() {
+            let Some(&(sin, _)) = self.fw.cs[n].get(s) else {
+                continue;
+            };
+            let jq = lock(&q.jq);
+            let r = jq.backend();
+            let mcu = crate::fw::MCU_SHARED_REGION_START;
+            w.wr64(base + sin + cs::RINGBUF_BASE, r.ring_va);
+            w.wr32(base + sin + cs::RINGBUF_SIZE, r.ring_size as u32);
+            w.wr64(base + sin + cs::RINGBUF_INPUT, mcu + r.iface);
+            w.wr64(base + sin + cs::RINGBUF_OUTPUT, mcu + r.iface + 0x10);
+            w.wr32(base + sin + cs::CONFIG, (1 + n as u32) << 8);
+            w.wr32(base + sin + cs::ACK_IRQ_MASK, 0);
+            let req = w.rd32(base + sin + cs::REQ);
+            w.wr32(
+                base + sin + cs::REQ,
+                (req & !cs::STATE_MASK) | cs::STATE_START,
+            );
+            streams |= 1 << s;
+        }
+        w.wr32(base + cin + csg::CONFIG, as_slot as u32);
+        w.wr32(base + cin + csg::ACK_IRQ_MASK, csg::SYNC_UPDATE | csg::IDLE);
+        let req = w.rd32(base + cin + csg::REQ);
+        w.wr32(
+            base + cin + csg::REQ,
+            (req & !csg::STATE_MASK) | csg::STATE_START,
+        );
+        let db = w.rd32(base + cin + csg::DOORBELL_REQ);
+        w.wr32(base + cin + csg::DOORBELL_REQ, db ^ streams);
+        g.state.slot.store(n, Ordering::Release);
+        lock(&self.sched.slots)[n] = Some(g.key);
+        self.glb_doorbell(1 << n);
+        ring_doorbell(&self.backend, n);
+        Ok(())
+    }
+
+    /// Takes `g`'s slot away (terminating its streams), if it has one.
+    fn unbind_group(&self, g: &Group<B>) {
+        let n = g.state.slot.swap(NO_SLOT, Ordering::AcqRel);
+        if n == NO_SLOT {
+            return;
+        }
+        if let Some(&(cin, _)) = self.fw.csg.get(n) {
+            let w = self.fw_words();
+            let base = self.fw.base;
+            let req = w.rd32(base + cin + csg::REQ);
+            w.wr32(
+                base + cin + csg::REQ,
+                (req & !csg::STATE_MASK) | csg::STATE_TERMINATE,
+            );
+            // The streams stop with the group; their requests say so too.
+            for &(sin, _) in &self.fw.cs[n] {
+                let sreq = w.rd32(base + sin + cs::REQ);
+                w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+            }
+            self.glb_doorbell(1 << n);
+        }
+        if let Some(s) = lock(&self.sched.slots).get_mut(n) {
+            *s = None;
+        }
+        let mut slots = lock(&self.slots);
+        slots.unpin(g.vm_key);
+        // A VM destroyed while its group ran keeps its address space until now.
+        if !slots.is_pinned(g.vm_key) && lock(&self.zombie_vms).remove(&g.vm_key) {
+            self.release_unpinned_as(&mut slots, g.vm_key);
+        }
+    }
+
+    /// Takes the address space of VM `vm_key`, which its file destroyed, away, unless a
+    /// resident group still pins it. A failure to disable it leaves the slot faulting.
+    fn release_unpinned_as(&self, slots: &mut mmu::AsSlots, vm_key: u64) {
+        if !slots.is_pinned(vm_key) {
+            if let Some(a) = slots.release(vm_key) {
+                let _ = mmu::disable(&self.backend, a, false);
+            }
+        }
+    }
+
+    /// Gives slots to groups with work. While some group waits, resident groups with nothing
+    /// on their rings give their slots (and their address-space pins) up first.
+    fn schedule(&self) {
+        if self.sched.broken.load(Ordering::Acquire) {
+            return;
+        }
+        let groups = self.sched.group_list();
+        let waiting = |g: &Group<B>| {
+            !g.state.dead.load(Ordering::Acquire)
+                && g.state.slot.load(Ordering::Acquire) == NO_SLOT
+                && g.state.wants_slot.load(Ordering::Acquire)
+        };
+        if !groups.iter().any(|g| waiting(g)) {
+            return;
+        }
+        self.evict_idle();
+        for g in groups.iter().filter(|g| waiting(g)) {
+            let free = lock(&self.sched.slots).iter().position(Option::is_none);
+            let Some(n) = free else {
+                break;
+            };
+            match self.bind_group(n, g) {
+                Ok(()) => g.state.wants_slot.store(false, Ordering::Release),
+                // No address space right now: try again at the next wake-up.
+                Err(Error::Busy) => {}
+                Err(e) => {
+                    dev_err!(&self.backend, "Cannot start group: {e}");
+                    g.state.dead.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Takes the slots of the groups whose queues have nothing on their rings.
+    fn evict_idle(&self) {
+        let dma = self.backend.dma();
+        for n in 0..self.fw.csg.len() {
+            let Some(g) = self.group_in(n) else {
+                continue;
+            };
+            let idle = g.queues.iter().all(|q| {
+                let mut jq = lock(&q.jq);
+                jq.backend_mut().complete(dma);
+                jq.backend().is_idle()
+            });
+            if idle {
+                self.unbind_group(&g);
+            }
+        }
+    }
+
+    /// Resets the GPU after a timeout and brings every surviving group back.
+    pub(crate) fn reset(&self) {
+        let b = &self.backend;
+        self.sched.shared.resets.fetch_add(1, Ordering::AcqRel);
+        // The reset takes every slot away from the hardware.
+        for n in 0..self.fw.csg.len() {
+            if let Some(g) = self.group_in(n) {
+                g.state.slot.store(NO_SLOT, Ordering::Release);
+            }
+            if let Some(s) = lock(&self.sched.slots).get_mut(n) {
+                *s = None;
+            }
+        }
+        lock(&self.slots).clear();
+        // No address space is left, so none is waiting to be released.
+        lock(&self.zombie_vms).clear();
+        let mut ok = false;
+        for attempt in 1..=3 {
+            if gpu::soft_reset(b).is_ok() {
+                ok = true;
+                break;
+            }
+            dev_err!(b, "GPU reset attempt {attempt} failed");
+        }
+        // The firmware restarts with nothing requested: clear the input blocks so that every
+        // request word agrees with the (fresh) acknowledge words.
+        if ok {
+            let w = self.fw_words();
+            let base = self.fw.base;
+            for off in [glb::REQ, glb::DOORBELL_REQ] {
+                w.wr32(base + self.fw.glb.0 + off, 0);
+            }
+            for (n, &(cin, _)) in self.fw.csg.iter().enumerate() {
+                for off in [csg::REQ, csg::DOORBELL_REQ, csg::CS_IRQ_ACK] {
+                    w.wr32(base + cin + off, 0);
+                }
+                for &(sin, _) in &self.fw.cs[n] {
+                    w.wr32(base + sin + cs::REQ, 0);
+                }
+            }
+        }
+        let booted = ok
+            && gpu::l2_power_on(b).is_ok()
+            && {
+                let regs = lock(&self.mcu_vm).as_regs();
+                regs.and_then(|r| mmu::enable(b, mmu::MCU_AS, &r)).is_ok()
+            }
+            && crate::fw::boot(b, self.fw.base, crate::fw::FW_INTERFACE_SIZE as u64).is_ok();
+        if !booted {
+            dev_err!(b, "GPU did not come back after a reset; failing all work");
+            self.sched.broken.store(true, Ordering::Release);
+            for g in self.sched.group_list() {
+                g.state
+                    .state
+                    .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_TIMEDOUT, Ordering::AcqRel);
+                g.state.dead.store(true, Ordering::Release);
+                self.teardown_group(&g, FenceError::CANCELED);
+            }
+            return;
+        }
+        enable_irqs(b);
+        dev_info!(b, "GPU reset done; replaying unfinished jobs");
+        // Every surviving group restarts from its first unfinished job.
+        let w = self.fw_words();
+        for g in self.sched.group_list() {
+            if g.state.dead.load(Ordering::Acquire) {
+                self.teardown_group(&g, FenceError::CANCELED);
+                continue;
+            }
+            let mut pending = false;
+            for q in &g.queues {
+                let mut jq = lock(&q.jq);
+                let r = jq.backend_mut();
+                r.complete(b.dma());
+                let from = r.replay_from();
+                // Output words: extract, active.
+                w.wr64(self.fw.base + r.iface + 0x10, from);
+                w.wr64(self.fw.base + r.iface + 0x18, 0);
+                pending |= !r.is_idle();
+            }
+            if pending {
+                g.state.wants_slot.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
 #[cfg(all(test, feature = "host"))]
 mod tests {
     use super::*;
     use crate::host::SimDma;
+    use core::time::Duration;
     use mali_sim::{MemConfig, SimMemory};
 
     /// Issue 20, suspected item: firmware publishing absurd counts or strides (here a stream

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Open files: a client's VMs and groups (panthor's `panthor_file` with its VM and group
+//! pools).
+//!
+//! Each open file ([`TyrFile`]) has up to [`MAX_VMS_PER_FILE`] VMs, numbered from 1, and up to
+//! [`MAX_GROUPS_PER_FILE`] groups, whose queues count against a per-file budget
+//! ([`MAX_QUEUES_PER_FILE`]) so that no client can take the queue interfaces every other client
+//! needs. A group is created here (its memory, rings and queues, registered with the scheduler
+//! before its handle is published); closing the file destroys its groups and releases its VMs.
+//!
+//! A VM gets an address space when the GPU needs it ([`vm_activate`]; the scheduler does it
+//! when a group of the VM gets a slot), least recently used first among the VMs no running
+//! group needs; binds into an active VM lock, update and flush through the MMU.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::vec::Vec;
+
+use drm_ctx::drm::{self, gem};
+use drm_ctx::Result as DrmResult;
+
+use crate::backend::{Backend, Words, PAGE_SIZE};
+use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrDriver, TyrVm};
+use crate::mmu::{self, AsUpdate};
+use crate::sched::{
+    self, DevInner, Group, GroupQueue, GroupState, QueueMem, RingHw, NO_SLOT, QUEUE_IFACE_BASE,
+    QUEUE_IFACE_SIZE,
+};
+use crate::{uapi, Error, Result};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// VMs per file.
+pub const MAX_VMS_PER_FILE: u32 = 32;
+
+/// Per-file data: the file's VMs and groups.
+pub struct TyrFile<B: Backend> {
+    pub(crate) vms: Mutex<BTreeMap<u32, Arc<Mutex<TyrVm<B>>>>>,
+    groups: Mutex<BTreeMap<u32, Arc<Group<B>>>>,
+    /// Queues of the file's groups (created or being created), at most
+    /// [`MAX_QUEUES_PER_FILE`].
+    queues: core::sync::atomic::AtomicUsize,
+}
+
+/// Groups per file.
+pub const MAX_GROUPS_PER_FILE: u32 = 128;
+
+/// Queues per file, over all its groups: a sixth of the device's 768 queue interfaces, so that
+/// one client cannot take the interfaces every other client needs (`EBUSY` beyond).
+pub const MAX_QUEUES_PER_FILE: usize = 128;
+
+impl<B: Backend> TyrFile<B> {
+    /// Counts `n` more queues against the file's budget; [`Error::Busy`] if it would be
+    /// exceeded.
+    pub(crate) fn reserve_queues(&self, n: usize) -> Result<()> {
+        use core::sync::atomic::Ordering::AcqRel;
+        self.queues
+            .fetch_update(AcqRel, core::sync::atomic::Ordering::Acquire, |q| {
+                q.checked_add(n).filter(|t| *t <= MAX_QUEUES_PER_FILE)
+            })
+            .map(|_| ())
+            .map_err(|_| Error::Busy)
+    }
+
+    /// Gives back `n` queues of the file's budget.
+    pub(crate) fn release_queues(&self, n: usize) {
+        self.queues
+            .fetch_sub(n, core::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Registers a group under the lowest free handle (from 1).
+    pub(crate) fn insert_group(&self, g: Arc<Group<B>>) -> Result<u32> {
+        let mut groups = lock(&self.groups);
+        let h = (1..=MAX_GROUPS_PER_FILE)
+            .find(|i| !groups.contains_key(i))
+            .ok_or(Error::Busy)?;
+        groups.insert(h, g);
+        Ok(h)
+    }
+
+    /// Removes a group from the file (giving its queues back to the file's budget).
+    pub(crate) fn remove_group(&self, handle: u32) -> Option<Arc<Group<B>>> {
+        let g = lock(&self.groups).remove(&handle)?;
+        self.release_queues(g.queues.len());
+        Some(g)
+    }
+
+    /// The group `handle`.
+    pub fn group(&self, handle: u32) -> Option<Arc<Group<B>>> {
+        lock(&self.groups).get(&handle).cloned()
+    }
+
+    /// The VM `id`, or [`Error::Invalid`].
+    pub fn vm(&self, id: u32) -> Result<Arc<Mutex<TyrVm<B>>>> {
+        lock(&self.vms).get(&id).cloned().ok_or(Error::Invalid)
+    }
+
+    /// IDs of the file's VMs.
+    pub fn vm_ids(&self) -> Vec<u32> {
+        lock(&self.vms).keys().copied().collect()
+    }
+}
+
+/// An open file of the driver.
+pub type File<B> = drm::File<TyrFile<B>>;
+
+impl<B: Backend> drm::DriverFile for TyrFile<B> {
+    type Driver = TyrDriver<B>;
+
+    fn open(_device: &TyrDevice<B>) -> DrmResult<Self> {
+        Ok(TyrFile {
+            vms: Mutex::new(BTreeMap::new()),
+            groups: Mutex::new(BTreeMap::new()),
+            queues: core::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn close(&self, device: &TyrDevice<B>) {
+        let groups = core::mem::take(&mut *lock(&self.groups));
+        for g in groups.into_values() {
+            device.destroy_group(&g);
+        }
+        let vms = core::mem::take(&mut *lock(&self.vms));
+        for vm in vms.into_values() {
+            release_vm(device, &vm);
+        }
+    }
+}
+
+/// Takes the address space away from a VM that is going away.
+pub(crate) fn release_vm<B: Backend>(dev: &TyrDevice<B>, vm: &Mutex<TyrVm<B>>) {
+    let key = lock(vm).key();
+    dev.sched.binds.remove(key);
+    let mut slots = lock(&dev.slots);
+    if slots.is_pinned(key) {
+        // A group of the VM holds a group slot: the address space goes when it is unbound.
+        lock(&dev.zombie_vms).insert(key);
+        return;
+    }
+    if let Some(slot) = slots.release(key) {
+        // A failure leaves the slot faulting; the VM's tables are freed only after this.
+        let _ = mmu::disable(&dev.backend, slot, false);
+    }
+}
+
+/// Gives VM `id` of `file` an address space (evicting the least recently used VM that no
+/// running group needs) and returns the slot.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for an unknown VM, [`Error::Busy`] if every address space is held by a VM
+/// with running groups, the MMU's errors.
+pub fn vm_activate<B: Backend>(
+    dev: &TyrDevice<B>,
+    file: &drm::File<TyrFile<B>>,
+    id: u32,
+) -> Result<usize> {
+    let vm = file.inner().vm(id)?;
+    let vm = lock(&vm);
+    dev.activate(&vm)
+}
+
+/// The address space VM `id` of `file` holds, if any.
+pub fn vm_slot<B: Backend>(
+    dev: &TyrDevice<B>,
+    file: &drm::File<TyrFile<B>>,
+    id: u32,
+) -> Result<Option<usize>> {
+    let key = lock(&*file.inner().vm(id)?).key();
+    Ok(lock(&dev.slots).slot_of(key))
+}
+
+impl<B: Backend> DevInner<B> {
+    /// Creates a group with the given queues in `vm` and registers it in `file`.
+    pub(crate) fn create_group(
+        self: &Arc<Self>,
+        dev: &TyrDevice<B>,
+        file: &File<B>,
+        vm: Arc<Mutex<TyrVm<B>>>,
+        qargs: &[uapi::QueueCreate],
+    ) -> Result<u32> {
+        // The file's share of the queue interfaces, given back on every failure below and by
+        // `remove_group` once the group is published.
+        file.inner().reserve_queues(qargs.len())?;
+        let r = self.create_group_reserved(dev, file, vm, qargs);
+        if r.is_err() {
+            file.inner().release_queues(qargs.len());
+        }
+        r
+    }
+
+    fn create_group_reserved(
+        self: &Arc<Self>,
+        dev: &TyrDevice<B>,
+        file: &File<B>,
+        vm: Arc<Mutex<TyrVm<B>>>,
+        qargs: &[uapi::QueueCreate],
+    ) -> Result<u32> {
+        let rings: Vec<u32> = qargs.iter().map(|q| q.ringbuf_size).collect();
+        let size = sched::group_mem_size(&rings);
+        let mut vmg = lock(&vm);
+        if vmg.is_unusable() {
+            return Err(Error::Invalid);
+        }
+        let vm_key = vmg.key();
+        let bo = gem::Object::<TyrBo<B>>::new(
+            dev,
+            size as usize,
+            BoArgs::new(
+                self.backend.dma().clone(),
+                self.key(),
+                uapi::DRM_PANTHOR_BO_NO_MMAP,
+                vm_key,
+            ),
+        )?;
+        let mem = BoRef(bo);
+        let base = mem.0.dma_addr();
+        let va = vmg.alloc_kernel_va()?;
+        let mapped = {
+            let slots = lock(&self.slots);
+            let mut upd = AsUpdate {
+                backend: &self.backend,
+                slot: slots.slot_of(vm_key),
+            };
+            vmg.map_kernel(va, base, size, &mut upd)
+        };
+        if let Err(e) = mapped {
+            vmg.free_kernel_va(va);
+            return Err(e);
+        }
+        drop(vmg);
+        let iface_slots = match self.sched.alloc_iface(qargs.len()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.unmap_group_mem(&vm, va, size);
+                return Err(e);
+            }
+        };
+        let state = Arc::new(GroupState {
+            slot: core::sync::atomic::AtomicUsize::new(NO_SLOT),
+            ..GroupState::default()
+        });
+        let mut queues = Vec::new();
+        let mut off = 0u64;
+        let sync_base = size - PAGE_SIZE;
+        let w = Words(self.backend.dma());
+        for (i, q) in qargs.iter().enumerate() {
+            let iface = QUEUE_IFACE_BASE + iface_slots[i] as u64 * QUEUE_IFACE_SIZE;
+            // Fresh interface words: nothing inserted, nothing extracted.
+            for k in 0..4 {
+                w.wr64(self.fw.base + iface + 8 * k, 0);
+            }
+            let m = QueueMem {
+                ring_va: va + off,
+                ring_dma: base + off,
+                ring_size: u64::from(q.ringbuf_size),
+                sync_va: va + sync_base + i as u64 * sched::SYNCOBJ_SIZE,
+                sync_dma: base + sync_base + i as u64 * sched::SYNCOBJ_SIZE,
+                iface,
+            };
+            off += u64::from(q.ringbuf_size);
+            let ring = RingHw::new(Arc::downgrade(self), state.clone(), i, m);
+            let config = sched::queue_config(q.ringbuf_size);
+            let jq = jobqueue::Queue::new(
+                ring,
+                self.backend.executor().clone(),
+                sched::SchedClock(self.backend.clock().clone()),
+                config,
+            );
+            match jq {
+                Ok(jq) => queues.push(GroupQueue {
+                    jq: Mutex::new(jq),
+                    config,
+                }),
+                Err(_) => {
+                    self.sched.free_iface(&iface_slots);
+                    self.unmap_group_mem(&vm, va, size);
+                    return Err(Error::Invalid);
+                }
+            }
+        }
+        let key = self.key();
+        let group = Arc::new(Group {
+            key,
+            vm,
+            vm_key,
+            state,
+            queues,
+            mem,
+            mem_va: va,
+            iface_slots,
+            teardown: Mutex::new(()),
+        });
+        // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
+        // with this call can only find a group that its teardown removes everywhere.
+        lock(&self.sched.groups).insert(key, group.clone());
+        match file.inner().insert_group(group.clone()) {
+            Ok(h) => Ok(h),
+            Err(e) => {
+                // Never visible to userspace: tear it down like a destroyed group.
+                self.destroy_group(&group);
+                Err(e)
+            }
+        }
+    }
+}

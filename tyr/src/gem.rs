@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Buffer objects: contiguous DMA memory as GEM objects of the driver.
+//!
+//! A [`TyrBo`] owns a block of DMA memory (2M aligned from 2M up, so that VM_BIND can use 2M
+//! blocks) and frees it when the last reference goes. VMs hold objects as [`BoRef`] (a
+//! registered object) or, for the MCU's VM, [`FwBoRef`] (the firmware interface region,
+//! created before the device is registered). [`TyrDriver`] is the driver type the objects
+//! belong to; its `drm::Driver` implementation, the table of ioctls, is in `driver`, on top.
+
+use core::marker::PhantomData;
+
+use drm_ctx::drm::{self, gem, AnyCtx};
+use drm_ctx::types::ARef;
+use drm_ctx::Result as DrmResult;
+use gpuvm::GemObject;
+
+use crate::backend::{Backend, DmaMemory, DmaRegion, Words, PAGE_SIZE};
+use crate::vm::{self, BoBacking, VecSlots};
+use crate::{Error, Result};
+
+/// The driver type for a backend.
+pub struct TyrDriver<B>(PhantomData<fn() -> B>);
+
+/// The DRM device of the driver.
+pub type TyrDevice<B, C = drm::Registered> = drm::Device<TyrDriver<B>, C>;
+
+/// A VM of the driver.
+pub type TyrVm<B> = vm::Vm<<B as Backend>::Dma, BoRef<B>, VecSlots>;
+
+/// Arguments of a new buffer object.
+pub struct BoArgs<B: Backend> {
+    dma: B::Dma,
+    id: u64,
+    flags: u32,
+    exclusive_vm: u64,
+}
+
+impl<B: Backend> BoArgs<B> {
+    /// Arguments for an object in `dma` with device-unique `id`, `DRM_PANTHOR_BO_*` `flags`,
+    /// private to the VM with key `exclusive_vm` (or 0).
+    pub fn new(dma: B::Dma, id: u64, flags: u32, exclusive_vm: u64) -> Self {
+        BoArgs {
+            dma,
+            id,
+            flags,
+            exclusive_vm,
+        }
+    }
+}
+
+/// A buffer object: contiguous DMA memory.
+pub struct TyrBo<B: Backend> {
+    dma: B::Dma,
+    mem: DmaRegion,
+    id: u64,
+    flags: u32,
+    exclusive_vm: u64,
+}
+
+impl<B: Backend> TyrBo<B> {
+    /// Device address of the first byte.
+    pub fn dma_addr(&self) -> u64 {
+        self.mem.addr
+    }
+
+    /// Writes `data` at byte `offset` through the CPU view (what a CPU mapping of the object
+    /// does); [`Error::Invalid`] if it does not fit in the object.
+    pub fn cpu_write(&self, offset: u64, data: &[u8]) -> Result {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(Error::Invalid)?;
+        if end > self.mem.size() {
+            return Err(Error::Invalid);
+        }
+        let w = Words(&self.dma);
+        for (i, b) in data.iter().enumerate() {
+            let at = self.mem.addr + offset + i as u64;
+            let word = w.rd32(at & !3);
+            let shift = (at & 3) * 8;
+            w.wr32(
+                at & !3,
+                (word & !(0xff << shift)) | (u32::from(*b) << shift),
+            );
+        }
+        self.dma.sync_for_device(self.mem.addr + offset, data.len());
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at byte `offset` through the CPU view; [`Error::Invalid`] if
+    /// they do not fit in the object.
+    pub fn cpu_read(&self, offset: u64, buf: &mut [u8]) -> Result {
+        let end = offset.checked_add(buf.len() as u64).ok_or(Error::Invalid)?;
+        if end > self.mem.size() {
+            return Err(Error::Invalid);
+        }
+        let w = Words(&self.dma);
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = self.mem.addr + offset + i as u64;
+            *b = (w.rd32(at & !3) >> ((at & 3) * 8)) as u8;
+        }
+        Ok(())
+    }
+
+    /// `DRM_PANTHOR_BO_*` flags.
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    /// Device-unique ID.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl<B: Backend> Drop for TyrBo<B> {
+    fn drop(&mut self) {
+        // SAFETY: The object owns `mem`; nothing maps it any more (VMs hold a reference to
+        // the object while they map it).
+        unsafe { self.dma.free(self.mem) };
+    }
+}
+
+impl<B: Backend> gem::DriverObject for TyrBo<B> {
+    type Driver = TyrDriver<B>;
+    type Args = BoArgs<B>;
+
+    fn new(size: usize, args: BoArgs<B>) -> DrmResult<Self> {
+        let pages = size.div_ceil(PAGE_SIZE as usize);
+        // Large objects are 2M aligned so that VM_BIND can use 2M blocks.
+        let align = if size as u64 >= io_pgtable::SZ_2M {
+            io_pgtable::SZ_2M
+        } else {
+            PAGE_SIZE
+        };
+        let mem = args.dma.alloc(pages, align)?;
+        Ok(TyrBo {
+            dma: args.dma,
+            mem,
+            id: args.id,
+            flags: args.flags,
+            exclusive_vm: args.exclusive_vm,
+        })
+    }
+}
+
+/// A registered buffer object as a VM holds it.
+pub struct BoRef<B: Backend>(pub ARef<gem::Object<TyrBo<B>>>);
+
+impl<B: Backend> Clone for BoRef<B> {
+    fn clone(&self) -> Self {
+        BoRef(self.0.clone())
+    }
+}
+
+impl<B: Backend> GemObject for BoRef<B> {
+    fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    fn size(&self) -> u64 {
+        self.0.size() as u64
+    }
+
+    fn resv_id(&self) -> u64 {
+        match self.0.exclusive_vm {
+            0 => u64::MAX - self.0.id,
+            vm => vm,
+        }
+    }
+}
+
+impl<B: Backend> BoBacking for BoRef<B> {
+    fn dma_addr(&self) -> u64 {
+        self.0.mem.addr
+    }
+
+    fn exclusive_vm(&self) -> u64 {
+        self.0.exclusive_vm
+    }
+}
+
+/// A firmware object as the MCU's VM holds it.
+pub struct FwBoRef<B: Backend>(pub ARef<gem::Object<TyrBo<B>, AnyCtx>>);
+
+impl<B: Backend> Clone for FwBoRef<B> {
+    fn clone(&self) -> Self {
+        FwBoRef(self.0.clone())
+    }
+}
+
+impl<B: Backend> GemObject for FwBoRef<B> {
+    fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    fn size(&self) -> u64 {
+        self.0.size() as u64
+    }
+
+    fn resv_id(&self) -> u64 {
+        1
+    }
+}
+
+impl<B: Backend> BoBacking for FwBoRef<B> {
+    fn dma_addr(&self) -> u64 {
+        self.0.mem.addr
+    }
+}
+
+/// The MCU's VM.
+pub type McuVm<B> = vm::Vm<<B as Backend>::Dma, FwBoRef<B>, VecSlots>;

@@ -1,0 +1,841 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The panthor ioctls: the uAPI layer, on top of the driver (panthor_drv's role).
+//!
+//! Each handler checks its arguments as panthor does, copies user objects in and out
+//! (`PANTHOR_UOBJ_GET`/`SET` semantics: `get_uobj`, `set_uobj`, `read_array`) and calls
+//! down into the floors below: files ([`crate::file`]), scheduling ([`crate::sched`]), bind
+//! queues ([`crate::bindq`]), VMs ([`crate::vm`]) and buffer objects ([`crate::gem`]). Nothing
+//! below calls up into this file; the DRM driver glue (`driver`) lists the handlers in its ioctl
+//! table.
+//!
+//! A synchronous `VM_BIND` is, unlike panthor's, all or nothing for the whole array of
+//! operations (on failure `ops.count` is the index of the failing operation and nothing
+//! changed); an asynchronous one queues each operation as a job of the VM's bind queue
+//! (`vm_bind_async`). `GROUP_SUBMIT` prepares every job (its done fence, callback nodes,
+//! dependencies and hardware fence) before any is visible, then commits them all.
+
+use core::mem::size_of;
+use core::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::vec::Vec;
+
+use drm_ctx::drm::{gem, ioctl};
+use drm_ctx::host::syncobj::FenceRef;
+use drm_ctx::uaccess::UserMemory;
+use drm_ctx::{Error as DrmError, Result as DrmResult};
+use jobqueue::host::{HostAlloc, HostFence};
+use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as _};
+use register::io::poll::PollClock;
+use register::io::Io;
+
+use crate::backend::Backend;
+use crate::bindq::{BindPayload, BIND_CONFIG};
+use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
+use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrVm};
+use crate::job::{job_fence, JobSyncFence};
+use crate::mmu::AsUpdate;
+use crate::regs::{CYCLE_COUNT, TIMESTAMP, TIMESTAMP_OFFSET};
+use crate::sched::{self, JobPayload, JOB_INSTRS, JOB_SLOTS, MAX_STREAM_SIZE, RINGBUF_SIZES};
+use crate::uapi::{self, UObj};
+use crate::vm::{self, BindReq, VmLayout};
+use crate::{Error, Result};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Timestamp counter frequency reported to userspace, in Hz.
+pub const TIMESTAMP_FREQUENCY: u64 = 24_000_000;
+
+// ---------------------------------------------------------------- user objects
+
+/// Copies `obj` to a user object of `usize` bytes at `ptr`, as panthor's `PANTHOR_UOBJ_SET`:
+/// at least the minimum size, what both know copied, the rest zeroed.
+pub(crate) fn set_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32, obj: &T) -> Result {
+    let usize = usize as usize;
+    if usize < T::MIN_SIZE {
+        return Err(Error::Invalid);
+    }
+    let bytes = ioctl::as_bytes(obj);
+    let n = usize.min(bytes.len());
+    user.write(ptr, &bytes[..n])?;
+    let zeros = [0u8; 256];
+    let mut at = n;
+    while at < usize {
+        let len = (usize - at).min(zeros.len());
+        user.write(ptr + at as u64, &zeros[..len])?;
+        at += len;
+    }
+    Ok(())
+}
+
+/// Reads a user object of `usize` bytes at `ptr` into a `T` (zero-extended if shorter;
+/// longer ones must have zero extra bytes).
+pub(crate) fn get_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32) -> Result<T> {
+    let usize = usize as usize;
+    if usize < T::MIN_SIZE {
+        return Err(Error::Invalid);
+    }
+    let mut buf = [0u8; 256];
+    let kern = size_of::<T>();
+    let n = usize.min(kern).min(buf.len());
+    user.read(ptr, &mut buf[..n])?;
+    let mut at = kern;
+    while at < usize {
+        let len = (usize - at).min(buf.len());
+        let mut extra = [0u8; 256];
+        user.read(ptr + at as u64, &mut extra[..len])?;
+        if extra[..len].iter().any(|&b| b != 0) {
+            return Err(Error::Other(-7)); // E2BIG
+        }
+        at += len;
+    }
+    ioctl::from_bytes(&buf[..kern]).ok_or(Error::Invalid)
+}
+
+/// Reads an array of user objects as `PANTHOR_UOBJ_GET_ARRAY` does.
+pub(crate) fn read_array<T: UObj>(
+    user: &dyn drm_ctx::uaccess::UserMemory,
+    a: &uapi::ObjArray,
+    max: u32,
+) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    if a.count == 0 {
+        return Ok(out);
+    }
+    if a.count > max || (a.stride as usize) < T::MIN_SIZE {
+        return Err(Error::Invalid);
+    }
+    out.try_reserve(a.count as usize)
+        .map_err(|_| Error::NoMemory)?;
+    for i in 0..u64::from(a.count) {
+        let at = i
+            .checked_mul(u64::from(a.stride))
+            .and_then(|o| o.checked_add(a.array))
+            .ok_or(Error::Fault)?;
+        out.push(get_uobj(user, at, a.stride)?);
+    }
+    Ok(out)
+}
+
+/// Largest number of sync operations per job.
+pub const MAX_SYNCS: u32 = 64;
+
+/// Checks a sync op as panthor does; only binary syncobjs are supported.
+pub(crate) fn check_sync_op(op: &uapi::SyncOp) -> Result {
+    let known = uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_MASK | uapi::DRM_PANTHOR_SYNC_OP_SIGNAL;
+    if op.flags & !known != 0 {
+        return Err(Error::Invalid);
+    }
+    match op.flags & uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_MASK {
+        uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ if op.timeline_value == 0 => Ok(()),
+        // Timeline syncobjs are not supported by the host DRM core.
+        _ => Err(Error::Invalid),
+    }
+}
+
+/// Splits the sync ops of one job into the fences it waits on and the syncobjs it signals.
+///
+/// A wait on a syncobj that an earlier job of the same call signals depends on that job
+/// (`earlier` finds its done fence); otherwise the syncobj must exist (`ENOENT`) and hold a fence
+/// (`EINVAL`). Signalled syncobjs must exist (`EINVAL`), as panthor checks them.
+pub(crate) fn resolve_syncs(
+    syncs: &[uapi::SyncOp],
+    table: &drm_ctx::host::syncobj::SyncobjTable,
+    earlier: impl Fn(u32) -> Option<HostFence>,
+) -> Result<(Vec<HostFence>, Vec<u32>)> {
+    let mut waits = Vec::new();
+    let mut signals = Vec::new();
+    for op in syncs {
+        check_sync_op(op)?;
+        if op.flags & uapi::DRM_PANTHOR_SYNC_OP_SIGNAL != 0 {
+            if !table.contains(op.handle) {
+                return Err(Error::Invalid);
+            }
+            signals.push(op.handle);
+        } else {
+            let fence = match earlier(op.handle) {
+                Some(f) => f,
+                None => match table.fence(op.handle)? {
+                    Some(f) => job_fence(&f)?,
+                    None => return Err(Error::Invalid),
+                },
+            };
+            waits.push(fence);
+        }
+    }
+    Ok((waits, signals))
+}
+
+// ---------------------------------------------------------------- DEV_QUERY, VM_*, BO_*
+
+pub(crate) fn dev_query<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::DevQuery,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    use uapi::*;
+    if args.pointer == 0 {
+        args.size = match args.type_ {
+            DRM_PANTHOR_DEV_QUERY_GPU_INFO => size_of::<GpuInfo>(),
+            DRM_PANTHOR_DEV_QUERY_CSIF_INFO => size_of::<CsifInfo>(),
+            DRM_PANTHOR_DEV_QUERY_TIMESTAMP_INFO => size_of::<TimestampInfo>(),
+            DRM_PANTHOR_DEV_QUERY_GROUP_PRIORITIES_INFO => size_of::<GroupPrioritiesInfo>(),
+            _ => return Err(DrmError::Invalid),
+        } as u32;
+        return Ok(0);
+    }
+    let user = file.user();
+    match args.type_ {
+        DRM_PANTHOR_DEV_QUERY_GPU_INFO => {
+            set_uobj(user, args.pointer, args.size, &dev.gpu_info.raw)?
+        }
+        DRM_PANTHOR_DEV_QUERY_CSIF_INFO => set_uobj(user, args.pointer, args.size, &dev.csif_info)?,
+        DRM_PANTHOR_DEV_QUERY_TIMESTAMP_INFO => {
+            let mut info: TimestampInfo = get_uobj(user, args.pointer, args.size)?;
+            query_timestamp(&dev.backend, &mut info)?;
+            set_uobj(user, args.pointer, args.size, &info)?
+        }
+        DRM_PANTHOR_DEV_QUERY_GROUP_PRIORITIES_INFO => {
+            let opts = file.options();
+            let mut info = GroupPrioritiesInfo {
+                allowed_mask: 1 << PANTHOR_GROUP_PRIORITY_LOW | 1 << PANTHOR_GROUP_PRIORITY_MEDIUM,
+                pad: [0; 3],
+            };
+            if opts.sys_admin || opts.master {
+                info.allowed_mask |=
+                    1 << PANTHOR_GROUP_PRIORITY_HIGH | 1 << PANTHOR_GROUP_PRIORITY_REALTIME;
+            }
+            set_uobj(user, args.pointer, args.size, &info)?
+        }
+        _ => return Err(DrmError::Invalid),
+    }
+    Ok(0)
+}
+
+/// Fills a `TIMESTAMP_INFO` query as panthor does (flags 0 asks for what the first version
+/// returned).
+fn query_timestamp<B: Backend>(b: &B, info: &mut uapi::TimestampInfo) -> Result {
+    use uapi::*;
+    let flags = match info.flags {
+        0 => {
+            DRM_PANTHOR_TIMESTAMP_GPU
+                | DRM_PANTHOR_TIMESTAMP_GPU_OFFSET
+                | DRM_PANTHOR_TIMESTAMP_FREQ
+        }
+        f => f,
+    };
+    let valid = DRM_PANTHOR_TIMESTAMP_GPU
+        | DRM_PANTHOR_TIMESTAMP_CPU_TYPE_MASK
+        | DRM_PANTHOR_TIMESTAMP_GPU_OFFSET
+        | DRM_PANTHOR_TIMESTAMP_GPU_CYCLE_COUNT
+        | DRM_PANTHOR_TIMESTAMP_FREQ
+        | DRM_PANTHOR_TIMESTAMP_DURATION;
+    let cpu = flags & DRM_PANTHOR_TIMESTAMP_CPU_TYPE_MASK;
+    if flags & !valid != 0 || cpu > 2 << 1 {
+        return Err(Error::Invalid);
+    }
+    let io = b.io();
+    let start = b.clock().now();
+    info.timestamp_frequency = if flags & DRM_PANTHOR_TIMESTAMP_FREQ != 0 {
+        TIMESTAMP_FREQUENCY
+    } else {
+        0
+    };
+    info.timestamp_offset = if flags & DRM_PANTHOR_TIMESTAMP_GPU_OFFSET != 0 {
+        io.read(TIMESTAMP_OFFSET).into_raw()
+    } else {
+        0
+    };
+    info.current_timestamp = if flags & DRM_PANTHOR_TIMESTAMP_GPU != 0 {
+        io.read(TIMESTAMP).into_raw()
+    } else {
+        0
+    };
+    info.cycle_count = if flags & DRM_PANTHOR_TIMESTAMP_GPU_CYCLE_COUNT != 0 {
+        io.read(CYCLE_COUNT).into_raw()
+    } else {
+        0
+    };
+    let now = b.clock().now();
+    (info.cpu_timestamp_sec, info.cpu_timestamp_nsec) = if cpu != 0 {
+        (now.as_secs(), u64::from(now.subsec_nanos()))
+    } else {
+        (0, 0)
+    };
+    info.duration_nsec = if flags & DRM_PANTHOR_TIMESTAMP_DURATION != 0 {
+        u32::try_from(now.saturating_sub(start).as_nanos()).unwrap_or(u32::MAX)
+    } else {
+        0
+    };
+    info.flags = flags;
+    Ok(())
+}
+
+pub(crate) fn vm_create<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::VmCreate,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.flags != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let layout = VmLayout::new(dev.gpu_info.va_bits(), args.user_va_range)?;
+    let mut vms = lock(&file.inner().vms);
+    let id = (1..=MAX_VMS_PER_FILE)
+        .find(|i| !vms.contains_key(i))
+        .ok_or(DrmError::Busy)?;
+    let vm = TyrVm::<B>::new(
+        dev.key(),
+        dev.backend.dma().clone(),
+        layout,
+        dev.gpu_info.pa_bits(),
+    )?;
+    vms.insert(id, Arc::new(Mutex::new(vm)));
+    args.id = id;
+    args.user_va_range = layout.kernel_start;
+    Ok(0)
+}
+
+pub(crate) fn vm_destroy<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::VmDestroy,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let vm = lock(&file.inner().vms)
+        .remove(&args.id)
+        .ok_or(DrmError::Invalid)?;
+    release_vm(dev, &vm);
+    Ok(0)
+}
+
+/// Reads the `ops` array of a VM_BIND from user memory, as `PANTHOR_UOBJ_GET_ARRAY` does.
+fn read_bind_ops(user: &dyn UserMemory, ops: &uapi::ObjArray) -> Result<Vec<uapi::VmBindOp>> {
+    let mut out = Vec::new();
+    if ops.count == 0 {
+        return Ok(out);
+    }
+    if (ops.stride as usize) < uapi::VmBindOp::MIN_SIZE {
+        return Err(Error::Invalid);
+    }
+    // The kernel copy is at most what `kvmalloc_array` gives panthor (`INT_MAX` bytes), so a
+    // bogus count cannot set aside hundreds of GB before anything is read.
+    let bytes = (ops.count as usize).saturating_mul(core::mem::size_of::<uapi::VmBindOp>());
+    if bytes > i32::MAX as usize {
+        return Err(Error::NoMemory);
+    }
+    out.try_reserve(ops.count as usize)
+        .map_err(|_| Error::NoMemory)?;
+    for i in 0..u64::from(ops.count) {
+        let at = i
+            .checked_mul(u64::from(ops.stride))
+            .and_then(|o| o.checked_add(ops.array))
+            .ok_or(Error::Fault)?;
+        out.push(get_uobj(user, at, ops.stride)?);
+    }
+    Ok(out)
+}
+
+/// A decoded bind op: address, size, and for a map the object, offset and flags.
+pub(crate) type Decoded<B> = (u64, u64, Option<(BoRef<B>, u64, u32)>);
+
+/// Turns one user op into a request; `None` for an op that does nothing.
+pub(crate) fn decode_op<B: Backend>(
+    op: &uapi::VmBindOp,
+    file: &File<B>,
+) -> Result<Option<Decoded<B>>> {
+    use uapi::*;
+    if op.size == 0 {
+        return Ok(None);
+    }
+    let extra = op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK;
+    match op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK {
+        DRM_PANTHOR_VM_BIND_OP_TYPE_MAP => {
+            if extra & !vm::MAP_FLAGS != 0 {
+                return Err(Error::Invalid);
+            }
+            let bo = gem::Object::<TyrBo<B>>::lookup_handle(file, op.bo_handle)
+                .map_err(|_| Error::Invalid)?;
+            Ok(Some((
+                op.va,
+                op.size,
+                Some((BoRef(bo), op.bo_offset, extra)),
+            )))
+        }
+        DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP => {
+            if extra != 0 || op.bo_handle != 0 || op.bo_offset != 0 {
+                return Err(Error::Invalid);
+            }
+            Ok(Some((op.va, op.size, None)))
+        }
+        // A synchronous SYNC_ONLY op must have a size of zero, handled above.
+        _ => Err(Error::Invalid),
+    }
+}
+
+pub(crate) fn vm_bind<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::VmBind,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.flags & !uapi::DRM_PANTHOR_VM_BIND_ASYNC != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let vm = file.inner().vm(args.vm_id)?;
+    let ops = read_bind_ops(file.user(), &args.ops)?;
+    if args.flags & uapi::DRM_PANTHOR_VM_BIND_ASYNC != 0 {
+        return vm_bind_async(dev, args, file, &ops);
+    }
+    let mut decoded = Vec::new();
+    decoded
+        .try_reserve(ops.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    for (i, op) in ops.iter().enumerate() {
+        // Synchronous binds take no sync operations.
+        let one = if op.syncs.count != 0 {
+            Err(Error::Invalid)
+        } else {
+            decode_op(op, file)
+        };
+        match one {
+            Ok(d) => decoded.push(d),
+            Err(e) => {
+                args.ops.count = i as u32;
+                return Err(e.into());
+            }
+        }
+    }
+    let mut reqs = Vec::new();
+    reqs.try_reserve(decoded.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    for (va, size, map) in decoded.iter().flatten() {
+        reqs.push(match map {
+            Some((obj, offset, flags)) => BindReq::Map {
+                va: *va,
+                size: *size,
+                obj,
+                offset: *offset,
+                flags: *flags,
+            },
+            None => BindReq::Unmap {
+                va: *va,
+                size: *size,
+            },
+        });
+    }
+    // Indices of requests back to indices of user ops (size-0 ops have no request).
+    let index_of = |req: usize| {
+        decoded
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.is_some())
+            .nth(req)
+            .map_or(ops.len(), |(i, _)| i)
+    };
+    let mut vm = lock(&vm);
+    let slots = lock(&dev.slots);
+    let mut upd = AsUpdate {
+        backend: &dev.backend,
+        slot: slots.slot_of(vm.key()),
+    };
+    let res = vm.bind(&reqs, &mut upd);
+    drop(slots);
+    if let Err((i, e)) = res {
+        args.ops.count = index_of(i) as u32;
+        return Err(e.into());
+    }
+    Ok(0)
+}
+
+pub(crate) fn vm_get_state<B: Backend>(
+    _dev: &TyrDevice<B>,
+    args: &mut uapi::VmGetState,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    let vm = file.inner().vm(args.vm_id)?;
+    args.state = if lock(&vm).is_unusable() {
+        uapi::DRM_PANTHOR_VM_STATE_UNUSABLE
+    } else {
+        uapi::DRM_PANTHOR_VM_STATE_USABLE
+    };
+    Ok(0)
+}
+
+pub(crate) fn bo_create<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::BoCreate,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    use uapi::*;
+    let known = DRM_PANTHOR_BO_NO_MMAP | DRM_PANTHOR_BO_WB_MMAP;
+    if args.size == 0 || args.pad != 0 || args.flags & !known != 0 || args.flags & known == known {
+        return Err(DrmError::Invalid);
+    }
+    let exclusive_vm = match args.exclusive_vm_id {
+        0 => 0,
+        id => lock(&*file.inner().vm(id)?).key(),
+    };
+    let size = usize::try_from(args.size).map_err(|_| DrmError::NoMemory)?;
+    let bo = gem::Object::<TyrBo<B>>::new(
+        dev,
+        size,
+        BoArgs::new(
+            dev.backend.dma().clone(),
+            dev.key(),
+            args.flags,
+            exclusive_vm,
+        ),
+    )?;
+    args.handle = bo.create_handle(file)?;
+    args.size = bo.size() as u64;
+    Ok(0)
+}
+
+pub(crate) fn bo_mmap_offset<B: Backend>(
+    _dev: &TyrDevice<B>,
+    args: &mut uapi::BoMmapOffset,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let bo = gem::Object::<TyrBo<B>>::lookup_handle(file, args.handle)?;
+    if bo.flags() & uapi::DRM_PANTHOR_BO_NO_MMAP != 0 {
+        return Err(DrmError::Permission);
+    }
+    args.offset = bo.create_mmap_offset()?;
+    Ok(0)
+}
+
+// ---------------------------------------------------------------- GROUP_*
+
+pub(crate) fn group_create<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::GroupCreate,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    let info = &dev.gpu_info.raw;
+    let prio_ok = match args.priority {
+        uapi::PANTHOR_GROUP_PRIORITY_LOW | uapi::PANTHOR_GROUP_PRIORITY_MEDIUM => true,
+        uapi::PANTHOR_GROUP_PRIORITY_HIGH | uapi::PANTHOR_GROUP_PRIORITY_REALTIME => {
+            let o = file.options();
+            if !(o.sys_admin || o.master) {
+                return Err(DrmError::Access);
+            }
+            true
+        }
+        _ => false,
+    };
+    if args.pad != 0
+        || !prio_ok
+        || args.compute_core_mask & !info.shader_present != 0
+        || args.fragment_core_mask & !info.shader_present != 0
+        || args.tiler_core_mask & !info.tiler_present != 0
+        || args.compute_core_mask.count_ones() < u32::from(args.max_compute_cores)
+        || args.fragment_core_mask.count_ones() < u32::from(args.max_fragment_cores)
+        || args.tiler_core_mask.count_ones() < u32::from(args.max_tiler_cores)
+        || args.queues.count == 0
+        || args.queues.count > dev.csif_info.cs_slot_count
+    {
+        return Err(DrmError::Invalid);
+    }
+    let qargs: Vec<uapi::QueueCreate> =
+        read_array(file.user(), &args.queues, dev.csif_info.cs_slot_count)?;
+    for q in &qargs {
+        if q.pad != [0; 3]
+            || q.priority > 15
+            || !RINGBUF_SIZES.contains(&q.ringbuf_size)
+            || !q.ringbuf_size.is_power_of_two()
+        {
+            return Err(DrmError::Invalid);
+        }
+    }
+    let vm = file.inner().vm(args.vm_id)?;
+    let handle = dev.shared().create_group(dev, file, vm, &qargs)?;
+    args.group_handle = handle;
+    Ok(0)
+}
+
+pub(crate) fn group_destroy<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::GroupDestroy,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let g = file
+        .inner()
+        .remove_group(args.group_handle)
+        .ok_or(DrmError::Invalid)?;
+    dev.destroy_group(&g);
+    Ok(0)
+}
+
+pub(crate) fn group_get_state<B: Backend>(
+    _dev: &TyrDevice<B>,
+    args: &mut uapi::GroupGetState,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let g = file
+        .inner()
+        .group(args.group_handle)
+        .ok_or(DrmError::Invalid)?;
+    let (state, fatal) = g.get_state();
+    args.state = state;
+    args.fatal_queues = fatal;
+    Ok(0)
+}
+
+/// A job of a submission being prepared.
+struct Prep {
+    queue: usize,
+    job: PreparedJob<HostFence, HostAlloc, JobPayload>,
+    signals: Vec<u32>,
+}
+
+pub(crate) fn group_submit<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::GroupSubmit,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let g = file
+        .inner()
+        .group(args.group_handle)
+        .ok_or(DrmError::Invalid)?;
+    if dev.sched.broken.load(Ordering::Acquire) {
+        return Err(DrmError::NoDevice);
+    }
+    // A group that timed out, faulted or is being destroyed cannot run (panthor: EINVAL).
+    if g.state.dead.load(Ordering::Acquire) {
+        return Err(DrmError::Invalid);
+    }
+    let subs: Vec<uapi::QueueSubmit> =
+        read_array(file.user(), &args.queue_submits, JOB_SLOTS as u32)?;
+    let alloc = HostAlloc::new();
+    let table = file.syncobjs();
+    let mut preps: Vec<Prep> = Vec::new();
+    preps
+        .try_reserve(subs.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    // Prepare every job; nothing is visible until all are prepared.
+    for qs in &subs {
+        if qs.pad != 0
+            || (qs.stream_size == 0) != (qs.stream_addr == 0)
+            || qs.stream_addr & 63 != 0
+            || qs.stream_size & 7 != 0
+            || qs.latest_flush & (0x7f << 24) != 0
+            || qs.stream_size > MAX_STREAM_SIZE
+            || qs.queue_index as usize >= g.queues.len()
+        {
+            return Err(DrmError::Invalid);
+        }
+        let syncs: Vec<uapi::SyncOp> = read_array(file.user(), &qs.syncs, MAX_SYNCS)?;
+        let (waits, signals) = resolve_syncs(&syncs, table, |h| {
+            // A syncobj an earlier job of this submission signals: depend on that job.
+            preps
+                .iter()
+                .rev()
+                .find(|p| p.signals.contains(&h))
+                .map(|p| p.job.done_fence().clone())
+        })?;
+        let q = &g.queues[qs.queue_index as usize];
+        let payload = JobPayload {
+            stream_addr: qs.stream_addr,
+            stream_size: qs.stream_size,
+            hw: HostFence::new(),
+        };
+        let mut job = PreparedJob::new(
+            &alloc,
+            &q.config,
+            Cost(JOB_INSTRS),
+            MaxDeps(waits.len()),
+            payload,
+        )
+        .map_err(|r| Error::from_errno(r.error.to_errno()))?;
+        for f in &waits {
+            job.add_dependency(f)
+                .map_err(|e| Error::from_errno(e.to_errno()))?;
+        }
+        preps.push(Prep {
+            queue: qs.queue_index as usize,
+            job,
+            signals,
+        });
+    }
+    // Lock the queues involved (in index order) and check there is room for every job.
+    let mut locks: Vec<(usize, MutexGuard<'_, sched::JobQueue<B>>)> = Vec::new();
+    for (i, q) in g.queues.iter().enumerate() {
+        let n = preps.iter().filter(|p| p.queue == i).count();
+        if n == 0 {
+            continue;
+        }
+        let jq = lock(&q.jq);
+        if jq.is_killed() || g.state.dead.load(Ordering::Acquire) {
+            return Err(DrmError::Invalid);
+        }
+        if jq.pending_jobs() + n > JOB_SLOTS {
+            return Err(DrmError::Busy);
+        }
+        locks.push((i, jq));
+    }
+    // Commit: nothing fails from here on.
+    for p in preps {
+        let Some((_, jq)) = locks.iter_mut().find(|(i, _)| *i == p.queue) else {
+            continue;
+        };
+        let Ok(r) = jq.reserve() else {
+            // Ruled out above (room checked, queue not killed, under its lock); should it
+            // happen anyway, later jobs of this submission depending on this one fail too.
+            p.job.done_fence().signal(Err(FenceError::CANCELED));
+            continue;
+        };
+        let done = r.commit(p.job).done;
+        for h in p.signals {
+            let fence: FenceRef = Arc::new(JobSyncFence(done.clone()));
+            let _ = table.replace(h, Some(fence));
+        }
+    }
+    drop(locks);
+    dev.backend.executor().waker().wake_by_ref();
+    Ok(0)
+}
+
+// ---------------------------------------------------------------- asynchronous VM_BIND
+
+/// A decoded asynchronous op.
+struct BindPrep<B: Backend> {
+    job: PreparedJob<HostFence, HostAlloc, BindPayload<B>>,
+    signals: Vec<u32>,
+}
+
+/// `VM_BIND` with `DRM_PANTHOR_VM_BIND_ASYNC`.
+pub(crate) fn vm_bind_async<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &uapi::VmBind,
+    file: &File<B>,
+    ops: &[uapi::VmBindOp],
+) -> DrmResult<u32> {
+    let vm = file.inner().vm(args.vm_id)?;
+    let key = lock(&vm).key();
+    let queue = dev.sched.binds.get(dev.shared(), key, || {
+        lock(&file.inner().vms)
+            .get(&args.vm_id)
+            .is_some_and(|v| Arc::ptr_eq(v, &vm))
+    })?;
+    // Refuse what cannot fit before setting any memory aside (checked again at commit).
+    {
+        let q = lock(&queue);
+        if q.is_killed() {
+            return Err(DrmError::Invalid);
+        }
+        if q.pending_jobs() + ops.len() > JOB_SLOTS {
+            return Err(DrmError::Busy);
+        }
+    }
+    let table = file.syncobjs();
+    let alloc = HostAlloc::new();
+    let mut preps: Vec<BindPrep<B>> = Vec::new();
+    preps
+        .try_reserve(ops.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    // Unlike a synchronous bind, a failing asynchronous one leaves `ops.count` alone (as
+    // panthor does); nothing of the call is queued.
+    for op in ops {
+        preps.push(prepare_op(op, file, &vm, &alloc, &preps, table)?);
+    }
+    let mut q = lock(&queue);
+    if q.is_killed() {
+        return Err(DrmError::Invalid);
+    }
+    if q.pending_jobs() + preps.len() > JOB_SLOTS {
+        return Err(DrmError::Busy);
+    }
+    for p in preps {
+        let Ok(r) = q.reserve() else {
+            // Ruled out above (room checked under the queue's lock); should it happen anyway,
+            // later binds of this call depending on this one fail too.
+            p.job.done_fence().signal(Err(FenceError::CANCELED));
+            continue;
+        };
+        let done = r.commit(p.job).done;
+        for h in p.signals {
+            let fence: FenceRef = Arc::new(JobSyncFence(done.clone()));
+            let _ = table.replace(h, Some(fence));
+        }
+    }
+    drop(q);
+    dev.backend.executor().waker().wake_by_ref();
+    Ok(0)
+}
+
+fn prepare_op<B: Backend>(
+    op: &uapi::VmBindOp,
+    file: &File<B>,
+    vm: &Arc<Mutex<TyrVm<B>>>,
+    alloc: &HostAlloc,
+    earlier: &[BindPrep<B>],
+    table: &drm_ctx::host::syncobj::SyncobjTable,
+) -> Result<BindPrep<B>> {
+    use uapi::*;
+    let syncs: Vec<SyncOp> = read_array(file.user(), &op.syncs, MAX_SYNCS)?;
+    let decoded =
+        if op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK == DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY {
+            if op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK != 0
+                || op.bo_handle != 0
+                || op.bo_offset != 0
+                || op.va != 0
+                || op.size != 0
+                || op.syncs.count == 0
+            {
+                // A sync-only op exists for its syncs.
+                return Err(Error::Invalid);
+            }
+            None
+        } else {
+            decode_op(op, file)?
+        };
+    let (waits, signals) = resolve_syncs(&syncs, table, |h| {
+        earlier
+            .iter()
+            .rev()
+            .find(|p| p.signals.contains(&h))
+            .map(|p| p.job.done_fence().clone())
+    })?;
+    let (va, size, map) = decoded.unwrap_or((0, 0, None));
+    let res = {
+        let mut v = lock(vm);
+        if v.is_unusable() {
+            return Err(Error::Invalid);
+        }
+        let req = match &map {
+            Some((obj, offset, flags)) => BindReq::Map {
+                va,
+                size,
+                obj,
+                offset: *offset,
+                flags: *flags,
+            },
+            None => BindReq::Unmap { va, size },
+        };
+        v.reserve_bind(&[req]).map_err(|(_, e)| e)?
+    };
+    let payload = BindPayload::new(vm.clone(), va, size, map, res);
+    let mut job = PreparedJob::new(alloc, &BIND_CONFIG, Cost(1), MaxDeps(waits.len()), payload)
+        .map_err(|r| Error::from_errno(r.error.to_errno()))?;
+    for f in &waits {
+        job.add_dependency(f)
+            .map_err(|e| Error::from_errno(e.to_errno()))?;
+    }
+    Ok(BindPrep { job, signals })
+}
