@@ -7,8 +7,9 @@
 #   register/tools/compile_time.sh [N] [WORKDIR]
 #
 # Prints the time of a clean check of the generated crate alone (dependencies already built; the
-# best of REPEAT runs, 3 by default) and of a clean check including its dependencies, then the
-# ratio of the two crate-alone times (`register!` / `bitbybit`, lower is better).
+# best of REPEAT runs, 5 by default) and of a clean check including its dependencies, then the
+# ratio of the two crate-alone times (`register!` / `bitbybit`, lower is better). The runs of the
+# two crates alternate, so that a change in the load of a shared host reaches both alike.
 #
 # If a Linux 7.2 tree is available (`LINUX_SRC`, or the path `../shared/tools/linux-src` prints),
 # it also times the register declarations of Linux 7.2's Tyr (`drivers/gpu/drm/tyr/regs.rs`)
@@ -16,7 +17,7 @@
 # keeps their `register!` blocks and stubs what those refer to (see its header).
 set -eu
 N=${1:-500}
-REPEAT=${REPEAT:-3}
+REPEAT=${REPEAT:-5}
 WORK=${2:-$(mktemp -d)}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -84,26 +85,48 @@ TOML
     } > "$dir/src/lib.rs"
 }
 
-measure() {
+# Clean check of crate $1 with its dependencies; prints nothing, sets FULL.
+prepare() {
     dir=$1
     export CARGO_TARGET_DIR=$dir/target CARGO_INCREMENTAL=0
     rm -rf "$CARGO_TARGET_DIR"
     start=$(date +%s.%N)
     cargo check --quiet --manifest-path "$dir/Cargo.toml" --offline 2>/dev/null \
         || cargo check --quiet --manifest-path "$dir/Cargo.toml"
-    full=$(echo "$(date +%s.%N) - $start" | bc)
+    FULL=$(echo "$(date +%s.%N) - $start" | bc)
+}
+
+# One check of crate $1 alone (its dependencies already built); sets T.
+check_once() {
+    dir=$1
+    export CARGO_TARGET_DIR=$dir/target CARGO_INCREMENTAL=0
+    touch "$dir/src/lib.rs"
+    start=$(date +%s.%N)
+    cargo check --quiet --manifest-path "$dir/Cargo.toml"
+    T=$(echo "$(date +%s.%N) - $start" | bc)
+}
+
+# The smaller of $1 and $2 (either may be empty).
+best() {
+    if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc)" = 1 ]; then echo "$2"; else echo "$1"; fi
+}
+
+report() {
+    printf '%-16s crate alone %6.2f s   with dependencies %6.2f s\n' "$(basename "$1")" "$2" "$3"
+}
+
+# Crate $1 alone, best of REPEAT runs.
+measure() {
+    prepare "$1"
+    full=$FULL
     own=
     r=0
     while [ $r -lt "$REPEAT" ]; do
-        touch "$dir/src/lib.rs"
-        start=$(date +%s.%N)
-        cargo check --quiet --manifest-path "$dir/Cargo.toml"
-        t=$(echo "$(date +%s.%N) - $start" | bc)
-        if [ -z "$own" ] || [ "$(echo "$t < $own" | bc)" = 1 ]; then own=$t; fi
+        check_once "$1"
+        own=$(best "$own" "$T")
         r=$((r + 1))
     done
-    printf '%-16s crate alone %6.2f s   with dependencies %6.2f s\n' "$(basename "$dir")" "$own" "$full"
-    LAST=$own
+    report "$1" "$own" "$full"
 }
 
 gen_linux() {
@@ -130,10 +153,22 @@ gen_bitbybit
 # Reuse the workspace's lock file so that the register crate's dependencies resolve offline.
 cp "$ROOT/Cargo.lock" "$WORK/with-register/Cargo.lock" 2>/dev/null || true
 echo "$N registers x 8 fields, rustc $(rustc --version | cut -d' ' -f2), in $WORK"
-measure "$WORK/with-register"
-ours=$LAST
-measure "$WORK/with-bitbybit"
-peer=$LAST
+prepare "$WORK/with-register"
+full_ours=$FULL
+prepare "$WORK/with-bitbybit"
+full_peer=$FULL
+ours=
+peer=
+r=0
+while [ $r -lt "$REPEAT" ]; do
+    check_once "$WORK/with-register"
+    ours=$(best "$ours" "$T")
+    check_once "$WORK/with-bitbybit"
+    peer=$(best "$peer" "$T")
+    r=$((r + 1))
+done
+report "$WORK/with-register" "$ours" "$full_ours"
+report "$WORK/with-bitbybit" "$peer" "$full_peer"
 printf 'ratio register!/bitbybit (crate alone): %.2f\n' "$(echo "$ours / $peer" | bc -l)"
 
 LINUX=${LINUX_SRC:-}

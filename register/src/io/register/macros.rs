@@ -321,37 +321,6 @@ macro_rules! register {
         // a valid value.
         unsafe impl $crate::__private::pin_init::Zeroable for $name {}
 
-        #[allow(dead_code)]
-        impl $name {
-            /// Returns the register value with every bit cleared.
-            #[must_use]
-            #[inline(always)]
-            $vis const fn zeroed() -> Self {
-                Self { inner: 0 }
-            }
-
-            /// Returns the register value whose raw bits are `value`.
-            #[must_use]
-            #[inline(always)]
-            $vis const fn from_raw(value: $store) -> Self {
-                Self { inner: value }
-            }
-
-            /// Returns the raw bits of the register value.
-            #[must_use]
-            #[inline(always)]
-            $vis const fn as_raw(self) -> $store {
-                self.inner
-            }
-
-            /// Returns the raw bits of the register value.
-            #[must_use]
-            #[inline(always)]
-            $vis const fn into_raw(self) -> $store {
-                self.inner
-            }
-        }
-
         impl ::core::convert::From<$name> for $store {
             #[inline(always)]
             fn from(value: $name) -> $store {
@@ -407,6 +376,34 @@ macro_rules! register {
 
         #[allow(dead_code)]
         impl $name {
+            /// Returns the register value with every bit cleared.
+            #[must_use]
+            #[inline(always)]
+            $vis const fn zeroed() -> Self {
+                Self { inner: 0 }
+            }
+
+            /// Returns the register value whose raw bits are `value`.
+            #[must_use]
+            #[inline(always)]
+            $vis const fn from_raw(value: $store) -> Self {
+                Self { inner: value }
+            }
+
+            /// Returns the raw bits of the register value.
+            #[must_use]
+            #[inline(always)]
+            $vis const fn as_raw(self) -> $store {
+                self.inner
+            }
+
+            /// Returns the raw bits of the register value.
+            #[must_use]
+            #[inline(always)]
+            $vis const fn into_raw(self) -> $store {
+                self.inner
+            }
+
             /// Names and fields, for the build-time checks and `Debug`.
             #[doc(hidden)]
             const __LAYOUT: $crate::__private::Layout = $crate::__private::Layout {
