@@ -18,14 +18,13 @@ use std::sync::Arc;
 use std::vec::Vec;
 
 use drm_ctx::drm::{self, gem, ioctl, AnyCtx};
-use drm_ctx::types::ARef;
 use drm_ctx::{device, Error as DrmError};
 
 use crate::backend::Backend;
+use crate::fw::{start_mcu, FwIface};
 use crate::ioctl::*;
-use crate::sched::{self, FwIface};
-use crate::vm::{self, BindReq, VmLayout};
-use crate::{dev_info, gpu, mmu, uapi, Result};
+use crate::sched;
+use crate::{dev_info, gpu, uapi, Result};
 
 pub use crate::file::{
     vm_activate, vm_slot, TyrFile, MAX_GROUPS_PER_FILE, MAX_QUEUES_PER_FILE, MAX_VMS_PER_FILE,
@@ -83,29 +82,6 @@ pub fn probe<B: Backend>(
     dev.backend.start_events(weak);
     dev_info!(&dev.backend, "Tyr initialized correctly.");
     Ok(reg)
-}
-
-/// Maps the firmware interface region for the MCU in address space 0 and starts the MCU.
-fn start_mcu<B: Backend>(
-    backend: &B,
-    gpu_info: &gpu::GpuInfo,
-    fw: &ARef<gem::Object<TyrBo<B>, AnyCtx>>,
-) -> Result<(McuVm<B>, uapi::CsifInfo)> {
-    let layout = VmLayout::new(gpu_info.va_bits(), 0)?;
-    let mut vm = McuVm::<B>::new(1, backend.dma().clone(), layout, gpu_info.pa_bits())?;
-    let obj = FwBoRef(fw.clone());
-    let size = fw.size() as u64;
-    let map = BindReq::Map {
-        va: crate::fw::MCU_SHARED_REGION_START,
-        size,
-        obj: &obj,
-        offset: 0,
-        flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
-    };
-    vm.bind(&[map], &mut vm::NoMmu).map_err(|(_, e)| e)?;
-    mmu::enable(backend, MCU_AS, &vm.as_regs()?)?;
-    let csif = crate::fw::boot(backend, fw.dma_addr(), size)?;
-    Ok((vm, csif))
 }
 
 impl<B: Backend> TyrDriver<B> {

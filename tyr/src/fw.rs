@@ -11,6 +11,10 @@
 //! stream (work registers and scoreboards). The driver reports those numbers to userspace as
 //! `CSIF_INFO`.
 //!
+//! With the DRM glue (feature `std`), `start_mcu` maps the firmware interface object in the
+//! MCU's own VM (address space 0) and boots the MCU, and `FwIface` reads where the firmware put
+//! the input and output blocks of the global interface, of each group slot and of each stream.
+//!
 //! Loading a firmware image into its sections is not done here: the simulated MCU needs none.
 
 use core::time::Duration;
@@ -123,4 +127,181 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
         unpreserved_cs_reg_count: CSF_UNPRESERVED_REG_COUNT,
         pad: 0,
     })
+}
+
+#[cfg(feature = "std")]
+pub(crate) use shared::start_mcu;
+#[cfg(feature = "std")]
+pub use shared::FwIface;
+
+/// What the DRM driver adds (feature `std`): the MCU's VM and the addresses of the interface
+/// blocks.
+#[cfg(feature = "std")]
+mod shared {
+    use std::vec::Vec;
+
+    use drm_ctx::drm::{gem, AnyCtx};
+    use drm_ctx::types::ARef;
+
+    use super::{
+        boot, CSF_GROUP_CONTROL_OFFSET, CSF_STREAM_CONTROL_OFFSET, GLB_GROUP_STRIDE, MAX_CSGS,
+        MAX_CS_PER_CSG, MCU_SHARED_REGION_START,
+    };
+    use crate::backend::{Backend, DmaMemory, Words};
+    use crate::csf::{cs, csg, glb};
+    use crate::gem::{FwBoRef, McuVm, TyrBo};
+    use crate::gpu;
+    use crate::mmu::{self, MCU_AS};
+    use crate::vm::{self, BindReq, VmLayout};
+    use crate::{uapi, Error, Result};
+
+    /// Where the firmware's interface blocks are, as offsets in the firmware region.
+    #[derive(Clone, Debug, Default)]
+    pub struct FwIface {
+        /// Device address of the firmware region.
+        pub base: u64,
+        /// Global input and output blocks.
+        pub glb: (u64, u64),
+        /// Per group slot: input and output blocks.
+        pub csg: Vec<(u64, u64)>,
+        /// Per group slot and stream: input and output blocks.
+        pub cs: Vec<Vec<(u64, u64)>>,
+    }
+
+    impl FwIface {
+        /// Reads the block addresses the firmware published in the region at device address
+        /// `base` (`size` bytes), for `groups` slots of `streams` streams.
+        pub fn read<D: DmaMemory>(
+            dma: &D,
+            base: u64,
+            size: u64,
+            groups: usize,
+            streams: usize,
+        ) -> Result<Self> {
+            // Faulty firmware must not make the probe loop or allocate without bound: the counts
+            // are those panthor accepts, and every control block lies inside the region.
+            if groups == 0 || groups > MAX_CSGS || streams == 0 || streams > MAX_CS_PER_CSG {
+                return Err(Error::Invalid);
+            }
+            let w = Words(dma);
+            let rd = |o: u64| {
+                if o.checked_add(4).is_none_or(|end| end > size) {
+                    return Err(Error::Invalid);
+                }
+                Ok(w.rd32(base + o))
+            };
+            let start = MCU_SHARED_REGION_START;
+            let off = |va: u32| {
+                let o = u64::from(va).checked_sub(start).ok_or(Error::Invalid)?;
+                if o + 0x100 > size {
+                    return Err(Error::Invalid);
+                }
+                Ok(o)
+            };
+            let glb = (off(rd(glb::INPUT_VA)?)?, off(rd(glb::OUTPUT_VA)?)?);
+            let stride = u64::from(rd(GLB_GROUP_STRIDE)?);
+            let mut csgs = Vec::new();
+            let mut css = Vec::new();
+            csgs.try_reserve_exact(groups)
+                .map_err(|_| Error::NoMemory)?;
+            css.try_reserve_exact(groups).map_err(|_| Error::NoMemory)?;
+            for n in 0..groups as u64 {
+                let c = CSF_GROUP_CONTROL_OFFSET + n * stride;
+                csgs.push((off(rd(c + csg::INPUT_VA)?)?, off(rd(c + csg::OUTPUT_VA)?)?));
+                let s_stride = u64::from(rd(c + csg::STREAM_STRIDE)?);
+                let mut streams_of = Vec::new();
+                streams_of
+                    .try_reserve_exact(streams)
+                    .map_err(|_| Error::NoMemory)?;
+                for s in 0..streams as u64 {
+                    let sc = c + CSF_STREAM_CONTROL_OFFSET + s * s_stride;
+                    streams_of.push((off(rd(sc + cs::INPUT_VA)?)?, off(rd(sc + cs::OUTPUT_VA)?)?));
+                }
+                css.push(streams_of);
+            }
+            Ok(FwIface {
+                base,
+                glb,
+                csg: csgs,
+                cs: css,
+            })
+        }
+    }
+
+    /// Maps the firmware interface region for the MCU in address space 0 and starts the MCU.
+    pub(crate) fn start_mcu<B: Backend>(
+        backend: &B,
+        gpu_info: &gpu::GpuInfo,
+        fw: &ARef<gem::Object<TyrBo<B>, AnyCtx>>,
+    ) -> Result<(McuVm<B>, uapi::CsifInfo)> {
+        let layout = VmLayout::new(gpu_info.va_bits(), 0)?;
+        let mut vm = McuVm::<B>::new(1, backend.dma().clone(), layout, gpu_info.pa_bits())?;
+        let obj = FwBoRef(fw.clone());
+        let size = fw.size() as u64;
+        let map = BindReq::Map {
+            va: MCU_SHARED_REGION_START,
+            size,
+            obj: &obj,
+            offset: 0,
+            flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
+        };
+        vm.bind(&[map], &mut vm::NoMmu).map_err(|(_, e)| e)?;
+        mmu::enable(backend, MCU_AS, &vm.as_regs()?)?;
+        let csif = boot(backend, fw.dma_addr(), size)?;
+        Ok((vm, csif))
+    }
+
+    #[cfg(all(test, feature = "host"))]
+    mod tests {
+        use super::*;
+        use crate::backend::DmaMemory;
+        use crate::host::SimDma;
+        use core::time::Duration;
+        use mali_sim::{MemConfig, SimMemory};
+
+        /// Issue 20, suspected item: firmware publishing absurd counts or strides (here a stream
+        /// stride of 0 with 2^32 - 1 streams, every block valid) makes the probe fail at once
+        /// instead of looping over billions of streams while allocating.
+        #[test]
+        fn faulty_firmware_interface_is_refused_quickly() {
+            let mem = std::sync::Arc::new(SimMemory::new(MemConfig::default()));
+            let dma = SimDma(mem);
+            let size = 0x1_0000u64;
+            let region = dma.alloc((size / 0x1000) as usize, 0x1000).unwrap();
+            let base = region.addr;
+            let w = Words(&dma);
+            let va = (MCU_SHARED_REGION_START + 0x8000) as u32;
+            w.wr32(base + glb::INPUT_VA, va);
+            w.wr32(base + glb::OUTPUT_VA, va);
+            w.wr32(base + GLB_GROUP_STRIDE, 0x100);
+            for n in 0..31 {
+                let c = base + CSF_GROUP_CONTROL_OFFSET + n * 0x100;
+                w.wr32(c + csg::INPUT_VA, va);
+                w.wr32(c + csg::OUTPUT_VA, va);
+                w.wr32(c + csg::STREAM_STRIDE, 0);
+                let sc = c + CSF_STREAM_CONTROL_OFFSET;
+                w.wr32(sc + cs::INPUT_VA, va);
+                w.wr32(sc + cs::OUTPUT_VA, va);
+            }
+            // A sane interface reads.
+            let ok = FwIface::read(&dma, base, size, 2, 8).unwrap();
+            assert_eq!((ok.csg.len(), ok.cs[1].len()), (2, 8));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let dma2 = dma.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(FwIface::read(&dma2, base, size, 31, u32::MAX as usize).err());
+            });
+            assert_eq!(
+                rx.recv_timeout(Duration::from_secs(10)),
+                Ok(Some(Error::Invalid)),
+                "the probe did not refuse 2^32 - 1 streams"
+            );
+            // Control blocks past the region are refused too.
+            w.wr32(base + GLB_GROUP_STRIDE, 0x1000_0000);
+            assert_eq!(
+                FwIface::read(&dma, base, size, 2, 8).err(),
+                Some(Error::Invalid)
+            );
+        }
+    }
 }
