@@ -288,6 +288,10 @@ impl Fence for HostFence {
             }
         }
     }
+
+    fn same_fence(&self, other: &Self) -> bool {
+        self.ptr_eq(other)
+    }
 }
 
 /// Marks `node` unqueued, drops its waker, and returns the node after it.

@@ -40,6 +40,7 @@ pub struct QueueConfig {
     capacity: u32,
     timeout: Duration,
     max_extensions: u32,
+    pipelined: bool,
 }
 
 impl QueueConfig {
@@ -50,6 +51,7 @@ impl QueueConfig {
             capacity,
             timeout: Duration::from_secs(1),
             max_extensions: 3,
+            pipelined: false,
         }
     }
 
@@ -66,6 +68,26 @@ impl QueueConfig {
     pub const fn with_max_extensions(mut self, max_extensions: u32) -> Self {
         self.max_extensions = max_extensions;
         self
+    }
+
+    /// Sets whether a dependency on the done fence of an earlier job of the same queue is met
+    /// as soon as that job is on the ring (`true`), or only when its done fence signals (the
+    /// default).
+    ///
+    /// Turn it on for a ring that runs its jobs strictly one after the other (a CSF queue whose
+    /// jobs each end by waiting for their own work, as panthor's do): a job behind its
+    /// dependency on that ring cannot overtake it, so waiting for the done fence only leaves
+    /// the ring idle between the two. `drm_sched` does the same for fences of its own
+    /// scheduler. A job on the ring whose dependency then fails before it completes is not
+    /// run again after a reset: it fails with the dependency's error.
+    pub const fn with_pipelining(mut self, pipelined: bool) -> Self {
+        self.pipelined = pipelined;
+        self
+    }
+
+    /// Whether dependencies on this queue's own jobs are met once those are on the ring.
+    pub const fn pipelined(&self) -> bool {
+        self.pipelined
     }
 
     /// Total credits of the ring.

@@ -442,6 +442,10 @@ impl Fence for KernelFence {
         drop(waker);
         true
     }
+
+    fn same_fence(&self, other: &Self) -> bool {
+        self.as_raw() == other.as_raw()
+    }
 }
 
 impl SignalFence for KernelFence {

@@ -315,6 +315,11 @@ fn slot<B: Backend, const N: usize>(
     slots.get_mut(idx)?.as_mut()
 }
 
+/// The number of dependency slots in use of `e`'s job.
+fn job_deps<B: Backend>(e: &Entry<B>) -> usize {
+    e.job.n_deps
+}
+
 fn slot_ref<B: Backend, const N: usize>(
     slots: &[Option<Entry<B>>; N],
     head: usize,
@@ -608,6 +613,10 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         let ctx = SignalCtx::new(now);
         let waker = self.exec.waker();
         for i in 0..self.started {
+            // A job that went on the ring behind an earlier job of this queue it depends on
+            // (see `start_next`) does not run again when that job has failed meanwhile (the
+            // guilty one, say): it fails with that error instead.
+            let failed = self.failed_dependency(i);
             let Some(entry) = slot(&mut self.slots, self.head, i) else {
                 continue;
             };
@@ -619,6 +628,11 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             };
             let attempt = attempt.saturating_add(1);
             entry.disarm();
+            if let Some(e) = failed {
+                entry.state = State::Finished(Err(e));
+                self.credits = self.credits.saturating_sub(entry.cost);
+                continue;
+            }
             let run = self.backend.run_job(
                 RunJob {
                     seqno: entry.seqno,
@@ -648,43 +662,112 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         }
     }
 
+    /// The error of the first dependency (in the order they were added) of the job at ring
+    /// position `i` that is known to have failed: signalled with an error, or the done fence
+    /// of an earlier job of this queue that finished with one.
+    fn failed_dependency(&self, i: usize) -> Option<FenceError> {
+        let e = slot_ref(&self.slots, self.head, i)?;
+        let deps = e.job.deps.iter().take(e.job.n_deps);
+        deps.filter_map(|d| d.dep.as_ref())
+            .find_map(|dep| match dep.fence.status() {
+                Some(r) => r.err(),
+                None => (0..i).find_map(|k| {
+                    let other = slot_ref(&self.slots, self.head, k)?;
+                    match other.state {
+                        State::Finished(Err(err)) if other.job.done.same_fence(&dep.fence) => {
+                            Some(err)
+                        }
+                        _ => None,
+                    }
+                }),
+            })
+    }
+
+    /// Whether `fence` is the done fence of a job of this queue that is on the ring or has
+    /// finished without an error (newest first: a job usually depends on a recent one).
+    fn on_ring(&self, fence: &B::Fence) -> bool {
+        (0..self.started).rev().any(|i| {
+            slot_ref(&self.slots, self.head, i).is_some_and(|e| {
+                matches!(e.state, State::Running { .. } | State::Finished(Ok(())))
+                    && e.job.done.same_fence(fence)
+            })
+        })
+    }
+
     /// Tries to move the first waiting job onto the ring (or fail it on a dependency error).
     fn start_next(&mut self, now: Instant) -> bool {
         if self.started >= self.len {
             return false;
         }
         let waker = self.exec.waker();
-        let Some(entry) = slot(&mut self.slots, self.head, self.started) else {
-            return false;
-        };
-        let job = &mut entry.job;
-        let mut first_error: Option<(usize, FenceError)> = None;
-        let n = job.n_deps;
         // The dependencies are waited for one at a time, in the order they were added: a
         // callback goes on the first one still pending, and only when it fires does the
         // queue look further (as `drm_sched` does). Dependencies on earlier jobs of the same
         // ring have usually signalled by then, so a job waiting for several of them arms one
-        // callback instead of one each. What the job ends with is the same either way: it
-        // starts only once every dependency has signalled.
-        for (k, dep_slot) in job.deps.iter_mut().take(n).enumerate() {
-            let Some(dep) = dep_slot.dep.as_mut() else {
-                continue;
+        // callback instead of one each. With pipelining (`QueueConfig::with_pipelining`), a
+        // dependency on the done fence of one of this queue's own jobs is met once that job
+        // is on the ring, which runs jobs in order (again as `drm_sched` does for its own
+        // fences); one whose job is known to have failed is waited for, so its error still
+        // reaches this job.
+        let mut looks = 0usize;
+        let first_error = loop {
+            let Some(entry) = slot_ref(&self.slots, self.head, self.started) else {
+                return false;
             };
-            let mut status = dep.fence.status();
-            if status.is_none() && !dep.armed {
-                match dep.fence.add_callback(&dep_slot.cb, waker) {
-                    AddCallback::Queued => dep.armed = true,
-                    AddCallback::Signalled(r) => status = Some(r),
-                    // A fresh node is never busy; if it were, later wake-ups still re-poll.
-                    AddCallback::Busy => {}
+            // Each further look follows a dependency found signalled while arming it, so one
+            // per dependency is enough; a fence that says it signalled but then reports itself
+            // pending again is left to the next wake-up.
+            looks += 1;
+            if looks > job_deps(entry) + 1 {
+                return false;
+            }
+            let job = &entry.job;
+            let mut first_error: Option<(usize, FenceError)> = None;
+            let mut pending = None;
+            for (k, dep_slot) in job.deps.iter().take(job.n_deps).enumerate() {
+                let Some(dep) = dep_slot.dep.as_ref() else {
+                    continue;
+                };
+                match dep.fence.status() {
+                    Some(Err(e)) if first_error.is_none() => first_error = Some((k, e)),
+                    Some(_) => {}
+                    None if self.config.pipelined() && self.on_ring(&dep.fence) => {}
+                    None => {
+                        pending = Some(k);
+                        break;
+                    }
                 }
             }
-            match status {
-                None => return false,
-                Some(Err(e)) if first_error.is_none() => first_error = Some((k, e)),
-                Some(_) => {}
+            let Some(k) = pending else {
+                break first_error;
+            };
+            let Some(entry) = slot(&mut self.slots, self.head, self.started) else {
+                return false;
+            };
+            let Some(dep_slot) = entry.job.deps.get_mut(k) else {
+                return false;
+            };
+            let Some(dep) = dep_slot.dep.as_mut() else {
+                return false;
+            };
+            if dep.armed {
+                return false;
             }
-        }
+            match dep.fence.add_callback(&dep_slot.cb, waker) {
+                AddCallback::Queued => {
+                    dep.armed = true;
+                    return false;
+                }
+                // It signalled in the meantime: look again.
+                AddCallback::Signalled(_) => {}
+                // A fresh node is never busy; if it were, later wake-ups still re-poll.
+                AddCallback::Busy => return false,
+            }
+        };
+        let Some(entry) = slot(&mut self.slots, self.head, self.started) else {
+            return false;
+        };
+        let job = &mut entry.job;
         // The earliest error in the order the dependencies were added wins.
         let error = match (job.dep_error, first_error) {
             (Some((at, e)), Some((k, e2))) => Some(if k < at { e2 } else { e }),

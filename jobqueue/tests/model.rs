@@ -98,7 +98,8 @@ fn op() -> impl Strategy<Value = Op> {
 struct Payload {
     tag: usize,
     plan: Plan,
-    deps: Vec<HostFence>,
+    /// Each dependency, with the tag of its job when it is a done fence of this queue.
+    deps: Vec<(Option<usize>, HostFence)>,
     cost: u32,
 }
 
@@ -109,6 +110,8 @@ struct Ring {
     /// Rule breaks seen from inside the backend.
     violations: Vec<String>,
     last_first_run: Option<usize>,
+    /// Whether the queue runs with pipelining (`QueueConfig::with_pipelining`).
+    pipelined: bool,
 }
 
 impl Backend for Ring {
@@ -122,7 +125,23 @@ impl Backend for Ring {
         _ctx: &SignalCtx<'_>,
     ) -> Result<HostFence, FenceError> {
         let p = job.payload();
-        if p.deps.iter().any(|d| d.status() != Some(Ok(()))) {
+        // A dependency is met when it signalled without an error, or, for the done fence of an
+        // earlier job of this queue, once that job is on the ring (its latest run's hardware
+        // fence has not failed).
+        let met = |(own, d): &(Option<usize>, HostFence)| match d.status() {
+            Some(r) => r.is_ok(),
+            None => {
+                self.pipelined
+                    && own.is_some_and(|t| {
+                        self.runs
+                            .iter()
+                            .rev()
+                            .find(|(rt, _, _)| *rt == t)
+                            .is_some_and(|(_, _, hw)| hw.status().is_none_or(|r| r.is_ok()))
+                    })
+            }
+        };
+        if !p.deps.iter().all(met) {
             self.violations
                 .push(format!("job {} ran before its dependencies", p.tag));
         }
@@ -184,6 +203,7 @@ struct MJob {
 
 #[derive(Default)]
 struct Model {
+    pipelined: bool,
     jobs: Vec<MJob>,
     external: [Option<FenceResult>; EXTERNAL],
     runs: Vec<(usize, u32)>,
@@ -197,6 +217,17 @@ impl Model {
             MDep::External(i) => self.external[*i],
             MDep::Job(j) => match self.jobs[*j].state {
                 MState::Done(r) => Some(r),
+                // With pipelining, a job of the same queue on the ring (the ring runs jobs in
+                // order) meets the dependency, unless it is already known to have failed.
+                MState::Running {
+                    hw_signalled: None | Some(Ok(())),
+                    ..
+                }
+                | MState::Finished(Ok(()))
+                    if self.pipelined =>
+                {
+                    Some(Ok(()))
+                }
                 _ => None,
             },
         }
@@ -274,16 +305,31 @@ impl Model {
                     }
                     Plan::Reset => {
                         self.jobs[g].state = MState::Finished(Err(FenceError::TIMED_OUT));
-                        for (tag, j) in self.jobs.iter_mut().enumerate() {
-                            if let MState::Running { attempt, .. } = j.state {
-                                j.state = MState::Running {
-                                    deadline: now + Self::timeout_ns(),
-                                    extensions: 0,
-                                    attempt: attempt + 1,
-                                    hw_signalled: None,
-                                };
-                                self.runs.push((tag, attempt + 1));
+                        for tag in 0..self.jobs.len() {
+                            let MState::Running { attempt, .. } = self.jobs[tag].state else {
+                                continue;
+                            };
+                            // A job on the ring behind a job of this queue it depends on that
+                            // has failed meanwhile fails with that error instead of running
+                            // again.
+                            let failed = self.jobs[tag].deps.iter().find_map(|d| match d {
+                                MDep::External(i) => self.external[*i].and_then(|r| r.err()),
+                                MDep::Job(k) => match self.jobs[*k].state {
+                                    MState::Finished(Err(e)) | MState::Done(Err(e)) => Some(e),
+                                    _ => None,
+                                },
+                            });
+                            if let Some(e) = failed {
+                                self.jobs[tag].state = MState::Finished(Err(e));
+                                continue;
                             }
+                            self.jobs[tag].state = MState::Running {
+                                deadline: now + Self::timeout_ns(),
+                                extensions: 0,
+                                attempt: attempt + 1,
+                                hw_signalled: None,
+                            };
+                            self.runs.push((tag, attempt + 1));
                         }
                     }
                 }
@@ -332,18 +378,26 @@ impl Model {
     }
 }
 
-fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run_case(ops: Vec<Op>, pipelined: bool) -> Result<(), TestCaseError> {
     let exec = TestExecutor::new();
     let clock = ManualClock::new();
     let config = QueueConfig::new(CAPACITY)
         .with_timeout(TIMEOUT)
-        .with_max_extensions(MAX_EXT);
+        .with_max_extensions(MAX_EXT)
+        .with_pipelining(pipelined);
+    let ring = Ring {
+        pipelined,
+        ..Ring::default()
+    };
     let mut q: Queue<Ring, _, _, SLOTS> =
-        Queue::new(Ring::default(), exec.clone(), clock.clone(), config).unwrap();
+        Queue::new(ring, exec.clone(), clock.clone(), config).unwrap();
     let alloc = HostAlloc::new();
     let external: Vec<HostFence> = (0..EXTERNAL).map(|_| HostFence::new()).collect();
     let mut done: Vec<HostFence> = Vec::new();
-    let mut model = Model::default();
+    let mut model = Model {
+        pipelined,
+        ..Model::default()
+    };
 
     for op in ops {
         match op {
@@ -353,11 +407,14 @@ fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 plan,
                 direct,
             } => {
-                let fences: Vec<HostFence> = deps
+                let fences: Vec<(Option<usize>, HostFence)> = deps
                     .iter()
                     .filter_map(|d| match *d {
-                        DepRef::External(i) => Some(external[i].clone()),
-                        DepRef::Job(k) => done.len().checked_sub(k + 1).map(|j| done[j].clone()),
+                        DepRef::External(i) => Some((None, external[i].clone())),
+                        DepRef::Job(k) => done
+                            .len()
+                            .checked_sub(k + 1)
+                            .map(|j| (Some(j), done[j].clone())),
                     })
                     .collect();
                 let mdeps: Vec<MDep> = deps
@@ -387,7 +444,7 @@ fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         continue;
                     }
                 };
-                for f in &fences {
+                for (_, f) in &fences {
                     job.add_dependency(f).unwrap();
                 }
                 match q.reserve() {
@@ -510,7 +567,10 @@ proptest! {
     })]
 
     #[test]
-    fn queue_matches_model(ops in proptest::collection::vec(op(), 1..if cfg!(miri) { 20 } else { 60 })) {
-        run_case(ops)?;
+    fn queue_matches_model(
+        ops in proptest::collection::vec(op(), 1..if cfg!(miri) { 20 } else { 60 }),
+        pipelined in any::<bool>(),
+    ) {
+        run_case(ops, pipelined)?;
     }
 }

@@ -107,6 +107,40 @@ fn dependency_on_done_fence_of_earlier_job() {
 }
 
 #[test]
+fn pipelined_dependency_on_an_earlier_job_is_met_on_the_ring() {
+    let mut h = Harness::<8>::with_pipelining(16, true);
+    let a = h.submit(0, 1, &[]);
+    let b = h.submit(1, 1, &[&a]);
+    let foreign = HostFence::new();
+    let c = h.submit(2, 1, &[&b, &foreign]);
+    h.run();
+    // Job 1 goes on the ring right behind job 0; job 2 still waits for a fence of elsewhere.
+    assert_eq!(h.ring().first_runs(), vec![0, 1]);
+    assert_eq!(a.status(), None);
+    foreign.signal(Ok(()));
+    h.run();
+    assert_eq!(h.ring().first_runs(), vec![0, 1, 2]);
+    for i in 0..3 {
+        ok(&h.hw(i));
+    }
+    h.run();
+    assert_eq!(c.status(), Some(Ok(())));
+}
+
+#[test]
+fn pipelined_dependency_that_failed_first_is_waited_for() {
+    let mut h = Harness::<8>::with_pipelining(16, true);
+    let a = h.submit(0, 1, &[]);
+    h.run();
+    // Job 0's failure is known before job 1 could start: job 1 gets its error, without running.
+    h.hw(0).signal(Err(FenceError::IO));
+    let b = h.submit(1, 1, &[&a]);
+    h.run();
+    assert_eq!(h.ring().first_runs(), vec![0]);
+    assert_eq!(b.status(), Some(Err(FenceError::IO)));
+}
+
+#[test]
 fn dependency_signalled_from_another_thread() {
     let mut h = Harness::<8>::new(16);
     let dep = HostFence::new();

@@ -122,11 +122,17 @@ pub struct Harness<const N: usize> {
 
 impl<const N: usize> Harness<N> {
     pub fn new(capacity: u32) -> Self {
+        Self::with_pipelining(capacity, false)
+    }
+
+    /// A harness whose queue has `QueueConfig::with_pipelining(pipelined)`.
+    pub fn with_pipelining(capacity: u32, pipelined: bool) -> Self {
         let exec = TestExecutor::new();
         let clock = ManualClock::new();
         let config = QueueConfig::new(capacity)
             .with_timeout(TIMEOUT)
-            .with_max_extensions(2);
+            .with_max_extensions(2)
+            .with_pipelining(pipelined);
         let q = Queue::new(MockRing::new(), exec.clone(), clock.clone(), config).unwrap();
         Harness {
             q,
