@@ -131,7 +131,7 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
 }
 
 /// Takes the address space away from a VM that is going away.
-pub(crate) fn release_vm<B: Backend>(dev: &TyrDevice<B>, vm: &Mutex<TyrVm<B>>) {
+pub(crate) fn release_vm<B: Backend>(dev: &DevInner<B>, vm: &Mutex<TyrVm<B>>) {
     let key = lock(vm).key();
     dev.sched.binds.remove(key);
     let mut slots = lock(&dev.slots);

@@ -560,7 +560,7 @@ impl<B: Backend> core::ops::Deref for TyrData<B> {
 
 impl<B: Backend> TyrData<B> {
     /// The handle of a device state.
-    pub fn new(inner: DevInner<B>) -> Self {
+    pub(crate) fn new(inner: DevInner<B>) -> Self {
         TyrData {
             inner: Arc::new(inner),
         }
@@ -598,7 +598,7 @@ impl<B: Backend> DevInner<B> {
     /// The state of a device the probe found (`gpu_info`) whose firmware published
     /// `csif_info` and its interface blocks `fw`, with the objects created before registration
     /// and the MCU's VM (address space 0, reserved).
-    pub fn new(
+    pub(crate) fn new(
         backend: B,
         gpu_info: gpu::GpuInfo,
         csif_info: uapi::CsifInfo,
