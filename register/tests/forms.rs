@@ -350,3 +350,33 @@ fn bounded_enum_fields() {
     }
     assert_eq!(Bounded::<u16, 4>::from(Speed::Slow).get(), 1);
 }
+
+// A wrapper macro forwarding one register through the `@reg` entry without a mode: only the
+// Linux 7.2 accessors are generated.
+macro_rules! plain_reg {
+    ($name:ident @ $at:literal { $($body:tt)* }) => {
+        ::register::register!(@reg pub(crate) $name(u32) @ $at { $($body)* });
+    };
+}
+
+plain_reg!(WRAPPED @ 0x300 { 7:4 high; 3:0 low; });
+
+#[test]
+fn wrapper_without_mode_gets_the_linux_accessors() {
+    let io = MemRegion::<0x400>::new();
+    io.write_reg(
+        WRAPPED::zeroed()
+            .with_const_high::<0xa>()
+            .with_low(Bounded::<u32, 4>::new::<3>()),
+    );
+    assert_eq!(io.read32(0x300), 0xa3);
+    assert_eq!(io.read(WRAPPED).high(), 0xa);
+    assert_eq!(
+        WRAPPED::zeroed().try_with_low(16u32),
+        Err(Error::ValueTooWide)
+    );
+    assert_eq!(
+        format!("{:?}", io.read(WRAPPED)),
+        "WRAPPED { <raw>: 0xa3, high: 10, low: 3 }"
+    );
+}
