@@ -90,11 +90,27 @@ mod tests {
     struct CVm(NonNull<c_void>);
 
     impl CVm {
-        fn map(&self, addr: u64, range: u64, obj: u32, offset: u64, out: &mut [Rec; CAP]) -> Result<usize> {
+        fn map(
+            &self,
+            addr: u64,
+            range: u64,
+            obj: u32,
+            offset: u64,
+            out: &mut [Rec; CAP],
+        ) -> Result<usize> {
             let mut n = 0;
             // SAFETY: `self.0` is live (type invariant); `out` has room for `CAP` records.
             let ret = unsafe {
-                gpukit_c_vm_map(self.0.as_ptr(), addr, range, obj, offset, out.as_mut_ptr(), CAP as u32, &mut n)
+                gpukit_c_vm_map(
+                    self.0.as_ptr(),
+                    addr,
+                    range,
+                    obj,
+                    offset,
+                    out.as_mut_ptr(),
+                    CAP as u32,
+                    &mut n,
+                )
             };
             if ret != 0 {
                 return Err(::kernel::error::Error::from_errno(ret));
@@ -106,7 +122,14 @@ mod tests {
             let mut n = 0;
             // SAFETY: As above.
             let ret = unsafe {
-                gpukit_c_vm_unmap(self.0.as_ptr(), addr, range, out.as_mut_ptr(), CAP as u32, &mut n)
+                gpukit_c_vm_unmap(
+                    self.0.as_ptr(),
+                    addr,
+                    range,
+                    out.as_mut_ptr(),
+                    CAP as u32,
+                    &mut n,
+                )
             };
             if ret != 0 {
                 return Err(::kernel::error::Error::from_errno(ret));
@@ -290,7 +313,13 @@ mod tests {
                 pr_err!(
                     "gpuvm vs C: step {step} (seed {seed:#x}, request {addr:#x}+{range:#x}) differs\n"
                 );
-                for (i, (a, b)) in ours.ops.iter().zip(theirs.iter()).take(n.max(ours.len)).enumerate() {
+                for (i, (a, b)) in ours
+                    .ops
+                    .iter()
+                    .zip(theirs.iter())
+                    .take(n.max(ours.len))
+                    .enumerate()
+                {
                     pr_err!("  op {i}: rust {a:?}\n  op {i}: C    {b:?}\n");
                 }
                 return Err(EINVAL);
@@ -360,7 +389,8 @@ mod tests {
     /// Unmap + map of one random 4K mapping among `n` live ones, both implementations in
     /// immediate mode (this crate's `sm_unmap`/`sm_map` on preallocated slots; C's
     /// `drm_gpuvm_sm_unmap`/`drm_gpuvm_sm_map` with callbacks that allocate and free their
-    /// `struct drm_gpuva`s, as a C driver does). Returns ns per unmap + map for both.
+    /// `struct drm_gpuva`s, as a C driver does). Returns ns per unmap + map for both, the best
+    /// of three passes each.
     fn unmap_map_at(n: usize, rounds: u32) -> Result<(u64, u64)> {
         let slots = n + 8;
         let mut vas = VVec::with_capacity(slots, GFP_KERNEL)?;
@@ -410,33 +440,47 @@ mod tests {
             }
             v
         };
-        let t0 = now_ns();
-        for &i in picks.iter() {
-            vm.sm_unmap(&mut Apply, addr(i), PAGE)?;
-            vm.sm_map(&mut Apply, Mapping::new(addr(i), PAGE, &bo, 0))?;
-        }
-        let t1 = now_ns();
-        for &i in picks.iter() {
-            // SAFETY: `c` is live.
-            let r = unsafe {
-                gpukit_c_vm_sm_unmap(c.0.as_ptr(), addr(i), PAGE)
-                    | gpukit_c_vm_sm_map(c.0.as_ptr(), addr(i), PAGE, 1, 0)
-            };
-            if r != 0 {
-                return Err(ENOMEM);
+        // The same picks for both sides, once untimed (so that neither pays for the first run
+        // of its code under QEMU's translator), then three timed passes with the sides
+        // alternating; each side's best pass counts.
+        let mut best = (u64::MAX, u64::MAX);
+        for pass in 0..4 {
+            let t0 = now_ns();
+            for &i in picks.iter() {
+                vm.sm_unmap(&mut Apply, addr(i), PAGE)?;
+                vm.sm_map(&mut Apply, Mapping::new(addr(i), PAGE, &bo, 0))?;
+            }
+            let t1 = now_ns();
+            for &i in picks.iter() {
+                // SAFETY: `c` is live.
+                let r = unsafe {
+                    gpukit_c_vm_sm_unmap(c.0.as_ptr(), addr(i), PAGE)
+                        | gpukit_c_vm_sm_map(c.0.as_ptr(), addr(i), PAGE, 1, 0)
+                };
+                if r != 0 {
+                    return Err(ENOMEM);
+                }
+            }
+            let t2 = now_ns();
+            if pass > 0 {
+                let per = |d: i64| (d.max(0) as u64) / u64::from(rounds);
+                best = (best.0.min(per(t1 - t0)), best.1.min(per(t2 - t1)));
             }
         }
-        let t2 = now_ns();
         if vm.len() != n {
             return Err(EINVAL);
         }
-        let per = |d: i64| (d.max(0) as u64) / u64::from(rounds);
-        Ok((per(t1 - t0), per(t2 - t1)))
+        Ok(best)
     }
 
     #[test]
     fn timing_unmap_map_against_c() -> Result {
-        for (n, rounds) in [(1_000, 4_000), (10_000, 4_000), (100_000, 4_000), (1_000_000, 4_000)] {
+        for (n, rounds) in [
+            (1_000, 4_000),
+            (10_000, 4_000),
+            (100_000, 4_000),
+            (1_000_000, 4_000),
+        ] {
             let (rust, c) = unmap_map_at(n, rounds)?;
             let ratio_x100 = c * 100 / rust.max(1);
             pr_info!(
