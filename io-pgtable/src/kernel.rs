@@ -24,14 +24,22 @@
 //! those calls. The device address never comes from `virt_to_phys`.
 //!
 //! The table code finds a table's CPU view from the device address in a descriptor
-//! ([`TableAlloc::table_cpu`]); with the DMA API there is no arithmetic for that, so the
-//! allocator keeps an open-addressed hash table of its live tables, filled when a table is
-//! allocated and read without locks.
+//! ([`TableAlloc::table_cpu`]); the DMA API gives no arithmetic for that, so the allocator
+//! keeps an open-addressed hash table of its live tables, filled when a table is allocated and
+//! read without locks. Without an IOMMU in front of the device (and without bounce buffers),
+//! though, `dma_map_single` of `kmalloc` memory returns its physical address, and every table
+//! lies at the same distance from its device address (the kernel's linear map). The allocator
+//! notices: while every table it has handed out lies at one distance from its device address,
+//! the CPU view is that one addition, as `__va()` is for `io-pgtable-arm.c`; the first table
+//! that does not (an IOMMU, a bounce buffer) turns the shortcut off for good, and lookups go
+//! through the index. The sync after a write still looks its table up, since
+//! `dma_sync_single_range_for_device` wants the mapping it syncs and only the index knows
+//! that the range lies in one.
 
 use core::alloc::Layout;
 use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use ::kernel::alloc::allocator::Kmalloc;
 use ::kernel::alloc::{flags::__GFP_ZERO, Allocator, Flags, KVec, NumaNode};
@@ -75,6 +83,14 @@ const MIN_SHIFT: u32 = 6;
 /// Largest table: one 64 KiB granule.
 const MAX_SHIFT: u32 = 16;
 
+/// No table handed out yet: whether CPU and device addresses are a fixed distance apart is
+/// not known.
+const LINEAR_UNKNOWN: u8 = 0;
+/// Every table handed out so far lies at `delta` bytes from its device address.
+const LINEAR: u8 = 1;
+/// Some table did not: CPU views come from the index only.
+const NOT_LINEAR: u8 = 2;
+
 /// The index key of the live table at device address `dma` of `1 << shift` bytes.
 fn key(dma: u64, shift: u32) -> u64 {
     dma | LIVE | u64::from(shift - MIN_SHIFT)
@@ -98,6 +114,11 @@ struct Entry {
 ///   `TOMBSTONE` to a live key, never back to `EMPTY`, so the probe sequence of a live key
 ///   from its hash to its slot never crosses an `EMPTY` slot. Keys are written under
 ///   `write_lock`; `cpu` is written before the key (release) and read after it (acquire).
+/// - While `linear` is [`LINEAR`], every table recorded so far has its CPU view at its
+///   device address plus `delta` (wrapping). `linear` goes from [`LINEAR_UNKNOWN`] to
+///   [`LINEAR`] or [`NOT_LINEAR`], and from [`LINEAR`] to [`NOT_LINEAR`], under `write_lock`
+///   and before the table that decided it is recorded; `delta` is written once, before
+///   `linear` becomes [`LINEAR`] (release; read after an acquire load of `linear`).
 #[pin_data(PinnedDrop)]
 pub struct DmaTableAlloc {
     dev: ARef<Device>,
@@ -110,6 +131,9 @@ pub struct DmaTableAlloc {
     live: AtomicUsize,
     /// Bit `s` is set once a table of `1 << s` bytes has been handed out.
     shifts: AtomicU32,
+    /// Whether the CPU view of every table is its device address plus `delta`.
+    linear: AtomicU8,
+    delta: AtomicU64,
     syncs: AtomicU64,
     #[pin]
     write_lock: SpinLock<()>,
@@ -154,6 +178,8 @@ impl DmaTableAlloc {
                 max: max_tables,
                 live: AtomicUsize::new(0),
                 shifts: AtomicU32::new(0),
+                linear: AtomicU8::new(LINEAR_UNKNOWN),
+                delta: AtomicU64::new(0),
                 syncs: AtomicU64::new(0),
                 write_lock <- new_spinlock!(()),
             }),
@@ -174,6 +200,13 @@ impl DmaTableAlloc {
     /// Whether the walker is coherent (no cache maintenance).
     pub fn is_coherent(&self) -> bool {
         self.coherent
+    }
+
+    /// Whether every table handed out so far lies at one fixed distance from its device
+    /// address, so that [`TableAlloc::table_cpu`] is an addition rather than an index lookup
+    /// (see the [module documentation](self)).
+    pub fn is_linear(&self) -> bool {
+        self.linear.load(Ordering::Acquire) == LINEAR
     }
 
     fn raw_dev(&self) -> *mut c_void {
@@ -219,11 +252,24 @@ impl DmaTableAlloc {
         None
     }
 
-    /// Records a new live table; `false` (nothing recorded) when `max` tables are live.
-    fn insert(&self, k: u64, cpu: NonNull<u8>) -> bool {
+    /// Records a new live table at device address `dma`; `false` (nothing recorded) when
+    /// `max` tables are live.
+    fn insert(&self, k: u64, dma: u64, cpu: NonNull<u8>) -> bool {
         let _guard = self.write_lock.lock();
         if self.live.load(Ordering::Relaxed) >= self.max {
             return false;
+        }
+        // INVARIANT: the linear shortcut is decided before the table becomes findable.
+        let delta = (cpu.as_ptr() as u64).wrapping_sub(dma);
+        match self.linear.load(Ordering::Relaxed) {
+            LINEAR_UNKNOWN => {
+                self.delta.store(delta, Ordering::Relaxed);
+                self.linear.store(LINEAR, Ordering::Release);
+            }
+            LINEAR if self.delta.load(Ordering::Relaxed) != delta => {
+                self.linear.store(NOT_LINEAR, Ordering::Release);
+            }
+            _ => {}
         }
         let mut i = self.home(k);
         for _ in 0..=self.mask {
@@ -313,7 +359,7 @@ unsafe impl TableAlloc for DmaTableAlloc {
         }
         // A descriptor can only hold a table address aligned to the table's size (an IOMMU
         // could return one that is not), and the index would not find it either.
-        if dma % (size as u64) != 0 || !self.insert(key(dma, shift), cpu) {
+        if dma % (size as u64) != 0 || !self.insert(key(dma, shift), dma, cpu) {
             // SAFETY: Mapped above and never recorded or handed out.
             unsafe { self.release(cpu, dma, shift) };
             return None;
@@ -337,6 +383,14 @@ unsafe impl TableAlloc for DmaTableAlloc {
     }
 
     fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
+        if self.linear.load(Ordering::Acquire) == LINEAR {
+            // Every live table lies at `delta` from its device address (type invariants), so
+            // for a live table's `dev` this is its CPU view; for anything else the trait lets
+            // us return any pointer, and nothing here dereferences it.
+            let cpu = dev.wrapping_add(self.delta.load(Ordering::Relaxed)) as usize;
+            return NonNull::new(core::ptr::with_exposed_provenance_mut::<AtomicU64>(cpu))
+                .unwrap_or(NonNull::dangling());
+        }
         self.containing(dev)
             .filter(|(base, _, _)| *base == dev)
             .map_or(NonNull::dangling(), |(_, cpu, _)| cpu.cast())

@@ -7,7 +7,8 @@ use ::kernel::prelude::*;
 
 #[kunit_tests(gpukit_io_pgtable)]
 mod tests {
-    use crate::kernel::DmaTableAlloc;
+    use crate::kernel::{key, DmaTableAlloc};
+    use crate::memory::TableAlloc;
     use crate::walker::{walk, Regime};
     use crate::{Arm64LpaeS1, ArmMaliLpae, Config, Error, NoFlush, PageTable, Prot, SZ_2M, SZ_4K};
     use ::kernel::device::Device;
@@ -69,6 +70,45 @@ mod tests {
         pt.unmap_pages(0x10_0000, SZ_4K, 16, None)?;
         assert!(mem.syncs() > synced);
         drop(pt);
+        assert_eq!(mem.live(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn cpu_view_by_addition_agrees_with_the_index() -> Result {
+        let gpu = gpu()?;
+        let mem = DmaTableAlloc::new(gpu.as_ref(), false, 16, GFP_KERNEL)?;
+        assert!(!mem.is_linear());
+        let mut tables = KVec::new();
+        for size in [4096usize, 64, 4096, 512, 4096] {
+            let t = mem.alloc_table(size).ok_or(ENOMEM)?;
+            tables.push((t, size), GFP_KERNEL)?;
+        }
+        // No IOMMU in front of the faux device: `dma_map_single` of `kmalloc` memory gives
+        // its physical address, one fixed distance from the linear map.
+        assert!(mem.is_linear());
+        for (t, _) in tables.iter() {
+            assert_eq!(mem.table_cpu(t.dev), t.cpu);
+            let (base, cpu, _) = mem.containing(t.dev).ok_or(EINVAL)?;
+            assert_eq!((base, cpu.cast()), (t.dev, t.cpu));
+        }
+        // A table at another distance (what an IOMMU would hand out; recorded by hand here
+        // and forgotten before anything could unmap it) turns the shortcut off for good,
+        // and the CPU views still come out right, from the index.
+        let (first, _) = tables[0];
+        let other = first.dev ^ (1 << 44);
+        assert!(mem.insert(key(other, 12), other, first.cpu.cast()));
+        assert!(!mem.is_linear());
+        assert_eq!(mem.table_cpu(other), first.cpu);
+        assert!(mem.remove(key(other, 12)).is_some());
+        assert!(!mem.is_linear());
+        for (t, _) in tables.iter() {
+            assert_eq!(mem.table_cpu(t.dev), t.cpu);
+        }
+        for (t, size) in tables.into_iter() {
+            // SAFETY: Allocated above with this size, used by nothing else.
+            unsafe { mem.free_table(t, size) };
+        }
         assert_eq!(mem.live(), 0);
         Ok(())
     }
