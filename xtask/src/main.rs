@@ -11,7 +11,8 @@
 //! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
-//! cargo xtask kernel-bench [--kdir DIR]  the vs-C suites in a kernel built without the checkers
+//! cargo xtask kernel-bench [--kdir DIR] [--wall-clock]  the vs-C suites in a kernel built
+//!                                        without the checkers, timed by instruction count
 //! cargo xtask userspace-test [--cache DIR] [--bzimage PATH]  boot the built kernel with each
 //!                                userspace test program as /init (see xtask/KERNEL.md)
 //! ```
@@ -50,8 +51,9 @@ fn usage() -> ExitCode {
            fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
            kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU\n  \
-           kernel-bench [--kdir DIR]  the comparisons with the C code in a kernel without\n  \
-                                      lockdep and DMA-API debugging (its own build)\n  \
+           kernel-bench [--kdir DIR] [--wall-clock]  the comparisons with the C code in a\n  \
+                              kernel without lockdep and DMA-API debugging (its own build),\n  \
+                              timed by QEMU's instruction counter (or the host's clock)\n  \
            userspace-test [--cache DIR] [--bzimage PATH]  boot the built kernel with the\n  \
                               userspace test programs as /init (see xtask/KERNEL.md)"
     );

@@ -8,11 +8,21 @@
 //! `drm_sched_job` with its scheduler fences there), both run their work on the system's
 //! workqueues, and both see the same submission window: at most 32 jobs whose done fence has
 //! not signalled (the queue's 32 slots and credits; 32 credits for `drm_sched`, and the
-//! submitting thread waits for job `i - 32` before it submits job `i`). Workloads: 2000
+//! submitting thread waits for job `i - 32` before it submits job `i`). Both pipeline: a
+//! dependency on an earlier job of the same queue is met once that job is on the ring
+//! (`drm_sched` waits for its `scheduled` fence; the queue runs with
+//! `QueueConfig::with_pipelining`). Workloads: 2000
 //! independent jobs, a chain in which each job waits for the one before, and a fan-in in
 //! which each waits for the four before, three rounds each with the sides alternating, the
 //! best round counting; then the time from the signal of a pending dependency to `run_job`,
 //! median of 200.
+//!
+//! The three workloads run twice: once with hardware that completes every job at once (the
+//! kernel's stub fence: what is measured is the two schedulers alone), and once on a simulated
+//! ring (`kernel/vs_c.c`) that runs the jobs one after the other, `RING_JOB_NS` each, and
+//! signals their hardware fences from a soft hrtimer, the way a completion interrupt would.
+//! There the time a job waits for the one before it to leave the hardware, and the path from
+//! a hardware fence's signal through each scheduler's callback to the next `run_job`, count.
 
 use ::kernel::prelude::*;
 
@@ -33,7 +43,10 @@ mod tests {
 
     // `kernel/vs_c.c`.
     extern "C" {
-        fn gpukit_c_sched_new(credits: u32) -> *mut c_void;
+        fn gpukit_c_hw_new(jobs: u32, job_ns: i64) -> *mut c_void;
+        fn gpukit_c_hw_run(hw: *mut c_void) -> *mut bindings::dma_fence;
+        fn gpukit_c_hw_free(hw: *mut c_void);
+        fn gpukit_c_sched_new(credits: u32, hw: *mut c_void) -> *mut c_void;
         fn gpukit_c_sched_submit(
             s: *mut c_void,
             deps: *const *mut bindings::dma_fence,
@@ -46,15 +59,56 @@ mod tests {
 
     const JOBS: usize = 2000;
     const WINDOW: usize = 32;
+    /// How long a job takes on the simulated ring.
+    const RING_JOB_NS: i64 = 10_000;
 
     fn now_ns() -> i64 {
         // SAFETY: Reads the monotonic clock.
         unsafe { bindings::ktime_get() }
     }
 
-    /// The hardware of the comparison: every job completes at once.
+    /// The simulated ring of `kernel/vs_c.c`, made for `JOBS` jobs.
+    ///
+    /// # Invariants
+    ///
+    /// `0` came from `gpukit_c_hw_new` and is freed only by `drop`.
+    struct SimRing(NonNull<c_void>);
+
+    impl SimRing {
+        fn new() -> Result<Self> {
+            // SAFETY: Returns NULL or a new ring.
+            NonNull::new(unsafe { gpukit_c_hw_new(JOBS as u32, RING_JOB_NS) })
+                .map(SimRing)
+                .ok_or(ENOMEM)
+        }
+    }
+
+    // SAFETY: The ring's functions may be called from any thread (they take its lock), and
+    // `SimRing` is only a handle to it.
+    unsafe impl Send for SimRing {}
+
+    impl Drop for SimRing {
+        fn drop(&mut self) {
+            // SAFETY: `self.0` is live, freed once here; its fences are reference counted and
+            // outlive it where a scheduler still holds them.
+            unsafe { gpukit_c_hw_free(self.0.as_ptr()) };
+        }
+    }
+
+    /// What completes the jobs of one side.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Hw {
+        /// Every job completes at once.
+        Instant,
+        /// The simulated ring.
+        Ring,
+    }
+
+    /// The hardware of the comparison: every job completes at once (`ring` is `None`), or on
+    /// the simulated ring.
     struct Ring {
         done: KernelFence,
+        ring: Option<SimRing>,
         last_run: i64,
     }
 
@@ -69,7 +123,15 @@ mod tests {
             _ctx: &SignalCtx<'_>,
         ) -> core::result::Result<KernelFence, FenceError> {
             self.last_run = now_ns();
-            Ok(self.done.clone())
+            let Some(ring) = &self.ring else {
+                return Ok(self.done.clone());
+            };
+            // SAFETY: The ring is live.
+            let raw = unsafe { gpukit_c_hw_run(ring.0.as_ptr()) };
+            // A ring that ran out of its fences fails the job: the workload then fails.
+            let raw = NonNull::new(raw).ok_or(FenceError::IO)?;
+            // SAFETY: The function handed over one reference to the fence.
+            Ok(unsafe { KernelFence::from_raw(raw) })
         }
 
         fn timed_out(&mut self, _job: TimedOutJob<'_, ()>, _ctx: &SignalCtx<'_>) -> TimeoutAction {
@@ -94,14 +156,23 @@ mod tests {
     }
 
     impl Ours {
-        fn new() -> Result<Self> {
+        fn new(hw: Hw) -> Result<Self> {
             let timeline = Timeline::new(c"gpukit-kunit", c"ring");
             let done = KernelFence::new(&timeline, 1, GFP_KERNEL)?;
             done.signal(Ok(()));
             let clock = KernelClock::new();
             let runner = Runner::<Q>::new(clock, c"gpukit-kunit", c"vs-c", GFP_KERNEL)?;
-            let config = QueueConfig::new(WINDOW as u32);
-            let ring = Ring { done, last_run: 0 };
+            // `drm_sched` pipelines dependencies on its own jobs (it waits for their
+            // `scheduled` fence): the queue does the same.
+            let config = QueueConfig::new(WINDOW as u32).with_pipelining(true);
+            let ring = Ring {
+                done,
+                ring: match hw {
+                    Hw::Instant => None,
+                    Hw::Ring => Some(SimRing::new()?),
+                },
+                last_run: 0,
+            };
             let q = Queue::new(ring, Runner::executor(&runner), clock, config)?;
             Runner::install(&runner, q);
             let alloc = runner.allocator(GFP_KERNEL);
@@ -138,19 +209,30 @@ mod tests {
         }
     }
 
-    /// The C scheduler.
+    /// The C scheduler, and the simulated ring its jobs run on if any.
     ///
     /// # Invariants
     ///
-    /// `0` came from `gpukit_c_sched_new` and is freed only by `drop`.
-    struct Theirs(NonNull<c_void>);
+    /// `sched` came from `gpukit_c_sched_new` and is freed only by `drop`, before `ring`.
+    struct Theirs {
+        sched: NonNull<c_void>,
+        ring: Option<SimRing>,
+    }
 
     impl Theirs {
-        fn new() -> Result<Self> {
-            // SAFETY: Returns NULL or a new scheduler.
-            NonNull::new(unsafe { gpukit_c_sched_new(WINDOW as u32) })
-                .map(Theirs)
-                .ok_or(ENOMEM)
+        fn new(hw: Hw) -> Result<Self> {
+            let ring = match hw {
+                Hw::Instant => None,
+                Hw::Ring => Some(SimRing::new()?),
+            };
+            let raw = ring
+                .as_ref()
+                .map_or(core::ptr::null_mut(), |r| r.0.as_ptr());
+            // SAFETY: Returns NULL or a new scheduler; `raw` is NULL or a ring that outlives
+            // it (`drop` frees the scheduler first).
+            let sched =
+                NonNull::new(unsafe { gpukit_c_sched_new(WINDOW as u32, raw) }).ok_or(ENOMEM)?;
+            Ok(Theirs { sched, ring })
         }
     }
 
@@ -161,11 +243,11 @@ mod tests {
                 *r = d.as_raw();
             }
             let mut finished = core::ptr::null_mut();
-            // SAFETY: `self.0` is live; `raw` holds `deps.len() <= 4` live fences, of which the
+            // SAFETY: `self.sched` is live; `raw` holds `deps.len() <= 4` live fences, of which the
             // function takes its own references.
             let ret = unsafe {
                 gpukit_c_sched_submit(
-                    self.0.as_ptr(),
+                    self.sched.as_ptr(),
                     raw.as_ptr(),
                     deps.len() as u32,
                     &mut finished,
@@ -180,15 +262,16 @@ mod tests {
         }
 
         fn last_run(&self) -> i64 {
-            // SAFETY: `self.0` is live.
-            unsafe { gpukit_c_sched_last_run(self.0.as_ptr()) }
+            // SAFETY: `self.sched` is live.
+            unsafe { gpukit_c_sched_last_run(self.sched.as_ptr()) }
         }
     }
 
     impl Drop for Theirs {
         fn drop(&mut self) {
-            // SAFETY: `self.0` is live, freed once here.
-            unsafe { gpukit_c_sched_free(self.0.as_ptr()) };
+            // SAFETY: `self.sched` is live, freed once here, before the ring it runs on.
+            unsafe { gpukit_c_sched_free(self.sched.as_ptr()) };
+            drop(self.ring.take());
         }
     }
 
@@ -251,26 +334,31 @@ mod tests {
 
     #[test]
     fn throughput_and_latency_against_drm_sched() -> Result {
-        for (fan, what) in [
-            (0, "independent jobs"),
-            (1, "chain, 1 dependency"),
-            (4, "fan-in of 4"),
+        for (hw, on) in [
+            (Hw::Instant, ""),
+            (Hw::Ring, ", simulated ring (10 us a job)"),
         ] {
-            // Three rounds, the sides alternating; the best of each side counts.
-            let (mut ours, mut theirs) = (0, 0);
-            for _ in 0..3 {
-                ours = ours.max(throughput(&mut Ours::new()?, fan)?);
-                theirs = theirs.max(throughput(&mut Theirs::new()?, fan)?);
+            for (fan, what) in [
+                (0, "independent jobs"),
+                (1, "chain, 1 dependency"),
+                (4, "fan-in of 4"),
+            ] {
+                // Three rounds, the sides alternating; the best of each side counts.
+                let (mut ours, mut theirs) = (0, 0);
+                for _ in 0..3 {
+                    ours = ours.max(throughput(&mut Ours::new(hw)?, fan)?);
+                    theirs = theirs.max(throughput(&mut Theirs::new(hw)?, fan)?);
+                }
+                // Time per job is the inverse of throughput: C time / Rust time = ours / theirs.
+                let (a, b) = ratio(ours, theirs);
+                pr_info!(
+                    "vs-C: jobqueue/{what}{on}: rust {ours} jobs/s, C {theirs} jobs/s, ratio {a}.{b:02}x\n"
+                );
+                assert!(ours > 0 && theirs > 0);
             }
-            // Time per job is the inverse of throughput: C time / Rust time = ours / theirs.
-            let (a, b) = ratio(ours, theirs);
-            pr_info!(
-                "vs-C: jobqueue/{what}: rust {ours} jobs/s, C {theirs} jobs/s, ratio {a}.{b:02}x\n"
-            );
-            assert!(ours > 0 && theirs > 0);
         }
-        let ours = latency(&mut Ours::new()?)?;
-        let theirs = latency(&mut Theirs::new()?)?;
+        let ours = latency(&mut Ours::new(Hw::Instant)?)?;
+        let theirs = latency(&mut Theirs::new(Hw::Instant)?)?;
         let (a, b) = ratio(theirs, ours.max(1));
         pr_info!(
             "vs-C: jobqueue/dependency signal to run_job: rust {ours} ns, C {theirs} ns, ratio {a}.{b:02}x\n"
