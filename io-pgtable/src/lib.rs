@@ -85,30 +85,28 @@
 //! and publishes it whole; leaf-by-leaf unmapping stays on atomic loads and stores, as a walker
 //! may read the same table meanwhile.
 //!
-//! Against `drivers/iommu/io-pgtable-arm.c` in the same kernel (`cargo xtask kernel-test`,
-//! suite `gpukit_io_pgtable_vs_c`, which first checks both against each other over about
-//! 1600 random steps per format): both with tables DMA-mapped for one device and synced for a
+//! Against `drivers/iommu/io-pgtable-arm.c` in the same kernel (suite
+//! `gpukit_io_pgtable_vs_c`, which first checks both against each other over about 1600
+//! random steps per format): both with tables DMA-mapped for one device and synced for a
 //! non-coherent walker, the sides alternating over three rounds, the best of each counting.
-//! The kernel runs under QEMU without KVM with lockdep and DMA-API debugging on a shared
-//! 2-core host, so this compares the two under identical conditions, not on hardware, and
-//! the ratios move from run to run. Ratio = C time / Rust time; one run, and the range over
-//! six runs:
+//! Under QEMU without KVM this compares the two under identical conditions, not on hardware.
+//! Ratio = C time / Rust time, one run each (as of commit `cc8bdc6`): `cargo xtask
+//! kernel-test` (lockdep and DMA-API debugging, host clock), `cargo xtask kernel-bench` (no
+//! checkers, QEMU's instruction counter as the clock) and `kernel-bench --wall-clock`:
 //!
-//! | operation                                   | io-pgtable | io-pgtable-arm.c | ratio | range       |
-//! |---------------------------------------------|-----------:|-----------------:|------:|------------:|
-//! | map 1 GiB as 4K pages                       | 2.28 ms    | 2.44 ms          | 1.07x | 0.84-1.20x  |
-//! | unmap 1 GiB of 4K pages                     | 2.44 ms    | 2.63 ms          | 1.07x | 0.71-1.15x  |
-//! | map 1 GiB as 2M blocks                      | 8 us       | 10 us            | 1.20x | 0.52-1.22x  |
-//! | unmap 1 GiB of 2M blocks                    | 5 us       | 6 us             | 1.12x | 0.75-1.12x  |
-//! | map + unmap one 4K page (tables present)    | 3.96 us    | 3.11 us          | 0.78x | 0.70-0.84x  |
+//! | operation                                | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
+//! |------------------------------------------|------------:|----------------------------:|--------------------------:|
+//! | map 1 GiB as 4K pages                    | 1.08x       | 1.99x                       | 1.08x                     |
+//! | unmap 1 GiB of 4K pages                  | 0.94x       | 1.35x                       | 0.99x                     |
+//! | map 1 GiB as 2M blocks                   | 1.03x       | 2.06x                       | 0.82x                     |
+//! | unmap 1 GiB of 2M blocks                 | 0.93x       | 1.36x                       | 0.93x                     |
+//! | map + unmap one 4K page (tables present) | 0.92x       | 0.48x                       | 0.37x                     |
 //!
-//! In the kernel this crate finds the CPU view of a table from the DMA address in a
-//! descriptor through `DmaTableAlloc`'s index of live tables (about 60 to 70 ns a lookup
-//! there, five per single-page map or unmap), where the C code computes it from the physical
-//! address; that is most of the single-page difference. The same suite measures the least
-//! any implementation must do for the bulk 4K map (read, write and sync each descriptor
-//! once): about 1.45 ms in quiet runs, against 2.3 to 2.4 ms here and 2.6 ms for C, so
-//! twice C's speed is out of reach there.
+//! Writing and syncing each descriptor once is more than half of a bulk 4K map on both sides
+//! (the suite's `floor:` line), which bounds the time ratio. In the kernel `DmaTableAlloc`
+//! finds a table's CPU view by one addition while its tables lie at one distance from their
+//! DMA addresses (as C's `__va()`), through its index of live tables otherwise; the single
+//! page still costs this crate about twice C's instructions (the generic walk).
 
 #![no_std]
 

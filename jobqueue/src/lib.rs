@@ -96,19 +96,21 @@
 //! has the table against an async-task peer and the command (`cargo xtask bench`, or
 //! `cargo bench -p gpukit-jobqueue --bench throughput`).
 //!
-//! Against the kernel's `drm_sched`, in the same kernel (`cargo xtask kernel-test`, suite
-//! `gpukit_jobqueue_vs_c`; QEMU without KVM, lockdep and DMA-API debugging on, a shared
-//! 2-core host, so the figures compare the two under identical conditions, not on hardware,
-//! and move from run to run): the same driver, whose `run_job` returns a signalled fence, and
-//! the same window of 32 unsignalled jobs; three alternating rounds, the best of each side.
-//! Ratio = C time / Rust time; one run, and the range over three runs:
+//! Against the kernel's `drm_sched`, in the same kernel (suite `gpukit_jobqueue_vs_c`): the
+//! same driver, whose `run_job` returns a signalled fence or one of a simulated ring that
+//! completes a job every 10 us from a soft hrtimer, the same window of 32 unsignalled jobs,
+//! both pipelining dependencies on their own jobs ([`QueueConfig::with_pipelining`]), three
+//! alternating rounds with the best of each side. Under QEMU without KVM this compares the two
+//! under identical conditions, not on hardware. Ratio = C time / Rust time, one run each (as
+//! of commit `cc8bdc6`): `cargo xtask kernel-test` (lockdep, host clock), `cargo xtask
+//! kernel-bench` (no checkers, QEMU's instruction counter as the clock) and `kernel-bench
+//! --wall-clock`:
 //!
-//! | workload (2000 jobs)                      | jobqueue     | drm_sched    | ratio | range       |
-//! |-------------------------------------------|-------------:|-------------:|------:|------------:|
-//! | independent jobs                          | 37780 jobs/s | 16456 jobs/s | 2.29x | 1.62-2.29x  |
-//! | chain, 1 dependency                       | 22428 jobs/s | 15157 jobs/s | 1.47x | 1.02-1.47x  |
-//! | fan-in of 4                               | 15524 jobs/s | 14650 jobs/s | 1.05x | 0.69-1.18x  |
-//! | dependency signal to `run_job` (median)   | 119 µs       | 184 µs       | 1.54x | 1.07-1.54x  |
+//! | workload (2000 jobs)                         | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
+//! |----------------------------------------------|------------:|----------------------------:|--------------------------:|
+//! | independent / chain / fan-in of 4            | 2.17x / 1.80x / 1.44x | 1.84x / 1.47x / 1.10x | 2.00x / 1.77x / 1.28x |
+//! | the same on the simulated ring               | 1.01x / 1.05x / 1.03x | 0.98x / 0.98x / 0.98x | 1.05x / 1.05x / 0.98x |
+//! | dependency signal to `run_job` (median)      | 1.04x       | 1.06x                       | 1.35x                     |
 
 #![no_std]
 
