@@ -76,11 +76,12 @@
 //! | getter, `with_x`, `try_with_x` bodies: one call of a shared generic function | 1051 M | | |
 //! | `Debug` given the converted fields only, field constants inline | 993 M | | |
 //! | layout passed by value (no promoted constant per `with_const_x`) | 958 M | | |
-//! | bodies pass the shift only, the shared functions build the mask (this version) | 919 M | 4521 M | 24169 M |
+//! | bodies pass the shift only, the shared functions build the mask | 919 M | 4521 M | 24169 M |
+//! | one macro level fewer per register (this version) | 916 M | | 24121 M |
 //! | `bitbybit` 2.0.1 | 978 M | 4795 M | 23927 M |
 //!
 //! At 20 and 100 registers this crate's check executes 6 % fewer instructions than
-//! `bitbybit`'s; at 500 registers 1.0 % more. The target of the rework, a check no slower than
+//! `bitbybit`'s; at 500 registers 0.8 % more. The target of the rework, a check no slower than
 //! `bitbybit`'s at 500 registers, is met only within noise: the wall-clock ratio of the same code
 //! ranged from 0.99 to 1.07 over three runs.
 //!

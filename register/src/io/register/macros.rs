@@ -290,7 +290,17 @@ macro_rules! register {
     };
 
     // The type, its conversions and its fields.
-    (@bitfield [$($m:tt)*] $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) { $($fields:tt)* }) => {
+    (
+        @bitfield $mode:tt $(#[$meta:meta])* $vis:vis $name:ident ($store:ty) {
+            $(
+                $(#[$fattr:meta])*
+                $hi:literal : $lo:literal $field:ident
+                    $(?=> $try_ty:ty)?
+                    $(=> $into_ty:ty)?
+                ;
+            )*
+        }
+    ) => {
         $(#[$meta])*
         #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
         #[repr(transparent)]
@@ -335,23 +345,6 @@ macro_rules! register {
             }
         }
 
-        $crate::register!(@fields [$($m)*] $vis $name $store { $($fields)* });
-    };
-
-    // Layout check, `Debug`, and the fields' accessors. `paste!` sees only the names it builds
-    // (and what they are passed with), not the accessors' bodies: those come from
-    // `__register_field!`, once per field.
-    (
-        @fields $mode:tt $vis:vis $name:ident $store:ty {
-            $(
-                $(#[$fattr:meta])*
-                $hi:literal : $lo:literal $field:ident
-                    $(?=> $try_ty:ty)?
-                    $(=> $into_ty:ty)?
-                ;
-            )*
-        }
-    ) => {
         // Plain fields are printed from the layout table, converted ones through their getter.
         impl ::core::fmt::Debug for $name {
             #[allow(clippy::cast_lossless)]
