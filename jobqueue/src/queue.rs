@@ -683,13 +683,18 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             })
     }
 
-    /// Whether `fence` is the done fence of a job of this queue that is on the ring or has
-    /// finished without an error (newest first: a job usually depends on a recent one).
+    /// Whether `fence` is the done fence of a job of this queue that is on the ring (and whose
+    /// hardware fence has not failed, even if the queue has not collected that yet) or has
+    /// finished without an error. Newest first: a job usually depends on a recent one.
     fn on_ring(&self, fence: &B::Fence) -> bool {
         (0..self.started).rev().any(|i| {
             slot_ref(&self.slots, self.head, i).is_some_and(|e| {
-                matches!(e.state, State::Running { .. } | State::Finished(Ok(())))
-                    && e.job.done.same_fence(fence)
+                e.job.done.same_fence(fence)
+                    && match &e.state {
+                        State::Running { hw, .. } => !matches!(hw.status(), Some(Err(_))),
+                        State::Finished(r) => r.is_ok(),
+                        State::Waiting => false,
+                    }
             })
         })
     }

@@ -128,6 +128,23 @@ fn pipelined_dependency_on_an_earlier_job_is_met_on_the_ring() {
 }
 
 #[test]
+fn pipelined_dependency_whose_hardware_failed_before_a_run_is_waited_for() {
+    let mut h = Harness::<8>::with_pipelining(16, true);
+    let a = h.submit(0, 1, &[]);
+    h.run();
+    // Job 0's hardware fails; before the queue runs again, job 1 is committed directly.
+    h.hw(0).signal(Err(FenceError::IO));
+    let mut job = PreparedJob::new(&h.alloc, h.q.config(), Cost(1), MaxDeps(1), 1).unwrap();
+    job.add_dependency(&a).unwrap();
+    let b = h.q.reserve().unwrap().commit_direct(job).done;
+    assert_eq!(h.ring().first_runs(), vec![0]);
+    h.run();
+    assert_eq!(h.ring().first_runs(), vec![0]);
+    assert_eq!(a.status(), Some(Err(FenceError::IO)));
+    assert_eq!(b.status(), Some(Err(FenceError::IO)));
+}
+
+#[test]
 fn pipelined_dependency_that_failed_first_is_waited_for() {
     let mut h = Harness::<8>::with_pipelining(16, true);
     let a = h.submit(0, 1, &[]);
