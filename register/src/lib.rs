@@ -54,16 +54,16 @@
 //! the same layout for `bitbybit` (a proc macro, which generates no I/O accessors, no `Debug`
 //! and no build-time layout checks, but a builder type per register) and times a clean
 //! `cargo check` of each generated crate alone (best of 5, the two crates alternating; rustc
-//! 1.95, 2-core host shared with other builds, load average 4 to 6 during these runs), then the
+//! 1.95, 2-core host shared with other builds, load average 3 to 6 during these runs), then the
 //! register declarations of Linux 7.2's Tyr and nova-core drivers compiled against this crate:
 //!
 //! | input | `cargo check` of the crate alone |
 //! | --- | --- |
-//! | 500 registers, `register!` | 8.83 s |
-//! | same layout, `bitbybit` 2.0.1 | 8.26 s |
-//! | ratio `register!` / `bitbybit` | 1.07 (two runs of the code before the last small step: 1.01, 6.50 s against 6.46 s; 0.99, 6.45 s against 6.50 s; the previous version: 1.28 and 1.36 on this host today, 1.63 to 1.76 in its docs) |
-//! | Linux 7.2 Tyr `regs.rs` (101 registers) | 0.87 s (previous version: 1.15 s) |
-//! | Linux 7.2 nova-core `regs.rs` (69 registers) | 0.42 s (previous version: 0.75 s) |
+//! | 500 registers, `register!` | 6.59 s |
+//! | same layout, `bitbybit` 2.0.1 | 6.31 s |
+//! | ratio `register!` / `bitbybit` | 1.04 (runs of the code one and two small steps before: 1.07, 8.83 s against 8.26 s; 1.01, 6.50 s against 6.46 s; 0.99, 6.45 s against 6.50 s; the previous version: 1.28 and 1.36 on this host today, 1.63 to 1.76 in its docs) |
+//! | Linux 7.2 Tyr `regs.rs` (101 registers) | 0.64 s (previous version: 1.15 s) |
+//! | Linux 7.2 nova-core `regs.rs` (69 registers) | 0.39 s (previous version: 0.75 s) |
 //!
 //! On this loaded host the wall-clock ratio moves by several percent from run to run; the number
 //! of instructions rustc executes does not. Measured with `valgrind --tool=cachegrind` on the
@@ -82,8 +82,8 @@
 //!
 //! At 20 and 100 registers this crate's check executes 6 % fewer instructions than
 //! `bitbybit`'s; at 500 registers 0.8 % more. The target of the rework, a check no slower than
-//! `bitbybit`'s at 500 registers, is met only within noise: the wall-clock ratio of the same code
-//! ranged from 0.99 to 1.07 over three runs.
+//! `bitbybit`'s at 500 registers, is met only within noise: the wall-clock ratio of this code and
+//! of the two small steps before it ranged from 0.99 to 1.07 over four runs.
 //!
 //! Where the time went: the cost follows the number of bodies rustc type-checks and
 //! borrow-checks (functions, constants, anonymous constants) and how much work each needs, which
