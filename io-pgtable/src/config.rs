@@ -287,8 +287,21 @@ impl Geometry {
     }
 
     /// The level whose leaves are `size` bytes, if any level at or below the start has it.
+    ///
+    /// Every map and unmap asks, so this is the closed form of "the level `l` with
+    /// `block_size(l) == size`": `size` is `1 << ((MAX_LEVELS - l) * bits_per_level + 3)`.
     pub(crate) fn level_of_size(&self, size: u64) -> Option<u32> {
-        (self.start_level..MAX_LEVELS).find(|&l| self.block_size(l) == size)
+        if !size.is_power_of_two() || self.bits_per_level == 0 {
+            return None;
+        }
+        let above_entry = size.trailing_zeros().checked_sub(3)?;
+        if above_entry % self.bits_per_level != 0 {
+            return None;
+        }
+        let lvl = MAX_LEVELS.checked_sub(above_entry / self.bits_per_level)?;
+        (self.start_level..MAX_LEVELS)
+            .contains(&lvl)
+            .then_some(lvl)
     }
 }
 
@@ -316,6 +329,26 @@ mod tests {
         assert_eq!((g.start_level(), g.pgd_bits()), (2, 9));
         let g = geo(SZ_4K, 21);
         assert_eq!((g.start_level(), g.pgd_bits()), (3, 9));
+    }
+
+    #[test]
+    fn level_of_size_is_the_level_with_that_block_size() {
+        for granule in [SZ_4K, SZ_16K, SZ_64K] {
+            for ias in 16..=52 {
+                let mut c = Config::new(granule | SZ_2M | SZ_32M | SZ_512M | SZ_1G, ias, 48);
+                c.restrict_pgsizes();
+                let Ok(g) = Geometry::new(&c) else { continue };
+                let by_search =
+                    |size: u64| (g.start_level..MAX_LEVELS).find(|&l| g.block_size(l) == size);
+                for bit in 0..64 {
+                    let size = 1u64 << bit;
+                    for s in [size, size + 1, size.wrapping_sub(1), size | 0x1000] {
+                        assert_eq!(g.level_of_size(s), by_search(s), "{g:?}, size {s:#x}");
+                    }
+                }
+                assert_eq!(g.level_of_size(0), None);
+            }
+        }
     }
 
     #[test]
