@@ -299,9 +299,7 @@ impl Geometry {
             return None;
         }
         let lvl = MAX_LEVELS.checked_sub(above_entry / self.bits_per_level)?;
-        (self.start_level..MAX_LEVELS)
-            .contains(&lvl)
-            .then_some(lvl)
+        (self.start_level..MAX_LEVELS).contains(&lvl).then_some(lvl)
     }
 }
 
