@@ -813,12 +813,11 @@ fn kunit_files(l: &Layout) -> Result<(), String> {
     )?;
     let wrapper = l.cache.join("bin").join("qemu-system-x86_64-gpukit-tcg");
     // The benchmark kernel runs (unless `--wall-clock`) with QEMU's instruction counter as
-    // its clock (`-icount`):
-    // every guest instruction advances guest time by 1 ns, whatever the host is doing. Under
-    // TCG wall time follows the host's load (other builds on a shared 2-core machine moved
-    // single figures by 5x), while counted time is the same in every run; it measures the
-    // instructions each side executes (TCG models no caches either way), and idle guest
-    // time passes at once (`sleep=off`).
+    // its clock (`-icount`): every guest instruction advances guest time by 1 ns, whatever
+    // the host is doing. Under TCG wall time follows the host's load (other builds on a
+    // shared 2-core machine moved single figures by 5x), while counted time is the same in
+    // every run; it measures the instructions each side executes (TCG models no caches either
+    // way), and idle guest time passes at once (`sleep=off`).
     let accel = match l.flavour {
         Flavour::Bench if !l.wall_clock => "-accel tcg -icount shift=0,sleep=off",
         _ => "-accel tcg",
