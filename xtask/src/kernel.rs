@@ -97,6 +97,13 @@ const CRATES: &[Vendored] = &[
         c_files: &["kernel/fence.c", "kernel/vs_c.c"],
         kunit_crate: false,
     },
+    Vendored {
+        dir: "tyr/sim",
+        name: "mali_sim",
+        externs: &[],
+        c_files: &[],
+        kunit_crate: false,
+    },
 ];
 
 /// A driver built into the test kernel from a directory of a crate (outside its `src/`): a
@@ -657,7 +664,9 @@ fn vendor(ws: &Workspace, l: &Layout, canary: bool) -> Result<usize, String> {
         .iter()
         .map(|m| m.package.trim_start_matches("gpukit-").to_string())
         // The driver composes the libraries; its kernel backend is not built here.
-        .filter(|d| d != "tyr" && d != "mali-sim")
+        .filter(|d| d != "tyr")
+        // The simulator lives in the driver's directory.
+        .map(|d| if d == "mali-sim" { "tyr/sim".into() } else { d })
         .collect();
     let known: BTreeSet<String> = CRATES.iter().map(|c| c.dir.to_string()).collect();
     if libs != known {

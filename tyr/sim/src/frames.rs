@@ -11,10 +11,9 @@
 //! a size and returned with the same size, where running out is an error value the caller
 //! sees ([`SimError::OutOfMemory`]), never an abort.
 //!
-//! [`StdFrames`] (feature `std`) takes frames from the host's global allocator. A kernel
-//! implementation is a thin wrapper over `vzalloc`/`vfree` (or `alloc_pages` with
-//! `__GFP_ZERO` for runs of a power-of-two size), returning `OutOfMemory` where those
-//! return `NULL`.
+//! [`StdFrames`] (feature `std`) takes frames from the host's global allocator. In the kernel
+//! (feature `kernel`), `kernel::KernelFrames` takes them from `vmalloc` with `__GFP_ZERO`,
+//! returning `OutOfMemory` where that fails.
 
 use core::num::NonZeroUsize;
 use core::ptr::NonNull;

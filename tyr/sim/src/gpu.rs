@@ -292,7 +292,8 @@ impl<M: PhysMemory> Gpu<M> {
     ///
     /// The GPU's state is tens of KiB of fixed-size arrays (address spaces with their TLBs,
     /// command-stream groups, logs): too much for a kernel stack. A kernel makes it where it
-    /// is to live, `KBox::init(Gpu::init(cfg, mem), GFP_KERNEL)?`, and the largest temporary
+    /// is to live, `VBox::init(Gpu::init(cfg, mem), GFP_KERNEL)?` (as the KUnit suite of
+    /// module `kernel` does), and the largest temporary
     /// on its stack is then one command stream's state (under 1 KiB). A GPU reset also
     /// resets that state in place.
     ///

@@ -94,6 +94,14 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(all(feature = "kernel", not(gpukit_kernel)))]
+compile_error!(
+    "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
+);
+
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+pub mod kernel;
+
 pub mod csf;
 pub mod regs;
 
