@@ -211,14 +211,14 @@ impl VmConfig {
 struct Hex(u64);
 
 impl core::fmt::Debug for Hex {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         write!(f, "{:#x}", self.0)
     }
 }
 
 /// Addresses, sizes and the alignment in hex.
 impl core::fmt::Debug for VmConfig {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         f.debug_struct("VmConfig")
             .field("start", &Hex(self.start))
             .field("range", &Hex(self.range))
@@ -257,7 +257,7 @@ pub struct Mapping<'a, O> {
 }
 
 impl<O: core::fmt::Debug> core::fmt::Debug for Mapping<'_, O> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         f.debug_struct("Mapping")
             .field("addr", &Hex(self.addr))
             .field("range", &Hex(self.range))

@@ -70,13 +70,13 @@ pub struct Config {
 pub(crate) struct Hex<T>(pub(crate) T);
 
 impl core::fmt::Debug for Hex<u64> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         write!(f, "{:#x}", self.0)
     }
 }
 
 impl core::fmt::Debug for Hex<Option<u64>> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         match self.0 {
             Some(v) => write!(f, "Some({v:#x})"),
             None => f.write_str("None"),
@@ -92,7 +92,7 @@ impl core::fmt::Debug for Hex<Option<u64>> {
 /// assert!(format!("{cfg:?}").contains("pgsize_bitmap: 0x201000"));
 /// ```
 impl core::fmt::Debug for Config {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         f.debug_struct("Config")
             .field("quirks", &self.quirks)
             .field("pgsize_bitmap", &Hex(self.pgsize_bitmap))

@@ -99,7 +99,7 @@ pub struct PteWalk {
 }
 
 impl core::fmt::Debug for PteWalk {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         let p = self.ptes.map(crate::config::Hex);
         f.debug_struct("PteWalk").field("ptes", &p).finish()
     }

@@ -86,7 +86,7 @@ impl Regime {
 }
 
 impl core::fmt::Debug for Regime {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         use crate::config::Hex;
         match *self {
             Regime::Aarch64 {
@@ -125,7 +125,7 @@ pub struct Translation {
 }
 
 impl core::fmt::Debug for Translation {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         use crate::config::Hex;
         f.debug_struct("Translation")
             .field("pa", &Hex(self.pa))

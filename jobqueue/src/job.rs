@@ -158,7 +158,7 @@ pub struct Rejected<T> {
 }
 
 impl<T> core::fmt::Display for Rejected<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         write!(f, "refused: {}", self.error)
     }
 }

@@ -38,7 +38,7 @@ pub struct Instant(u64);
 /// assert_eq!(format!("{:?}", Instant::from_nanos(120_000_000)), "Instant(120ms)");
 /// ```
 impl core::fmt::Debug for Instant {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         write!(f, "Instant({:?})", core::time::Duration::from_nanos(self.0))
     }
 }

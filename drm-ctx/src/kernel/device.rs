@@ -120,7 +120,7 @@ unsafe impl<Ctx: DeviceContext> Send for Device<Ctx> {}
 unsafe impl<Ctx: DeviceContext> Sync for Device<Ctx> {}
 
 impl<Ctx: DeviceContext> core::fmt::Debug for Device<Ctx> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
         f.debug_struct("Device")
             .field("raw", &self.as_raw())
             .finish()
