@@ -3,7 +3,8 @@
 //! Workspace automation for the gpukit crate family.
 //!
 //! ```text
-//! cargo xtask ci                 everything CI checks, in order, stopping at the first failure
+//! cargo xtask ci [--no-kernel] [--only TEXT]  everything CI checks, in order, stopping at the
+//!                                first failure (the options are for local runs only)
 //! cargo xtask setup              install the toolchain pieces the checks need (idempotent)
 //! cargo xtask codegen [--bless]  zero-cost proof: compare probe pairs' assembly, check snapshots
 //! cargo xtask demo               run every example of the library crates (release mode)
@@ -43,7 +44,8 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <command>\n\n\
          commands:\n  \
-           ci [--no-kernel]   run every check CI runs; --no-kernel skips the kernel (not in CI)\n  \
+           ci [--no-kernel] [--only TEXT]  run every check CI runs; --no-kernel skips the\n  \
+                              kernel, --only runs the steps whose name holds TEXT (not in CI)\n  \
            setup              install rustup components, targets and toolchains the checks need\n  \
            codegen [--bless]  compare the assembly of codegen probe pairs; --bless rewrites snapshots\n  \
            demo               run every example of the library crates, in release mode\n  \
@@ -141,22 +143,30 @@ impl Tally {
 struct CiOptions {
     /// Leave out the kernel step (local use only: refused when `CI` is set).
     no_kernel: bool,
+    /// Run only the steps whose name contains this text (local use only, like `--no-kernel`).
+    only: Option<String>,
 }
 
 impl CiOptions {
-    /// Parses `[--no-kernel]`.
+    /// Parses `[--no-kernel] [--only TEXT]`.
     fn parse(args: &[String]) -> Result<Self, String> {
         let mut no_kernel = false;
-        for a in args {
+        let mut only = None;
+        let mut args = args.iter();
+        while let Some(a) = args.next() {
             match a.as_str() {
                 "--no-kernel" => no_kernel = true,
+                "--only" => match args.next() {
+                    Some(text) => only = Some(text.clone()),
+                    None => return Err("ci: --only needs the text of a step's name".into()),
+                },
                 other => return Err(format!("ci: unknown option `{other}`")),
             }
         }
-        if no_kernel && std::env::var_os("CI").is_some() {
-            return Err("ci: --no-kernel is for local runs; CI always runs the kernel step".into());
+        if (no_kernel || only.is_some()) && std::env::var_os("CI").is_some() {
+            return Err("ci: --no-kernel and --only are for local runs; CI runs every step".into());
         }
-        Ok(CiOptions { no_kernel })
+        Ok(CiOptions { no_kernel, only })
     }
 }
 
@@ -343,6 +353,7 @@ fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
         steps.push(Step {
             name: "cargo package (every publishable crate, verified build)".into(),
             run: Box::new(move |_| {
+                forget_unpacked_packages(&pkgs)?;
                 let mut args = vec!["package".to_string(), "--allow-dirty".into()];
                 for p in &pkgs {
                     args.push("-p".into());
@@ -382,6 +393,13 @@ fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
                 kernel::Options::parse(&[]).and_then(|o| kernel::test(ws, &o, tally))
             }),
         });
+    }
+
+    if let Some(text) = &opts.only {
+        steps.retain(|s| s.name.contains(text.as_str()));
+        if steps.is_empty() {
+            return Err(format!("ci: no step's name contains `{text}`"));
+        }
     }
 
     let mut tally = Tally::default();
@@ -468,5 +486,52 @@ fn demo(ws: &Workspace) -> Result<(), String> {
         return Err("no examples found in the library crates".into());
     }
     eprintln!("\ndemo: {ran} examples ran successfully");
+    Ok(())
+}
+
+/// Removes what earlier `cargo package` runs unpacked of this workspace's own packages.
+///
+/// To verify a package that depends on a sibling, `cargo package` publishes the siblings to a
+/// registry under `target/package/tmp-registry` and unpacks them into
+/// `$CARGO_HOME/registry/src/-<hash of that path>/<name>-<version>`. An unpacked copy that is
+/// already there is used as it is: the version number has not changed, so cargo takes it to be
+/// the same code. A later run from a clone at the same path (as CI's is, run after run) then
+/// verifies against the sources of an older commit and fails, while a clone at a new path passes.
+/// Only the unnamed local registries (`-<hash>`) are touched, and in them only this workspace's
+/// package names; a registry folder left empty is removed too.
+fn forget_unpacked_packages(packages: &[String]) -> Result<(), String> {
+    use std::path::PathBuf;
+    let Some(home) = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+    else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let dir = registry.path();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = packages.iter().any(|p| {
+                name.strip_prefix(p.as_str())
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+            });
+            if ours {
+                std::fs::remove_dir_all(entry.path())
+                    .map_err(|e| format!("cannot remove {}: {e}", entry.path().display()))?;
+            }
+        }
+        // Ignored when the folder still holds something that is not ours.
+        let _ = std::fs::remove_dir(&dir);
+    }
     Ok(())
 }
