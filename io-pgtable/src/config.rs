@@ -163,16 +163,48 @@ impl Config {
 
 /// The shape of a table: granule, levels and the size of the start-level table.
 ///
+/// Every map and unmap asks the geometry, at each level of its walk, where the level's index
+/// lies in the IOVA and which level a page size belongs to. These answers are computed once,
+/// when the geometry is made, and kept as small tables indexed by level (or by log2 of a page
+/// size), so that a walk step costs a load, a shift and a mask rather than a multiplication
+/// and a comparison with the start level.
+///
 /// # Invariants
 ///
 /// `granule_shift` is 12, 14 or 16; `start_level < 4`; `1 <= pgd_bits <= bits_per_level`
 /// except for the Mali format with a forced level-0 start, where `pgd_bits` may be 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `shift`, `index_mask`, `entries` and `level_of_shift` hold what [`Geometry::tables`]
+/// computes from the four fields above.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     granule_shift: u32,
     bits_per_level: u32,
     start_level: u32,
     pgd_bits: u32,
+    /// `level_shift(l)` for every level `l`.
+    shift: [u8; MAX_LEVELS as usize],
+    /// The mask of a table index at each level (0 above the start level).
+    index_mask: [u64; MAX_LEVELS as usize],
+    /// `table_entries(l)` for every level.
+    entries: [u32; MAX_LEVELS as usize],
+    /// For each `s < 64`, the level at or below the start whose leaves are `1 << s` bytes,
+    /// or [`NO_LEVEL`].
+    level_of_shift: [u8; 64],
+}
+
+/// Marks a page-size shift no level of the geometry maps.
+const NO_LEVEL: u8 = u8::MAX;
+
+impl core::fmt::Debug for Geometry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::result::Result<(), core::fmt::Error> {
+        // The derived tables say nothing the four fields do not.
+        f.debug_struct("Geometry")
+            .field("granule_shift", &self.granule_shift)
+            .field("bits_per_level", &self.bits_per_level)
+            .field("start_level", &self.start_level)
+            .field("pgd_bits", &self.pgd_bits)
+            .finish()
+    }
 }
 
 impl Geometry {
@@ -196,12 +228,41 @@ impl Geometry {
         if levels > MAX_LEVELS {
             return Err(Error::InvalidConfig);
         }
-        Ok(Geometry {
+        let mut geo = Geometry {
             granule_shift,
             bits_per_level,
             start_level: MAX_LEVELS - levels,
             pgd_bits: va_bits - bits_per_level * (levels - 1),
-        })
+            shift: [0; MAX_LEVELS as usize],
+            index_mask: [0; MAX_LEVELS as usize],
+            entries: [0; MAX_LEVELS as usize],
+            level_of_shift: [NO_LEVEL; 64],
+        };
+        geo.tables();
+        Ok(geo)
+    }
+
+    /// Fills the per-level tables from the four defining fields.
+    fn tables(&mut self) {
+        self.level_of_shift = [NO_LEVEL; 64];
+        for lvl in 0..MAX_LEVELS {
+            let l = lvl as usize;
+            // At most 4 * 13 + 3 = 55: fits a `u8`, and is below 64.
+            let shift = (MAX_LEVELS - lvl) * self.bits_per_level + 3;
+            self.shift[l] = shift as u8;
+            let bits = match lvl.cmp(&self.start_level) {
+                core::cmp::Ordering::Less => {
+                    self.index_mask[l] = 0;
+                    self.entries[l] = 0;
+                    continue;
+                }
+                core::cmp::Ordering::Equal => self.pgd_bits,
+                core::cmp::Ordering::Greater => self.bits_per_level,
+            };
+            self.index_mask[l] = (1u64 << bits) - 1;
+            self.entries[l] = 1 << bits;
+            self.level_of_shift[shift as usize] = lvl as u8;
+        }
     }
 
     /// Forces a full four-level walk (the Mali format's requirement).
@@ -209,6 +270,7 @@ impl Geometry {
         if self.start_level > 0 {
             self.start_level = 0;
             self.pgd_bits = 0;
+            self.tables();
         }
     }
 
@@ -249,11 +311,7 @@ impl Geometry {
 
     /// Entries of the table at `lvl`.
     pub(crate) const fn table_entries(&self, lvl: u32) -> usize {
-        if lvl == self.start_level {
-            self.pgd_entries()
-        } else {
-            self.ptes_per_table()
-        }
+        self.entries[(lvl & (MAX_LEVELS - 1)) as usize] as usize
     }
 
     /// Bytes allocated for the table at `lvl` (never less than 64, as the hardware needs).
@@ -267,8 +325,10 @@ impl Geometry {
     }
 
     /// Shift of the address bits that index level `lvl`.
+    ///
+    /// `lvl` is taken modulo 4 (the levels are 0 to 3).
     pub const fn level_shift(&self, lvl: u32) -> u32 {
-        (MAX_LEVELS - lvl) * self.bits_per_level + 3
+        self.shift[(lvl & (MAX_LEVELS - 1)) as usize] as u32
     }
 
     /// Size mapped by one leaf at level `lvl`.
@@ -278,28 +338,21 @@ impl Geometry {
 
     /// Index of `iova` in the table at `lvl`.
     pub(crate) const fn index(&self, iova: u64, lvl: u32) -> usize {
-        let bits = if lvl == self.start_level {
-            self.pgd_bits
-        } else {
-            self.bits_per_level
-        };
-        ((iova >> self.level_shift(lvl)) & ((1u64 << bits) - 1)) as usize
+        let l = (lvl & (MAX_LEVELS - 1)) as usize;
+        // Every shift is below 64 (see `tables`); the mask says so to the compiler too.
+        ((iova >> (self.shift[l] & 63)) & self.index_mask[l]) as usize
     }
 
     /// The level whose leaves are `size` bytes, if any level at or below the start has it.
-    ///
-    /// Every map and unmap asks, so this is the closed form of "the level `l` with
-    /// `block_size(l) == size`": `size` is `1 << ((MAX_LEVELS - l) * bits_per_level + 3)`.
     pub(crate) fn level_of_size(&self, size: u64) -> Option<u32> {
-        if !size.is_power_of_two() || self.bits_per_level == 0 {
+        if !size.is_power_of_two() {
             return None;
         }
-        let above_entry = size.trailing_zeros().checked_sub(3)?;
-        if above_entry % self.bits_per_level != 0 {
-            return None;
+        // `trailing_zeros` of a non-zero `u64` is below 64.
+        match self.level_of_shift[(size.trailing_zeros() & 63) as usize] {
+            NO_LEVEL => None,
+            lvl => Some(u32::from(lvl)),
         }
-        let lvl = MAX_LEVELS.checked_sub(above_entry / self.bits_per_level)?;
-        (self.start_level..MAX_LEVELS).contains(&lvl).then_some(lvl)
     }
 }
 

@@ -405,8 +405,9 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// Checks that `[iova, iova + len)` is inside the input address space; returns the
     /// IOVA's in-range offset.
     fn check_iova_range(&self, iova: u64, len: u64) -> Result<(), Error> {
+        // `ias <= 52` (checked when the geometry was made), so the shifts are in range.
         let ias = self.cfg.ias;
-        let (high, low) = (iova >> ias, iova & low_mask(ias));
+        let (high, low) = (iova >> ias, iova & ((1u64 << ias) - 1));
         let expected_high = if self.cfg.quirks.contains(Quirks::ARM_TTBR1) {
             u64::MAX >> ias
         } else {
@@ -521,7 +522,6 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     ) -> Result<usize, Error> {
         let (mut table, mut lvl) = self.walk_start(cursor, iova, leaf_lvl);
         loop {
-            let entries = self.geo.table_entries(lvl);
             let idx = self.geo.index(iova, lvl);
             // SAFETY: `table` is the PGD or was read from a table descriptor of this page
             // table (type invariant: a live table of level `lvl`); it is not freed while
@@ -529,22 +529,15 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             // the leaf level below, never `table` itself.
             let tbl = unsafe { self.table(table, lvl) };
             if lvl == leaf_lvl {
-                let n = pgcount.min(entries - idx);
+                // `tbl` has the level's entries, and `idx` indexes it.
+                let n = pgcount.min(tbl.len() - idx);
                 let slots = &tbl[idx..idx + n];
-                self.install_leaves(
-                    table.dev + idx as u64 * 8,
-                    slots,
-                    iova,
-                    paddr,
-                    pgsize,
-                    attrs,
-                    lvl,
-                )?;
+                self.install_leaves(slot_dev(table, idx), slots, iova, paddr, pgsize, attrs, lvl)?;
                 return Ok(n);
             }
             *cursor = Some(Cursor { table, lvl, iova });
             let slot = &tbl[idx];
-            let slot_dev = table.dev + idx as u64 * 8;
+            let slot_dev = slot_dev(table, idx);
             let mut pte_val = slot.load(Ordering::Acquire);
             if pte_val == 0 {
                 let new = Self::alloc_raw(&self.alloc, &self.cfg, self.geo, lvl + 1)?;
@@ -721,9 +714,9 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 return Ok(0);
             }
             if lvl == leaf_lvl {
-                let n = pgcount.min(self.geo.table_entries(lvl) - idx);
+                let n = pgcount.min(tbl.len() - idx);
                 let slots = &tbl[idx..idx + n];
-                let first_dev = table.dev + idx as u64 * 8;
+                let first_dev = slot_dev(table, idx);
                 let mut cleared = 0;
                 let mut frees = FreeBatch::new();
                 // One pass: each leaf is read and cleared; only a table descriptor (at most
@@ -979,6 +972,16 @@ unsafe fn fill_private(table: TableMem, first: usize, n: usize, desc: u64, paddr
         *w = desc | pte::paddr_to_pte(pa);
         pa = pa.wrapping_add(size);
     }
+}
+
+/// The device address of entry `idx` of `table`.
+///
+/// A table lies at a device address aligned to its size (the allocator's contract) and `idx`
+/// indexes it, so the sum stays inside the table and cannot wrap: the wrapping operations only
+/// spare the hot walk the overflow checks of a kernel build.
+#[inline]
+fn slot_dev(table: TableMem, idx: usize) -> u64 {
+    table.dev.wrapping_add((idx as u64).wrapping_mul(8))
 }
 
 /// Mask of bits `0..n` (n may be 64).
