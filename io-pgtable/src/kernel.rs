@@ -32,9 +32,13 @@
 //! notices: while every table it has handed out lies at one distance from its device address,
 //! the CPU view is that one addition, as `__va()` is for `io-pgtable-arm.c`; the first table
 //! that does not (an IOMMU, a bounce buffer) turns the shortcut off for good, and lookups go
-//! through the index. The sync after a write still looks its table up, since
-//! `dma_sync_single_range_for_device` wants the mapping it syncs and only the index knows
-//! that the range lies in one.
+//! through the index.
+//!
+//! The sync after a write names the table it wrote
+//! ([`TableAlloc::sync_table_for_device`]): the page-table code always knows it, and its
+//! device address is the handle of that table's own mapping, so the sync needs no lookup.
+//! A sync by address alone ([`TableAlloc::sync_for_device`], a safe call anyone may make)
+//! still looks its table up in the index and syncs only ranges inside a live mapping.
 
 use core::alloc::Layout;
 use core::ffi::{c_int, c_void};
@@ -408,6 +412,16 @@ unsafe impl TableAlloc for DmaTableAlloc {
         // SAFETY: `base` is a live mapping of `size` bytes for this device and
         // `off + len <= size`.
         unsafe { gpukit_io_pgtable_dma_sync(self.raw_dev(), base, off, len) };
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    unsafe fn sync_table_for_device(&self, table: TableMem, off: usize, len: usize) {
+        if self.coherent {
+            return;
+        }
+        // SAFETY: `table` is live (the caller's guarantee), so it is a mapping of at least
+        // `off + len` bytes at `table.dev` for this device (each table is mapped on its own).
+        unsafe { gpukit_io_pgtable_dma_sync(self.raw_dev(), table.dev, off, len) };
         self.syncs.fetch_add(1, Ordering::Relaxed);
     }
 

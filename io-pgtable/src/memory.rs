@@ -83,6 +83,22 @@ pub unsafe trait TableAlloc {
     /// `coherent_walk`.
     fn sync_for_device(&self, dev: u64, len: usize);
 
+    /// [`sync_for_device`](Self::sync_for_device) for `len` bytes at offset `off` of a table
+    /// the caller knows to be live.
+    ///
+    /// The page-table code always knows which table it wrote, so an allocator that must
+    /// otherwise find the table that contains a device address (to sync only memory it mapped,
+    /// as the kernel's DMA API requires) can skip that search here. The default forwards to
+    /// `sync_for_device(table.dev + off, len)`.
+    ///
+    /// # Safety
+    ///
+    /// `table` was returned by [`alloc_table`](Self::alloc_table)`(size)` of this allocator
+    /// and has not been freed since, and `off + len <= size`.
+    unsafe fn sync_table_for_device(&self, table: TableMem, off: usize, len: usize) {
+        self.sync_for_device(table.dev.wrapping_add(off as u64), len);
+    }
+
     /// Whether [`sync_for_device`](Self::sync_for_device) really makes CPU writes visible to
     /// a walker that does not snoop the CPU caches.
     ///
@@ -119,6 +135,11 @@ unsafe impl<A: TableAlloc + ?Sized> TableAlloc for &A {
 
     fn sync_for_device(&self, dev: u64, len: usize) {
         (**self).sync_for_device(dev, len)
+    }
+
+    unsafe fn sync_table_for_device(&self, table: TableMem, off: usize, len: usize) {
+        // SAFETY: The caller's guarantees, for the same allocator.
+        unsafe { (**self).sync_table_for_device(table, off, len) }
     }
 
     fn syncs_for_device(&self) -> bool {

@@ -532,12 +532,11 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 // `tbl` has the level's entries, and `idx` indexes it.
                 let n = pgcount.min(tbl.len() - idx);
                 let slots = &tbl[idx..idx + n];
-                self.install_leaves(slot_dev(table, idx), slots, iova, paddr, pgsize, attrs, lvl)?;
+                self.install_leaves(table, idx, slots, iova, paddr, pgsize, attrs, lvl)?;
                 return Ok(n);
             }
             *cursor = Some(Cursor { table, lvl, iova });
             let slot = &tbl[idx];
-            let slot_dev = slot_dev(table, idx);
             let mut pte_val = slot.load(Ordering::Acquire);
             if pte_val == 0 {
                 let new = Self::alloc_raw(&self.alloc, &self.cfg, self.geo, lvl + 1)?;
@@ -551,11 +550,10 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                     // it holds `first + n <= table_entries(leaf_lvl)` words, and it is not
                     // published yet: nothing else can access it.
                     unsafe { fill_private(new, first, n, attrs | ty, paddr, pgsize) };
-                    if !self.coherent() {
-                        self.alloc
-                            .sync_for_device(new.dev + first as u64 * 8, n * 8);
-                    }
-                    let old = self.install_table(slot, slot_dev, new);
+                    // SAFETY: `new` is live and holds entries `first .. first + n` (above).
+                    unsafe { self.sync_slots(new, first, n) };
+                    // SAFETY: `table` is live at `lvl` and `slot` is its entry `idx`.
+                    let old = unsafe { self.install_table(table, idx, slot, new) };
                     if old == 0 {
                         return Ok(n);
                     }
@@ -571,7 +569,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                     lvl += 1;
                     continue;
                 }
-                let old = self.install_table(slot, slot_dev, new);
+                // SAFETY: As above.
+                let old = unsafe { self.install_table(table, idx, slot, new) };
                 if old == 0 {
                     table = new;
                     lvl += 1;
@@ -582,7 +581,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 unsafe { self.alloc.free_table(new, self.geo.table_bytes(lvl + 1)) };
                 pte_val = old;
             } else if !self.coherent() && pte_val & pte::SW_SYNC == 0 {
-                self.alloc.sync_for_device(slot_dev, 8);
+                // SAFETY: `table` is live at `lvl` and `idx` indexes it.
+                unsafe { self.sync_slots(table, idx, 1) };
             }
             if !pte::is_table(pte_val, lvl) {
                 return Err(Error::Exists);
@@ -592,12 +592,14 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         }
     }
 
-    /// Writes leaves into `slots` (consecutive entries of one table at `lvl`), after checking
-    /// that none of them maps anything and freeing the empty subtables among them.
+    /// Writes leaves into `slots` (entries `first ..` of `table`, a live table at `lvl`),
+    /// after checking that none of them maps anything and freeing the empty subtables among
+    /// them.
     #[allow(clippy::too_many_arguments)]
     fn install_leaves(
         &self,
-        first_dev: u64,
+        table: TableMem,
+        first: usize,
         slots: &[AtomicU64],
         iova: u64,
         paddr: u64,
@@ -628,9 +630,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 let v = s.load(Ordering::Acquire);
                 if pte::is_table(v, lvl) {
                     s.store(0, Ordering::Release);
-                    if !self.coherent() {
-                        self.alloc.sync_for_device(first_dev + i as u64 * 8, 8);
-                    }
+                    // SAFETY: `slots` are entries `first ..` of the live `table`.
+                    unsafe { self.sync_slots(table, first + i, 1) };
                     self.tlb
                         .tlb_flush_walk(iova + i as u64 * size, size, self.geo.granule());
                     self.free_tree(self.child(v), lvl + 1);
@@ -643,16 +644,24 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             s.store(attrs | ty | pte::paddr_to_pte(pa), Ordering::Relaxed);
             pa = pa.wrapping_add(size);
         }
-        if !self.coherent() {
-            self.alloc
-                .sync_for_device(first_dev, core::mem::size_of_val(slots));
-        }
+        // SAFETY: As above.
+        unsafe { self.sync_slots(table, first, slots.len()) };
         Ok(())
     }
 
-    /// Publishes `new` in the empty descriptor `slot`; returns the descriptor's previous
-    /// value (0 if `new` was installed).
-    fn install_table(&self, slot: &AtomicU64, slot_dev: u64, new: TableMem) -> u64 {
+    /// Publishes `new` in the empty descriptor `slot`, entry `idx` of `table`; returns the
+    /// descriptor's previous value (0 if `new` was installed).
+    ///
+    /// # Safety
+    ///
+    /// `table` is a live table of this page table and `slot` is its entry `idx`.
+    unsafe fn install_table(
+        &self,
+        table: TableMem,
+        idx: usize,
+        slot: &AtomicU64,
+        new: TableMem,
+    ) -> u64 {
         let mut desc = pte::paddr_to_pte(new.dev) | pte::TYPE_TABLE;
         if self.cfg.quirks.contains(Quirks::ARM_NS) {
             desc |= pte::NSTABLE;
@@ -665,7 +674,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             return old;
         }
         // Ours or someone else's not yet synced: push it to the device either way.
-        self.alloc.sync_for_device(slot_dev, 8);
+        // SAFETY: The caller's guarantee.
+        unsafe { self.sync_slots(table, idx, 1) };
         if old == 0 {
             slot.store(desc | pte::SW_SYNC, Ordering::Release);
         }
@@ -716,7 +726,6 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             if lvl == leaf_lvl {
                 let n = pgcount.min(tbl.len() - idx);
                 let slots = &tbl[idx..idx + n];
-                let first_dev = slot_dev(table, idx);
                 let mut cleared = 0;
                 let mut frees = FreeBatch::new();
                 // One pass: each leaf is read and cleared; only a table descriptor (at most
@@ -732,9 +741,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                         // Order the subtable's contents before freeing it.
                         fence(Ordering::Acquire);
                         s.store(0, Ordering::Release);
-                        if !self.coherent() {
-                            self.alloc.sync_for_device(first_dev + i as u64 * 8, 8);
-                        }
+                        // SAFETY: `slots` are entries `idx ..` of the live `table`.
+                        unsafe { self.sync_slots(table, idx + i, 1) };
                         self.tlb.tlb_flush_walk(
                             iova + i as u64 * pgsize,
                             pgsize,
@@ -751,8 +759,9 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 self.free_batch(&mut frees);
                 // Every clear before whatever this thread does next (the TLB invalidation).
                 fence(Ordering::Release);
-                if !self.coherent() && cleared > 0 {
-                    self.alloc.sync_for_device(first_dev, cleared * 8);
+                if cleared > 0 {
+                    // SAFETY: As above.
+                    unsafe { self.sync_slots(table, idx, cleared) };
                 }
                 if let Some(g) = gather {
                     if !g.queued {
@@ -879,6 +888,25 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         unsafe { core::slice::from_raw_parts(table.cpu.as_ptr(), len) }
     }
 
+    /// Makes entries `first .. first + count` of `table` visible to a walker that does not
+    /// snoop the CPU caches (nothing to do for a coherent one).
+    ///
+    /// # Safety
+    ///
+    /// `table` is a live table of this page table and holds those entries.
+    #[inline]
+    unsafe fn sync_slots(&self, table: TableMem, first: usize, count: usize) {
+        if !self.coherent() {
+            // SAFETY: A live table of this page table came from `alloc_table` of `self.alloc`
+            // with a size of at least its entries' bytes (type invariants), and the entries
+            // lie in it (the caller's guarantee), so `first * 8 + count * 8` is within it.
+            unsafe {
+                self.alloc
+                    .sync_table_for_device(table, first * 8, count * 8)
+            };
+        }
+    }
+
     /// Allocates a zeroed table for `lvl`, checking that its device address fits a
     /// descriptor, and makes the zeroes visible to a non-coherent walker.
     fn alloc_raw(alloc: &A, cfg: &Config, geo: Geometry, lvl: u32) -> Result<TableMem, Error> {
@@ -891,7 +919,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             return Err(Error::NoMemory);
         }
         if !cfg.coherent_walk {
-            alloc.sync_for_device(t.dev, size);
+            // SAFETY: `t` was just allocated with `size` bytes.
+            unsafe { alloc.sync_table_for_device(t, 0, size) };
         }
         Ok(t)
     }
@@ -972,16 +1001,6 @@ unsafe fn fill_private(table: TableMem, first: usize, n: usize, desc: u64, paddr
         *w = desc | pte::paddr_to_pte(pa);
         pa = pa.wrapping_add(size);
     }
-}
-
-/// The device address of entry `idx` of `table`.
-///
-/// A table lies at a device address aligned to its size (the allocator's contract) and `idx`
-/// indexes it, so the sum stays inside the table and cannot wrap: the wrapping operations only
-/// spare the hot walk the overflow checks of a kernel build.
-#[inline]
-fn slot_dev(table: TableMem, idx: usize) -> u64 {
-    table.dev.wrapping_add((idx as u64).wrapping_mul(8))
 }
 
 /// Mask of bits `0..n` (n may be 64).
