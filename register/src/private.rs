@@ -174,6 +174,57 @@ pub fn debug_register(
     d.finish()
 }
 
+/// Declares `F{hi}_{lo}<S>`, the `Bounded` type of field `hi:lo` of storage `S`, for every `hi`
+/// and `lo` below 64: `Bounded<S, {hi - lo + 1}>`, and `Bounded<S, 1>` where `lo > hi` (as
+/// [`field_width`]; that error is reported by the declaration check).
+///
+/// A register's field types name these aliases (`register!` builds the name with `paste!`)
+/// instead of computing `field_width(hi, lo)` in an anonymous constant per field: each such
+/// constant is a body that rustc type-checks, borrow-checks and evaluates in every crate that
+/// declares registers, where an alias written with a literal width costs nothing.
+///
+/// `@valid` walks `lo` down from 63 and keeps the fields with that `lo` as two lists that it
+/// extends at their ends: the `hi`s (`lo` prepended) and the widths (the next width appended),
+/// so each list pairs `hi` with `hi - lo + 1`. `@invalid` walks `hi` up from 0: every later
+/// number is a `lo` above it.
+macro_rules! field_types {
+    (@valid [] [$($hi:tt)*] [$($w:tt)*] [$($next:tt)*]) => {};
+    (@valid [$lo:tt $($los:tt)*] [$($hi:tt)*] [$($w:tt)*] [$nw:tt $($next:tt)*]) => {
+        field_types!(@row $lo [$lo $($hi)*] [$($w)* $nw]);
+        field_types!(@valid [$($los)*] [$lo $($hi)*] [$($w)* $nw] [$($next)*]);
+    };
+    (@row $lo:tt [$($hi:tt)*] [$($w:tt)*]) => {
+        paste! {
+            $(
+                #[allow(missing_docs)]
+                pub type [<F $hi _ $lo>]<S> = Bounded<S, $w>;
+            )*
+        }
+    };
+    (@invalid []) => {};
+    (@invalid [$hi:tt $($lo:tt)*]) => {
+        paste! {
+            $(
+                #[allow(missing_docs)]
+                pub type [<F $hi _ $lo>]<S> = Bounded<S, 1>;
+            )*
+        }
+        field_types!(@invalid [$($lo)*]);
+    };
+}
+
+field_types!(@valid
+    [63 62 61 60 59 58 57 56 55 54 53 52 51 50 49 48 47 46 45 44 43 42 41 40 39 38 37 36 35 34 33 32
+     31 30 29 28 27 26 25 24 23 22 21 20 19 18 17 16 15 14 13 12 11 10 9 8 7 6 5 4 3 2 1 0]
+    [] []
+    [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+     33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64]
+);
+field_types!(@invalid
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+);
+
 /// Width of field `hi:lo`; 1 for an invalid field, whose error is reported separately.
 pub const fn field_width(hi: u32, lo: u32) -> u32 {
     if lo <= hi && hi < 64 {
@@ -522,5 +573,48 @@ pub const fn check_const_index(reg: &str, index: usize, size: usize) {
             .n(size as u64, false)
             .s(" elements)");
         panic!("{}", m.as_str());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{field_width, paste, Bounded, Integer};
+    use core::marker::PhantomData;
+
+    /// The width `N` of a `Bounded` type.
+    fn width<S: Integer, const N: u32>(_: PhantomData<Bounded<S, N>>) -> u32 {
+        N
+    }
+
+    /// `(hi, lo, width of F{hi}_{lo})` for each `lo` of the list and the given `hi`.
+    macro_rules! row {
+        ($hi:tt [$($lo:tt)*]) => {
+            paste! { [$(($hi, $lo, width(PhantomData::<super::[<F $hi _ $lo>]<u64>>))),*] }
+        };
+    }
+
+    /// `F{hi}_{lo}` is `Bounded<S, field_width(hi, lo)>` for all 4096 pairs below 64.
+    #[test]
+    fn field_types_have_the_field_width() {
+        macro_rules! all {
+            ([$($hi:tt)*] $los:tt) => { [$(row!($hi $los)),*] };
+        }
+        let table = all!(
+            [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60
+             61 62 63]
+            [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60
+             61 62 63]
+        );
+        let mut checked = 0;
+        for (hi, row) in table.iter().enumerate() {
+            for (lo, &(h, l, w)) in row.iter().enumerate() {
+                assert_eq!((h, l), (hi as u32, lo as u32));
+                assert_eq!(w, field_width(h, l), "F{h}_{l}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 64 * 64);
     }
 }

@@ -416,9 +416,7 @@ macro_rules! register {
             $(
                 #[doc(hidden)]
                 #[allow(non_camel_case_types, dead_code)]
-                type [<__ $name __ $field>] = $crate::__private::bounded::Bounded<
-                    $store, { $crate::__private::field_width($hi, $lo) }
-                >;
+                type [<__ $name __ $field>] = $crate::__private::[<F $hi _ $lo>]<$store>;
             )*
 
             #[allow(dead_code, clippy::unnecessary_cast)]
