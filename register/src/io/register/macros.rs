@@ -271,6 +271,13 @@ macro_rules! register {
     (@reg $(#[$meta:meta])* $vis:vis $name:ident $($rest:tt)*) => {
         $crate::register!(@reg [] $(#[$meta])* $vis $name $($rest)*);
     };
+    // After the last register of an invocation (see `@pairs`).
+    (@reg $mode:tt) => {};
+    (@reg $mode:tt $(#[$meta:meta])+) => {
+        ::core::compile_error!(
+            "register!: attributes or doc comments after the last register (put them before a register)"
+        );
+    };
 
     // ---------------------------------------------------------------------------------------
     // Building blocks.
@@ -883,47 +890,76 @@ macro_rules! register {
     // ---------------------------------------------------------------------------------------
     // Entry points: any number of registers, with the first-series accessors on request.
     // ---------------------------------------------------------------------------------------
+    //
+    // The matcher takes each register's attributes at the end of the register before it (the
+    // first register's before the repetition), so that each repetition starts with `$vis:vis`:
+    // rustc's matcher copies every match made so far each time a repetition starts with an
+    // optional part (here the attributes) or an optional part is taken while the next one is
+    // entered, which made one invocation of many registers quadratic in their number (a fifth
+    // of the macro expansion of 500 registers). `@pairs` puts the attributes back in front.
+    // Of the location forms, fixed `@ 0x..` is the last optional part for the same reason.
     (@first_series $($regs:tt)*) => {
         $crate::register!(@regs [first_series] $($regs)*);
     };
     (
         @regs $mode:tt
+        $(#[$first:meta])*
         $(
-            $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+            $vis:vis $name:ident ($store:ty)
                 $([ $count:expr $(; $step:expr)? $(, stride = $mstep:expr)? ])?
-                $(@ $($family:ident +)? $off:literal)?
                 $(=> $aliased:ident $(+ $alias_reg:ident)? $([$alias_index:expr])? )?
+                $(@ $($family:ident +)? $off:literal)?
             { $($fields:tt)* }
+            $(#[$next:meta])*
         )*
     ) => {
+        $crate::register!(
+            @pairs $mode [$(#[$first])*]
+            $(
+                [
+                    $vis $name ($store)
+                        $([ $count $(; $step)? $(; $mstep)? ])?
+                        $(@ $($family +)? $off)?
+                        $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
+                    { $($fields)* }
+                ]
+                [$(#[$next])*]
+            )*
+            []
+        );
+    };
+    // Each register with the attributes in front of it; the last pair is the attributes after
+    // the last register (none: `@reg` with a mode alone expands to nothing).
+    (@pairs $mode:tt $([$($attrs:tt)*] [$($reg:tt)*])*) => {
         $(
-            $crate::register!(
-                @reg $mode $(#[$meta])* $vis $name ($store)
-                    $([ $count $(; $step)? $(; $mstep)? ])?
-                    $(@ $($family +)? $off)?
-                    $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
-                { $($fields)* }
-            );
+            $crate::register!(@reg $mode $($attrs)* $($reg)*);
         )*
     };
     (
+        $(#[$first:meta])*
         $(
-            $(#[$meta:meta])* $vis:vis $name:ident ($store:ty)
+            $vis:vis $name:ident ($store:ty)
                 $([ $count:expr $(; $step:expr)? $(, stride = $mstep:expr)? ])?
-                $(@ $($family:ident +)? $off:literal)?
                 $(=> $aliased:ident $(+ $alias_reg:ident)? $([$alias_index:expr])? )?
+                $(@ $($family:ident +)? $off:literal)?
             { $($fields:tt)* }
+            $(#[$next:meta])*
         )*
     ) => {
-        $(
-            $crate::register!(
-                @reg [] $(#[$meta])* $vis $name ($store)
-                    $([ $count $(; $step)? $(; $mstep)? ])?
-                    $(@ $($family +)? $off)?
-                    $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
-                { $($fields)* }
-            );
-        )*
+        $crate::register!(
+            @pairs [] [$(#[$first])*]
+            $(
+                [
+                    $vis $name ($store)
+                        $([ $count $(; $step)? $(; $mstep)? ])?
+                        $(@ $($family +)? $off)?
+                        $(=> $aliased $(+ $alias_reg)? $([$alias_index])? )?
+                    { $($fields)* }
+                ]
+                [$(#[$next])*]
+            )*
+            []
+        );
     };
 }
 
