@@ -309,6 +309,120 @@ pub struct BoMmapOffset {
     pub offset: u64,
 }
 
+/// `TILER_HEAP_CREATE` argument (`drm_panthor_tiler_heap_create`); the driver has no tiler
+/// heaps yet, the structure gives the table entry its size.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TilerHeapCreate {
+    /// The VM the heap lives in.
+    pub vm_id: u32,
+    /// Chunks allocated at creation.
+    pub initial_chunk_count: u32,
+    /// Size of one chunk.
+    pub chunk_size: u32,
+    /// Most chunks the heap may grow to.
+    pub max_chunks: u32,
+    /// Render passes in flight before the heap asks for more memory.
+    pub target_in_flight: u32,
+    /// The new heap's handle (output).
+    pub handle: u32,
+    /// GPU address of the heap context (output).
+    pub tiler_heap_ctx_gpu_va: u64,
+    /// GPU address of the first chunk (output).
+    pub first_heap_chunk_gpu_va: u64,
+}
+
+/// `TILER_HEAP_DESTROY` argument (`drm_panthor_tiler_heap_destroy`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TilerHeapDestroy {
+    /// The heap.
+    pub handle: u32,
+    /// Must be zero.
+    pub pad: u32,
+}
+
+/// Longest BO label, its terminating NUL included (`PANTHOR_BO_LABEL_MAXLEN`).
+pub const PANTHOR_BO_LABEL_MAXLEN: usize = 4096;
+
+/// `BO_SET_LABEL` argument (`drm_panthor_bo_set_label`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoSetLabel {
+    /// The BO.
+    pub handle: u32,
+    /// Must be zero.
+    pub pad: u32,
+    /// User address of a NUL-terminated label, or 0 to remove the label.
+    pub label: u64,
+}
+
+/// File offset of the user MMIO pages for a client whose `unsigned long` has 32 bits.
+pub const DRM_PANTHOR_USER_MMIO_OFFSET_32BIT: u64 = 1 << 43;
+/// File offset of the user MMIO pages for a client whose `unsigned long` has 64 bits.
+pub const DRM_PANTHOR_USER_MMIO_OFFSET_64BIT: u64 = 1 << 56;
+/// The user MMIO offset of a client built like this crate (chosen by the size of
+/// `unsigned long`, as the C header does).
+pub const DRM_PANTHOR_USER_MMIO_OFFSET: u64 = if core::mem::size_of::<core::ffi::c_ulong>() < 8 {
+    DRM_PANTHOR_USER_MMIO_OFFSET_32BIT
+} else {
+    DRM_PANTHOR_USER_MMIO_OFFSET_64BIT
+};
+/// File offset of the page whose first register is `LATEST_FLUSH_ID`.
+pub const DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET: u64 = DRM_PANTHOR_USER_MMIO_OFFSET;
+
+/// `SET_USER_MMIO_OFFSET` argument (`drm_panthor_set_user_mmio_offset`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetUserMmioOffset {
+    /// [`DRM_PANTHOR_USER_MMIO_OFFSET_32BIT`] or [`DRM_PANTHOR_USER_MMIO_OFFSET_64BIT`].
+    pub offset: u64,
+}
+
+/// `BO_SYNC` op type: write dirty CPU cache lines back to memory.
+pub const DRM_PANTHOR_BO_SYNC_CPU_CACHE_FLUSH: u32 = 0;
+/// `BO_SYNC` op type: write dirty CPU cache lines back, then drop them.
+pub const DRM_PANTHOR_BO_SYNC_CPU_CACHE_FLUSH_AND_INVALIDATE: u32 = 1;
+
+/// One range of `BO_SYNC` (`drm_panthor_bo_sync_op`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoSyncOp {
+    /// The BO.
+    pub handle: u32,
+    /// `DRM_PANTHOR_BO_SYNC_*`.
+    pub type_: u32,
+    /// First byte of the range in the BO.
+    pub offset: u64,
+    /// Size of the range in bytes.
+    pub size: u64,
+}
+
+/// `BO_SYNC` argument (`drm_panthor_bo_sync`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoSync {
+    /// The ranges ([`BoSyncOp`]s).
+    pub ops: ObjArray,
+}
+
+/// `BO_QUERY_INFO` extra flag: the BO was imported from another driver.
+pub const DRM_PANTHOR_BO_IS_IMPORTED: u32 = 1 << 0;
+
+/// `BO_QUERY_INFO` argument (`drm_panthor_bo_query_info`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoQueryInfo {
+    /// The BO.
+    pub handle: u32,
+    /// `DRM_PANTHOR_BO_IS_*` (output).
+    pub extra_flags: u32,
+    /// The `DRM_PANTHOR_BO_*` flags the BO was created with (output).
+    pub create_flags: u32,
+    /// Zero on return.
+    pub pad: u32,
+}
+
 /// Queue description of `GROUP_CREATE` (`drm_panthor_queue_create`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -449,7 +563,14 @@ ioctl_args!(
     GroupDestroy,
     QueueSubmit,
     GroupSubmit,
-    GroupGetState
+    GroupGetState,
+    TilerHeapCreate,
+    TilerHeapDestroy,
+    BoSetLabel,
+    SetUserMmioOffset,
+    BoSyncOp,
+    BoSync,
+    BoQueryInfo
 );
 
 /// An object userspace may pass in several sizes.
@@ -482,6 +603,9 @@ impl UObj for QueueCreate {
 impl UObj for QueueSubmit {
     const MIN_SIZE: usize = core::mem::size_of::<QueueSubmit>();
 }
+impl UObj for BoSyncOp {
+    const MIN_SIZE: usize = core::mem::size_of::<BoSyncOp>();
+}
 
 /// The panthor command numbers (added to the DRM driver command base).
 pub mod nr {
@@ -507,6 +631,18 @@ pub mod nr {
     pub const GROUP_SUBMIT: u32 = 9;
     /// `GROUP_GET_STATE` .
     pub const GROUP_GET_STATE: u32 = 10;
+    /// `TILER_HEAP_CREATE`.
+    pub const TILER_HEAP_CREATE: u32 = 11;
+    /// `TILER_HEAP_DESTROY`.
+    pub const TILER_HEAP_DESTROY: u32 = 12;
+    /// `BO_SET_LABEL`.
+    pub const BO_SET_LABEL: u32 = 13;
+    /// `SET_USER_MMIO_OFFSET`.
+    pub const SET_USER_MMIO_OFFSET: u32 = 14;
+    /// `BO_SYNC`.
+    pub const BO_SYNC: u32 = 15;
+    /// `BO_QUERY_INFO`.
+    pub const BO_QUERY_INFO: u32 = 16;
 }
 
 const BASE: u32 = drm_ctx::drm::ioctl::COMMAND_BASE;
@@ -534,6 +670,21 @@ pub const DRM_IOCTL_PANTHOR_GROUP_SUBMIT: u32 = IOWR::<GroupSubmit>(BASE + nr::G
 /// `DRM_IOCTL_PANTHOR_GROUP_GET_STATE`.
 pub const DRM_IOCTL_PANTHOR_GROUP_GET_STATE: u32 =
     IOWR::<GroupGetState>(BASE + nr::GROUP_GET_STATE);
+/// `DRM_IOCTL_PANTHOR_TILER_HEAP_CREATE`.
+pub const DRM_IOCTL_PANTHOR_TILER_HEAP_CREATE: u32 =
+    IOWR::<TilerHeapCreate>(BASE + nr::TILER_HEAP_CREATE);
+/// `DRM_IOCTL_PANTHOR_TILER_HEAP_DESTROY`.
+pub const DRM_IOCTL_PANTHOR_TILER_HEAP_DESTROY: u32 =
+    IOWR::<TilerHeapDestroy>(BASE + nr::TILER_HEAP_DESTROY);
+/// `DRM_IOCTL_PANTHOR_BO_SET_LABEL`.
+pub const DRM_IOCTL_PANTHOR_BO_SET_LABEL: u32 = IOWR::<BoSetLabel>(BASE + nr::BO_SET_LABEL);
+/// `DRM_IOCTL_PANTHOR_SET_USER_MMIO_OFFSET`.
+pub const DRM_IOCTL_PANTHOR_SET_USER_MMIO_OFFSET: u32 =
+    IOWR::<SetUserMmioOffset>(BASE + nr::SET_USER_MMIO_OFFSET);
+/// `DRM_IOCTL_PANTHOR_BO_SYNC`.
+pub const DRM_IOCTL_PANTHOR_BO_SYNC: u32 = IOWR::<BoSync>(BASE + nr::BO_SYNC);
+/// `DRM_IOCTL_PANTHOR_BO_QUERY_INFO`.
+pub const DRM_IOCTL_PANTHOR_BO_QUERY_INFO: u32 = IOWR::<BoQueryInfo>(BASE + nr::BO_QUERY_INFO);
 
 #[cfg(test)]
 mod tests {
@@ -587,6 +738,33 @@ mod tests {
         });
         layout!(GroupSubmit, 24, { group_handle: 0, pad: 4, queue_submits: 8 });
         layout!(GroupGetState, 16, { group_handle: 0, state: 4, fatal_queues: 8, pad: 12 });
+        layout!(TilerHeapCreate, 40, {
+            vm_id: 0, initial_chunk_count: 4, chunk_size: 8, max_chunks: 12,
+            target_in_flight: 16, handle: 20, tiler_heap_ctx_gpu_va: 24,
+            first_heap_chunk_gpu_va: 32,
+        });
+        layout!(TilerHeapDestroy, 8, { handle: 0, pad: 4 });
+        layout!(BoSetLabel, 16, { handle: 0, pad: 4, label: 8 });
+        layout!(SetUserMmioOffset, 8, { offset: 0 });
+        layout!(BoSyncOp, 24, { handle: 0, type_: 4, offset: 8, size: 16 });
+        layout!(BoSync, 16, { ops: 0 });
+        layout!(BoQueryInfo, 16, { handle: 0, extra_flags: 4, create_flags: 8, pad: 12 });
+    }
+
+    #[test]
+    fn user_mmio_offsets_match_panthor_drm_h() {
+        assert_eq!(DRM_PANTHOR_USER_MMIO_OFFSET_32BIT, 0x0000_0800_0000_0000);
+        assert_eq!(DRM_PANTHOR_USER_MMIO_OFFSET_64BIT, 0x0100_0000_0000_0000);
+        // Both are page-aligned file offsets, and the 32-bit one fits a 32-bit page offset.
+        assert_eq!(DRM_PANTHOR_USER_MMIO_OFFSET_32BIT % 4096, 0);
+        assert!(DRM_PANTHOR_USER_MMIO_OFFSET_32BIT >> 12 <= u64::from(u32::MAX));
+        let expected = if cfg!(target_pointer_width = "64") {
+            DRM_PANTHOR_USER_MMIO_OFFSET_64BIT
+        } else {
+            DRM_PANTHOR_USER_MMIO_OFFSET_32BIT
+        };
+        assert_eq!(DRM_PANTHOR_USER_MMIO_OFFSET, expected);
+        assert_eq!(DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET, expected);
     }
 
     #[test]
@@ -597,6 +775,7 @@ mod tests {
         assert_eq!(GroupPrioritiesInfo::MIN_SIZE, 4);
         assert_eq!(VmBindOp::MIN_SIZE, 48);
         assert_eq!(SyncOp::MIN_SIZE, 16);
+        assert_eq!(BoSyncOp::MIN_SIZE, 24);
     }
 
     #[test]
@@ -613,6 +792,12 @@ mod tests {
         assert_eq!(DRM_IOCTL_PANTHOR_GROUP_DESTROY, 0xc008_6448);
         assert_eq!(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, 0xc018_6449);
         assert_eq!(DRM_IOCTL_PANTHOR_GROUP_GET_STATE, 0xc010_644a);
+        assert_eq!(DRM_IOCTL_PANTHOR_TILER_HEAP_CREATE, 0xc028_644b);
+        assert_eq!(DRM_IOCTL_PANTHOR_TILER_HEAP_DESTROY, 0xc008_644c);
+        assert_eq!(DRM_IOCTL_PANTHOR_BO_SET_LABEL, 0xc010_644d);
+        assert_eq!(DRM_IOCTL_PANTHOR_SET_USER_MMIO_OFFSET, 0xc008_644e);
+        assert_eq!(DRM_IOCTL_PANTHOR_BO_SYNC, 0xc010_644f);
+        assert_eq!(DRM_IOCTL_PANTHOR_BO_QUERY_INFO, 0xc010_6450);
     }
 }
 
