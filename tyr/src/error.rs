@@ -47,6 +47,10 @@ pub enum Error {
     Exists,
     /// A value is out of range (`ERANGE`).
     Range,
+    /// The caller lacks the right (`EACCES`).
+    Access,
+    /// An argument is too long (`E2BIG`).
+    TooBig,
     /// Another errno, stored negative.
     Other(i32),
 }
@@ -69,6 +73,8 @@ impl Error {
             Error::Overflow => -75,
             Error::Exists => -17,
             Error::Range => -34,
+            Error::Access => -13,
+            Error::TooBig => -7,
             Error::Other(e) if (-4095..0).contains(&e) => e,
             Error::Other(_) => -22,
         }
@@ -88,6 +94,8 @@ impl Error {
             -75 => Error::Overflow,
             -17 => Error::Exists,
             -34 => Error::Range,
+            -13 => Error::Access,
+            -7 => Error::TooBig,
             e => Error::Other(e),
         }
     }
@@ -108,6 +116,8 @@ impl fmt::Display for Error {
             Error::Overflow => f.write_str("value overflows"),
             Error::Exists => f.write_str("already exists"),
             Error::Range => f.write_str("value out of range"),
+            Error::Access => f.write_str("permission denied"),
+            Error::TooBig => f.write_str("argument too long"),
             Error::Other(e) => write!(f, "errno {e}"),
         }
     }
@@ -167,6 +177,8 @@ mod tests {
             Error::Overflow,
             Error::Exists,
             Error::Range,
+            Error::Access,
+            Error::TooBig,
             Error::Other(-5),
         ] {
             assert_eq!(Error::from_errno(e.to_errno()), e);
