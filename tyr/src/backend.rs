@@ -111,8 +111,17 @@ pub unsafe trait DmaMemory: Send + Sync {
     fn cpu_u64(&self, addr: u64) -> Option<NonNull<AtomicU64>>;
 
     /// Makes CPU writes to `len` bytes at `addr` visible to the GPU (a no-op on coherent
-    /// systems).
+    /// systems): the CPU cache lines of the range are written back.
     fn sync_for_device(&self, addr: u64, len: usize);
+
+    /// Makes GPU writes to `len` bytes at `addr` visible to the CPU: the CPU cache lines of
+    /// the range are dropped, so the next CPU read fetches memory.
+    ///
+    /// The default does nothing, which is right only for memory the CPU and the GPU see
+    /// coherently; memory behind CPU caches the GPU does not snoop must implement it.
+    fn sync_for_cpu(&self, addr: u64, len: usize) {
+        let _ = (addr, len);
+    }
 }
 
 /// What the driver runs in response to the environment: its interrupt handler and its work
@@ -164,6 +173,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Writes a log line.
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>);
+
+    /// Frequency, in Hz, of the system counter the GPU's `TIMESTAMP` register follows (what
+    /// panthor reports from the CPU's architected timer, `CNTFRQ`), or 0 if unknown, which is
+    /// panthor's answer without an architected timer and the default.
+    fn timestamp_frequency(&self) -> u64 {
+        0
+    }
 }
 
 /// 32- and 64-bit CPU accesses to DMA memory by device address (little-endian words).

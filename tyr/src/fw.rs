@@ -265,7 +265,7 @@ mod shared {
         #[test]
         fn faulty_firmware_interface_is_refused_quickly() {
             let mem = std::sync::Arc::new(SimMemory::new(MemConfig::default()));
-            let dma = SimDma(mem);
+            let dma = SimDma::new(mem);
             let size = 0x1_0000u64;
             let region = dma.alloc((size / 0x1000) as usize, 0x1000).unwrap();
             let base = region.addr;

@@ -115,8 +115,90 @@ impl PollClock for SimClock {
 }
 
 /// DMA memory from the simulator's physical memory.
+///
+/// The simulated CPU and GPU share one coherent view of memory, so cache maintenance changes
+/// no byte; each request is recorded instead ([`SimDma::syncs`]), the latest [`SYNC_LOG`] of
+/// them, so tests can check which ranges the driver asked to write back or drop.
 #[derive(Clone, Debug)]
-pub struct SimDma(pub Arc<SimMemory>);
+pub struct SimDma {
+    mem: Arc<SimMemory>,
+    syncs: Arc<Mutex<SyncRing>>,
+}
+
+/// How many of the latest cache maintenance requests a [`SimDma`] keeps.
+pub const SYNC_LOG: usize = 64;
+
+/// Which way a cache maintenance request goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncDir {
+    /// [`DmaMemory::sync_for_device`]: CPU cache lines written back.
+    ForDevice,
+    /// [`DmaMemory::sync_for_cpu`]: CPU cache lines dropped.
+    ForCpu,
+}
+
+/// One recorded cache maintenance request: direction, device address, length in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncRecord {
+    /// Direction.
+    pub dir: SyncDir,
+    /// Device address of the first byte.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// The latest [`SYNC_LOG`] requests, in storage allocated up front, and how many there were.
+#[derive(Debug)]
+struct SyncRing {
+    slots: [SyncRecord; SYNC_LOG],
+    total: u64,
+}
+
+impl SimDma {
+    /// DMA memory over `mem`.
+    pub fn new(mem: Arc<SimMemory>) -> Self {
+        let empty = SyncRecord {
+            dir: SyncDir::ForDevice,
+            addr: 0,
+            len: 0,
+        };
+        SimDma {
+            mem,
+            syncs: Arc::new(Mutex::new(SyncRing {
+                slots: [empty; SYNC_LOG],
+                total: 0,
+            })),
+        }
+    }
+
+    /// The simulator's memory.
+    pub fn memory(&self) -> &Arc<SimMemory> {
+        &self.mem
+    }
+
+    fn record(&self, dir: SyncDir, addr: u64, len: usize) {
+        let mut r = plock(&self.syncs);
+        let i = (r.total % SYNC_LOG as u64) as usize;
+        r.slots[i] = SyncRecord { dir, addr, len };
+        r.total = r.total.wrapping_add(1);
+    }
+
+    /// How many cache maintenance requests were made so far.
+    pub fn sync_count(&self) -> u64 {
+        plock(&self.syncs).total
+    }
+
+    /// The requests made since the count was `since` ([`sync_count`](Self::sync_count)),
+    /// oldest first; at most the latest [`SYNC_LOG`].
+    pub fn syncs(&self, since: u64) -> Vec<SyncRecord> {
+        let r = plock(&self.syncs);
+        let first = since.max(r.total.saturating_sub(SYNC_LOG as u64));
+        (first..r.total)
+            .map(|n| r.slots[(n % SYNC_LOG as u64) as usize])
+            .collect()
+    }
+}
 
 fn sim_err(e: sim::SimError) -> Error {
     Error::from_errno(e.to_errno())
@@ -134,7 +216,7 @@ unsafe impl DmaMemory for SimDma {
         let align = align.max(PAGE_SIZE);
         let extra = usize::try_from(align / PAGE_SIZE - 1).map_err(|_| Error::Invalid)?;
         let total = pages.checked_add(extra).ok_or(Error::NoMemory)?;
-        let base = self.0.alloc(total).map_err(sim_err)?;
+        let base = self.mem.alloc(total).map_err(sim_err)?;
         let addr = base.0.next_multiple_of(align);
         Ok(DmaRegion {
             addr,
@@ -144,22 +226,28 @@ unsafe impl DmaMemory for SimDma {
     }
 
     unsafe fn free(&self, region: DmaRegion) {
-        let _ = self.0.free(PhysAddr(region.cookie));
+        let _ = self.mem.free(PhysAddr(region.cookie));
     }
 
     fn alloc_page(&self) -> Result<u64> {
-        self.0.alloc_page().map(|p| p.0).map_err(sim_err)
+        self.mem.alloc_page().map(|p| p.0).map_err(sim_err)
     }
 
     unsafe fn free_page(&self, addr: u64) {
-        let _ = self.0.free(PhysAddr(addr));
+        let _ = self.mem.free(PhysAddr(addr));
     }
 
     fn cpu_u64(&self, addr: u64) -> Option<NonNull<AtomicU64>> {
-        self.0.host_ptr_u64(PhysAddr(addr)).ok()
+        self.mem.host_ptr_u64(PhysAddr(addr)).ok()
     }
 
-    fn sync_for_device(&self, _addr: u64, _len: usize) {}
+    fn sync_for_device(&self, addr: u64, len: usize) {
+        self.record(SyncDir::ForDevice, addr, len);
+    }
+
+    fn sync_for_cpu(&self, addr: u64, len: usize) {
+        self.record(SyncDir::ForCpu, addr, len);
+    }
 }
 
 impl jobqueue::Clock for SimClock {
@@ -429,7 +517,7 @@ impl HostBackend {
         HostBackend {
             io: ModelRegion::new(SimModel(gpu.clone())),
             clock: SimClock(gpu.clone()),
-            dma: SimDma(gpu.memory().clone()),
+            dma: SimDma::new(gpu.memory().clone()),
             exec: HostExec::new(),
             thread: Mutex::new(None),
             gpu,
@@ -531,6 +619,10 @@ impl Backend for HostBackend {
             };
             std::eprintln!("tyr: {level}{line}");
         }
+    }
+
+    fn timestamp_frequency(&self) -> u64 {
+        self.gpu.with(|g| g.config().timings.timestamp_hz)
     }
 }
 

@@ -11,6 +11,7 @@
 //! - **MMU_CONTROL** (`0x2000`): the MMU interrupt block (fault bits in 15:0, command-completed
 //!   bits in 31:16, one per address space), then at `0x2400` one 64-byte register set per
 //!   address space (AS).
+//! - **USER** (`0x10000`): `LATEST_FLUSH_ID`, the page userspace maps read-only.
 //! - **Doorbells** (`0x80000 + n * 0x10000`): one 64 KiB page each.
 //!
 //! Each interrupt block has `RAWSTAT` (pending bits), `CLEAR` (write 1 to acknowledge), `MASK`
@@ -397,6 +398,14 @@ register! {
     pub AS_TRANSCFG(u64)[MAX_AS ; 0x40] @ 0x2430 {
         /// Address mode ([`transcfg`]) in bits 3:0, input-address size and walk attributes above.
         63:0 value;
+    }
+
+    /// The flush ID, the first register of the USER page (`0x10000`), the one page of the
+    /// window userspace may map: it moves on every cache flush, so a command stream can skip a
+    /// flush that already happened since the ID it was built against.
+    pub LATEST_FLUSH_ID(u32) @ 0x1_0000 {
+        /// The ID.
+        31:0 value;
     }
 
     /// The doorbell pages; writing 1 to one rings it. A 2 MiB register window (the G610's)

@@ -976,7 +976,7 @@ mod tests {
 
         let rounds = if cfg!(miri) { 1 } else { 300 };
         let per_thread = if cfg!(miri) { 2 } else { 64 };
-        let pool = PtMem::new(SimDma(Arc::new(SimMemory::new(MemConfig::default()))));
+        let pool = PtMem::new(SimDma::new(Arc::new(SimMemory::new(MemConfig::default()))));
         for _ in 0..rounds {
             pool.reserve(2 * per_thread).unwrap();
             let barrier = std::sync::Barrier::new(2);

@@ -227,6 +227,11 @@ fn every_register_the_driver_declares_is_where_the_simulator_has_it() {
         ),
         ("TIMESTAMP", regs::TIMESTAMP::OFFSET, sim::TIMESTAMP_LO),
         (
+            "LATEST_FLUSH_ID",
+            regs::LATEST_FLUSH_ID::OFFSET,
+            sim::LATEST_FLUSH_ID,
+        ),
+        (
             "THREAD_MAX_THREADS",
             regs::THREAD_MAX_THREADS::OFFSET,
             sim::THREAD_MAX_THREADS,
