@@ -47,7 +47,7 @@
 //!  5  gem                       | buffer objects (panthor_gem)
 //!  4  mmu                       | address-space slots, MMU commands (panthor_mmu)
 //!  3  vm                        | VMs: gpuvm + io-pgtable, all-or-nothing VM_BIND
-//!  2  gpu, host                 | probe, reset, power (panthor_gpu); the host backend
+//!  2  gpu, host, kernel         | probe, reset, power (panthor_gpu); the host and kernel backends
 //!  1  backend                   | the environment: MMIO, DMA memory, IRQs, time, logging
 //!  0  error, regs, csf, uapi    | definitions: errors, registers, CSF interface, uAPI structs
 //! ```
@@ -103,6 +103,12 @@ pub mod vm;
 
 #[cfg(feature = "host")]
 pub mod host;
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+pub mod kernel;
+
+/// The prefix of this crate's kernel log lines (`pr_info!` and its kin look it up here).
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+const __LOG_PREFIX: &[u8] = b"tyr\0";
 #[cfg(feature = "host")]
 pub mod umd;
 

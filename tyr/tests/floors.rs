@@ -21,7 +21,7 @@ const FLOORS: &[&[&str]] = &[
     // The environment: the backend traits, logging, CPU access to DMA memory.
     &["backend"],
     // The device (probe, reset, power) and the host implementation of the environment.
-    &["gpu", "host"],
+    &["gpu", "host", "kernel"],
     // Memory: VMs (gpuvm + io-pgtable), then address spaces and MMU commands, then BOs.
     &["vm"],
     &["mmu"],

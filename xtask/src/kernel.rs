@@ -104,6 +104,22 @@ const CRATES: &[Vendored] = &[
         c_files: &[],
         kunit_crate: false,
     },
+    Vendored {
+        dir: "tyr",
+        name: "tyr",
+        externs: &[
+            "bounded",
+            "register",
+            "drm_ctx",
+            "io_pgtable",
+            "gpuvm",
+            "jobqueue",
+            "mali_sim",
+            "static_assertions",
+        ],
+        c_files: &[],
+        kunit_crate: false,
+    },
 ];
 
 /// A driver built into the test kernel from a directory of a crate (outside its `src/`): a
@@ -149,6 +165,11 @@ const THIRD_PARTY: &[ThirdParty] = &[
         name: "paste",
         major: "1.",
         proc_macro: true,
+    },
+    ThirdParty {
+        name: "static_assertions",
+        major: "1.",
+        proc_macro: false,
     },
 ];
 
@@ -522,7 +543,9 @@ fn makefile_rules(canary: bool) -> String {
         "libgpukit_paste_name := $(patsubst lib%,gpukit/lib%,$(call procmacro-name,paste))",
     );
     w(&mut m, "always-$(CONFIG_RUST) += $(libgpukit_paste_name)");
-    let objs: Vec<String> = std::iter::once("gpukit/bitflags.o".to_string())
+    let objs: Vec<String> = ["gpukit/bitflags.o", "gpukit/static_assertions.o"]
+        .into_iter()
+        .map(String::from)
         .chain(CRATES.iter().map(|c| format!("gpukit/{}.o", c.name)))
         .chain(
             CRATES
@@ -573,6 +596,24 @@ fn makefile_rules(canary: bool) -> String {
     w(
         &mut m,
         "$(obj)/gpukit/bitflags.o: $(src)/gpukit/bitflags/src/lib.rs $(obj)/compiler_builtins.o FORCE",
+    );
+    w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
+    w(&mut m, "");
+    w(
+        &mut m,
+        "$(obj)/gpukit/static_assertions.o: private skip_clippy = 1",
+    );
+    w(
+        &mut m,
+        "$(obj)/gpukit/static_assertions.o: private skip_gendwarfksyms = 1",
+    );
+    w(
+        &mut m,
+        "$(obj)/gpukit/static_assertions.o: private rustc_target_flags = --cap-lints=allow",
+    );
+    w(
+        &mut m,
+        "$(obj)/gpukit/static_assertions.o: $(src)/gpukit/static_assertions/src/lib.rs $(obj)/compiler_builtins.o FORCE",
     );
     w(&mut m, "\t+$(call if_changed_rule,rustc_library)");
     for c in CRATES {
@@ -663,8 +704,6 @@ fn vendor(ws: &Workspace, l: &Layout, canary: bool) -> Result<usize, String> {
         .library_crates()
         .iter()
         .map(|m| m.package.trim_start_matches("gpukit-").to_string())
-        // The driver composes the libraries; its kernel backend is not built here.
-        .filter(|d| d != "tyr")
         // The simulator lives in the driver's directory.
         .map(|d| if d == "mali-sim" { "tyr/sim".into() } else { d })
         .collect();

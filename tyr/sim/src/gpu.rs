@@ -767,14 +767,12 @@ impl<M: PhysMemory> Gpu<M> {
     }
 
     fn timestamp(&self) -> u64 {
-        let ticks =
-            u128::from(self.now) * u128::from(self.cfg.timings.timestamp_hz) / 1_000_000_000;
-        (ticks as u64).wrapping_add(self.timestamp_offset)
+        ticks_in(self.now, self.cfg.timings.timestamp_hz).wrapping_add(self.timestamp_offset)
     }
 
     fn cycles(&self) -> u64 {
         let ns = self.now - self.cycle_base;
-        (u128::from(ns) * u128::from(self.cfg.timings.gpu_clock_hz) / 1_000_000_000) as u64
+        ticks_in(ns, self.cfg.timings.gpu_clock_hz)
     }
 
     fn gpu_status(&self) -> u32 {
@@ -1249,3 +1247,56 @@ fn doorbell_index(offset: usize) -> Option<usize> {
 #[cfg(all(test, feature = "std"))]
 #[path = "gpu_tests.rs"]
 mod tests;
+
+/// The ticks of a `hz` clock in `ns` nanoseconds, `ns * hz / 10^9` rounded down (modulo
+/// 2^64), computed without a 128-bit division: the kernel provides no `__udivti3` on x86_64.
+/// Whole seconds and the rest are scaled apart, and the rest's product is split at a whole
+/// number of gigahertz so that no intermediate overflows.
+fn ticks_in(ns: u64, hz: u64) -> u64 {
+    const NS: u64 = 1_000_000_000;
+    let (secs, rest) = (ns / NS, ns % NS);
+    // `rest < 10^9` and `hz % NS < 10^9`: the last product is below 10^18.
+    secs.wrapping_mul(hz)
+        .wrapping_add(rest.wrapping_mul(hz / NS))
+        .wrapping_add(rest * (hz % NS) / NS)
+}
+
+#[cfg(test)]
+mod ticks_tests {
+    use super::ticks_in;
+
+    /// The 128-bit formula the simulator used before: the reference.
+    fn by_u128(ns: u64, hz: u64) -> u64 {
+        (u128::from(ns) * u128::from(hz) / 1_000_000_000) as u64
+    }
+
+    #[test]
+    fn ticks_match_the_128_bit_formula() {
+        let values = [
+            0,
+            1,
+            999_999_999,
+            1_000_000_000,
+            1_000_000_001,
+            24_000_000,
+            1_000_000_000_000,
+            u64::MAX / 3,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for &ns in &values {
+            for &hz in &values {
+                assert_eq!(ticks_in(ns, hz), by_u128(ns, hz), "ns {ns}, hz {hz}");
+            }
+        }
+        // A pseudo-random sweep.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (ns, hz) = (x, x.rotate_left(29) >> (x % 40));
+            assert_eq!(ticks_in(ns, hz), by_u128(ns, hz), "ns {ns}, hz {hz}");
+        }
+    }
+}

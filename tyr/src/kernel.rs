@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The kernel backend, compiled only inside a Linux tree (`cargo xtask kernel-build` passes
+//! `--cfg gpukit_kernel --extern kernel`).
+//!
+//! Without a Mali board, the "silicon" under the driver in the kernel is the simulated
+//! Mali-G610 of `gpukit-mali-sim`, compiled into the same kernel: [`KernelBackend`] implements
+//! the driver's [`Backend`] bundle over it with the kernel's own mechanisms, as a platform
+//! device with real MMIO would implement it over `kernel::io::Mmio`:
+//!
+//! - MMIO is a [`ModelRegion`] whose [`DeviceModel`] ([`SimModel`]) forwards every access to
+//!   the simulated register file, split into the aligned 32-bit accesses the simulated bus
+//!   carries (as the host backend does).
+//! - The simulated GPU lives in `vmalloc` memory (it is about 74 KB), behind a kernel `Mutex`;
+//!   its physical memory comes from `vmalloc` frames ([`mali_sim::kernel::KernelFrames`]).
+//! - Time is the simulator's ([`SimClock`]): poll loops read it and their sleeps advance it, so
+//!   a reset or a power transition completes exactly when the simulated hardware says.
+//! - DMA memory comes from the simulator's physical memory ([`SimDma`]).
+//! - Deferred work runs on the kernel's system workqueue ([`KernelExec`]): waking the executor
+//!   queues a work item that calls the driver's [`Events::work`].
+//! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
+//!
+//! The floors that still need `std` (scheduling, bind queues, the ioctl layer) are not built
+//! here yet; what is built is everything below them: registers, probe, the firmware interface,
+//! the MMU and VM management.
+
+use core::fmt;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::task::{RawWaker, RawWakerVTable, Waker};
+use core::time::Duration;
+
+use ::kernel::alloc::VBox;
+use ::kernel::prelude::*;
+use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
+use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
+use ::kernel::{new_mutex, pr_err, pr_info};
+
+use mali_sim::kernel::{KernelFrames, KernelLocks};
+use mali_sim::{Config, Gpu, IrqLine as SimIrqLine, PhysAddr, PhysMemory, SimError, SimMemory};
+use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
+use register::io::poll::PollClock;
+
+use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
+use crate::{Error, Result};
+
+impl From<Error> for ::kernel::error::Error {
+    fn from(e: Error) -> Self {
+        ::kernel::error::Error::from_errno(e.to_errno())
+    }
+}
+
+/// The simulator's physical memory, in `vmalloc` frames.
+pub type Memory = SimMemory<KernelFrames, KernelLocks>;
+
+/// The simulator's memory, shared by the simulated GPU (which reads and writes it as the
+/// GPU's RAM) and the DMA allocator (which hands it out to the driver).
+#[derive(Clone)]
+pub struct SharedMemory(Arc<Memory>);
+
+impl PhysMemory for SharedMemory {
+    fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> core::result::Result<(), SimError> {
+        self.0.read_bytes(pa, buf)
+    }
+
+    fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> core::result::Result<(), SimError> {
+        self.0.write_bytes(pa, data)
+    }
+
+    fn read_u64(&self, pa: PhysAddr) -> core::result::Result<u64, SimError> {
+        self.0.read_u64(pa)
+    }
+
+    fn fetch_add_u64(&self, pa: PhysAddr, v: u64) -> core::result::Result<u64, SimError> {
+        self.0.fetch_add_u64(pa, v)
+    }
+}
+
+/// The simulated GPU of this backend.
+pub type SimGpu = Gpu<SharedMemory>;
+
+/// The simulated GPU behind its lock, in `vmalloc` memory.
+pub struct SimDevice {
+    gpu: Pin<VBox<Mutex<SimGpu>>>,
+}
+
+impl SimDevice {
+    /// Runs `f` on the simulated GPU, under its lock.
+    pub fn with<R>(&self, f: impl FnOnce(&mut SimGpu) -> R) -> R {
+        let mut guard = self.gpu.lock();
+        f(&mut guard)
+    }
+}
+
+fn sim_err(e: SimError) -> Error {
+    Error::from_errno(e.to_errno())
+}
+
+/// Register accesses to the simulated GPU.
+#[derive(Clone)]
+pub struct SimModel(Arc<SimDevice>);
+
+impl DeviceModel for SimModel {
+    fn read(&self, offset: usize, width: AccessWidth) -> u64 {
+        self.0.with(|gpu| match width {
+            AccessWidth::U32 => u64::from(gpu.read32(offset)),
+            AccessWidth::U64 => {
+                let lo = u64::from(gpu.read32(offset));
+                let hi = u64::from(gpu.read32(offset + 4));
+                lo | hi << 32
+            }
+            AccessWidth::U8 | AccessWidth::U16 => {
+                let word = gpu.read32(offset & !3);
+                u64::from(word >> ((offset & 3) * 8))
+            }
+        })
+    }
+
+    fn write(&self, offset: usize, width: AccessWidth, value: u64) {
+        self.0.with(|gpu| match width {
+            AccessWidth::U32 => gpu.write32(offset, value as u32),
+            AccessWidth::U64 => {
+                // Low half first, as the kernel's `gpu_write64` does.
+                gpu.write32(offset, value as u32);
+                gpu.write32(offset + 4, (value >> 32) as u32);
+            }
+            AccessWidth::U8 | AccessWidth::U16 => {
+                let bits = width.bytes() * 8;
+                let shift = (offset & 3) * 8;
+                let mask = ((1u32 << bits) - 1) << shift;
+                let old = gpu.read32(offset & !3);
+                let new = (old & !mask) | (((value as u32) << shift) & mask);
+                gpu.write32(offset & !3, new);
+            }
+        })
+    }
+}
+
+/// The MMIO region of the simulated GPU.
+pub type SimIo = ModelRegion<SimModel, { mali_sim::regs::MMIO_SIZE }>;
+
+/// The simulator's time as a [`PollClock`]: sleeping advances the simulation.
+#[derive(Clone)]
+pub struct SimClock(Arc<SimDevice>);
+
+impl PollClock for SimClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.with(|gpu| gpu.now_ns()))
+    }
+
+    fn sleep(&self, duration: Duration) {
+        let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        self.0.with(|gpu| gpu.advance(ns));
+    }
+
+    fn relax(&self) {}
+}
+
+/// DMA memory from the simulator's physical memory.
+#[derive(Clone)]
+pub struct SimDma(Arc<Memory>);
+
+// SAFETY: `SimMemory` allocations are zeroed, page aligned, disjoint and stay at a fixed
+// kernel address until freed (`vmalloc` frames never move); `host_ptr_u64` returns a pointer
+// into the live allocation holding the address (its storage is atomic words) and fails for
+// anything else. Aligned blocks are carved from a larger allocation that is freed as a whole.
+unsafe impl DmaMemory for SimDma {
+    fn alloc(&self, pages: usize, align: u64) -> Result<DmaRegion> {
+        if pages == 0 || !align.is_power_of_two() {
+            return Err(Error::Invalid);
+        }
+        let align = align.max(PAGE_SIZE);
+        let extra = usize::try_from(align / PAGE_SIZE - 1).map_err(|_| Error::Invalid)?;
+        let total = pages.checked_add(extra).ok_or(Error::NoMemory)?;
+        let base = self.0.alloc(total).map_err(sim_err)?;
+        let addr = base.0.next_multiple_of(align);
+        Ok(DmaRegion {
+            addr,
+            pages,
+            cookie: base.0,
+        })
+    }
+
+    unsafe fn free(&self, region: DmaRegion) {
+        let _ = self.0.free(PhysAddr(region.cookie));
+    }
+
+    fn alloc_page(&self) -> Result<u64> {
+        self.0.alloc_page().map(|p| p.0).map_err(sim_err)
+    }
+
+    unsafe fn free_page(&self, addr: u64) {
+        let _ = self.0.free(PhysAddr(addr));
+    }
+
+    fn cpu_u64(&self, addr: u64) -> Option<NonNull<AtomicU64>> {
+        self.0.host_ptr_u64(PhysAddr(addr)).ok()
+    }
+
+    // The simulated GPU reads memory through the CPU's view: nothing to write back.
+    fn sync_for_device(&self, _addr: u64, _len: usize) {}
+}
+
+/// The work item behind [`KernelExec`]: calls the driver's deferred work.
+#[pin_data]
+pub struct ExecWork {
+    #[pin]
+    work: Work<ExecWork, 1>,
+    #[pin]
+    events: SpinLock<Option<Arc<dyn Events>>>,
+    runs: AtomicU64,
+}
+
+impl_has_work! {
+    impl HasWork<Self, 1> for ExecWork { self.work }
+}
+
+impl WorkItem<1> for ExecWork {
+    type Pointer = Arc<ExecWork>;
+
+    fn run(this: Arc<ExecWork>) {
+        this.runs.fetch_add(1, Ordering::Relaxed);
+        // Called outside the lock: the driver's work may wake the executor again.
+        let events = this.events.lock().clone();
+        if let Some(events) = events {
+            events.work();
+        }
+    }
+}
+
+impl ExecWork {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        Self::w_clone,
+        Self::w_wake,
+        Self::w_wake_by_ref,
+        Self::w_drop,
+    );
+
+    fn schedule(this: Arc<Self>) {
+        // Already queued: that run will see whatever this wake-up was for.
+        let _ = workqueue::system().enqueue::<Arc<Self>, 1>(this);
+    }
+
+    /// # Safety
+    ///
+    /// `data` came from `Arc::into_raw` of an `Arc<ExecWork>` that is still owned by a waker.
+    unsafe fn w_clone(data: *const ()) -> RawWaker {
+        // SAFETY: The caller's guarantee: `data` is a live `Arc<ExecWork>` we do not own.
+        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
+        let extra: Arc<Self> = borrowed.into();
+        RawWaker::new(Arc::into_raw(extra).cast(), &Self::VTABLE)
+    }
+
+    /// # Safety
+    ///
+    /// `data` came from `Arc::into_raw` of an `Arc<ExecWork>` owned by the waker consumed here.
+    unsafe fn w_wake(data: *const ()) {
+        // SAFETY: The caller's guarantee: the waker's reference is handed to us.
+        Self::schedule(unsafe { Arc::from_raw(data.cast()) });
+    }
+
+    /// # Safety
+    ///
+    /// As for [`Self::w_clone`].
+    unsafe fn w_wake_by_ref(data: *const ()) {
+        // SAFETY: The caller's guarantee.
+        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
+        Self::schedule(borrowed.into());
+    }
+
+    /// # Safety
+    ///
+    /// As for [`Self::w_wake`].
+    unsafe fn w_drop(data: *const ()) {
+        // SAFETY: The caller's guarantee: the waker's reference is released here.
+        drop(unsafe { Arc::<Self>::from_raw(data.cast()) });
+    }
+}
+
+/// The backend's executor: its waker queues [`ExecWork`] on the system workqueue.
+///
+/// Deadlines ([`jobqueue::Executor::wake_at`]) are not armed yet: the job queues that ask for
+/// them live in the scheduling floor, which does not build in the kernel yet.
+#[derive(Clone)]
+pub struct KernelExec {
+    work: Arc<ExecWork>,
+    waker: Waker,
+}
+
+impl KernelExec {
+    fn new() -> Result<Self> {
+        let work = Arc::pin_init(
+            pin_init!(ExecWork {
+                work <- new_work!("tyr::kernel::ExecWork::work"),
+                events <- new_spinlock!(None, "tyr::kernel::ExecWork::events"),
+                runs: AtomicU64::new(0),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| Error::NoMemory)?;
+        let data = Arc::into_raw(work.clone()).cast::<()>();
+        // SAFETY: `data` is an `Arc<ExecWork>` reference now owned by the waker, and the vtable's
+        // functions treat it as such.
+        let waker = unsafe { Waker::from_raw(RawWaker::new(data, &ExecWork::VTABLE)) };
+        Ok(KernelExec { work, waker })
+    }
+
+    /// How many times the work item has run.
+    pub fn runs(&self) -> u64 {
+        self.work.runs.load(Ordering::Relaxed)
+    }
+}
+
+impl jobqueue::Executor for KernelExec {
+    fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    fn wake_at(&self, _deadline: jobqueue::Instant) {}
+}
+
+/// [`Backend`] over the simulated Mali-G610 compiled into the kernel.
+pub struct KernelBackend {
+    device: Arc<SimDevice>,
+    io: SimIo,
+    clock: SimClock,
+    dma: SimDma,
+    exec: KernelExec,
+}
+
+impl KernelBackend {
+    /// A backend over a fresh simulated GPU of configuration `cfg`, its memory capped at
+    /// `page_limit` pages of `vmalloc` memory when given.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] if the simulator or its lock cannot be allocated.
+    pub fn new(cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+        let mem_cfg = mali_sim::MemConfig {
+            page_limit,
+            ..cfg.memory
+        };
+        let mem = SimMemory::with_alloc(mem_cfg, KernelFrames::new(GFP_KERNEL)).map_err(sim_err)?;
+        let mem = Arc::new(mem, GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+        let gpu = VBox::pin_init(
+            new_mutex!(Gpu::init(cfg, SharedMemory(mem.clone()))),
+            GFP_KERNEL,
+        )
+        .map_err(|_| Error::NoMemory)?;
+        let device = Arc::new(SimDevice { gpu }, GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+        Ok(KernelBackend {
+            io: ModelRegion::new(SimModel(device.clone())),
+            clock: SimClock(device.clone()),
+            dma: SimDma(mem),
+            exec: KernelExec::new()?,
+            device,
+        })
+    }
+
+    /// A simulated Mali-G610 with the simulator's default memory.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn g610() -> Result<Self> {
+        Self::new(Config::g610(), None)
+    }
+
+    /// The simulated GPU, for tests that play the hardware's part.
+    pub fn device(&self) -> &SimDevice {
+        &self.device
+    }
+
+    /// Has `events` called for the executor's wake-ups (replacing any earlier one), or stops
+    /// calling them with `None`. A run already under way finishes with the events it took.
+    pub fn set_events(&self, events: Option<Arc<dyn Events>>) {
+        *self.exec.work.events.lock() = events;
+    }
+}
+
+impl Backend for KernelBackend {
+    type Io = SimIo;
+    type Clock = SimClock;
+    type Exec = KernelExec;
+    type Dma = SimDma;
+    type DrmAlloc = drm_ctx::kernel::KernelAlloc;
+
+    fn io(&self) -> &SimIo {
+        &self.io
+    }
+
+    fn clock(&self) -> &SimClock {
+        &self.clock
+    }
+
+    fn dma(&self) -> &SimDma {
+        &self.dma
+    }
+
+    fn irq_pending(&self, line: IrqLine) -> bool {
+        let line = match line {
+            IrqLine::Gpu => SimIrqLine::Gpu,
+            IrqLine::Job => SimIrqLine::Job,
+            IrqLine::Mmu => SimIrqLine::Mmu,
+        };
+        self.device.with(|gpu| gpu.irq_pending(line))
+    }
+
+    fn executor(&self) -> &KernelExec {
+        &self.exec
+    }
+
+    fn timestamp_frequency(&self) -> u64 {
+        self.device.with(|gpu| gpu.config().timings.timestamp_hz)
+    }
+
+    fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {
+        match level {
+            LogLevel::Info => pr_info!("{}\n", args),
+            LogLevel::Err => pr_err!("{}\n", args),
+        }
+    }
+}
+
+mod kunit;
