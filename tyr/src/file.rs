@@ -43,6 +43,8 @@ pub struct TyrFile<B: Backend> {
     /// Queues of the file's groups (created or being created), at most
     /// [`MAX_QUEUES_PER_FILE`].
     queues: core::sync::atomic::AtomicUsize,
+    /// Where the user MMIO pages start in the file's mmap offsets.
+    user_mmio_offset: core::sync::atomic::AtomicU64,
 }
 
 /// Groups per file.
@@ -102,6 +104,20 @@ impl<B: Backend> TyrFile<B> {
     pub fn vm_ids(&self) -> Vec<u32> {
         lock(&self.vms).keys().copied().collect()
     }
+
+    /// Where the user MMIO pages start in the file's mmap offsets: at open
+    /// `DRM_PANTHOR_USER_MMIO_OFFSET` (the host DRM core has no 32-bit tasks, for which panthor
+    /// starts at the 32-bit offset), then what `SET_USER_MMIO_OFFSET` chose.
+    pub fn user_mmio_offset(&self) -> u64 {
+        self.user_mmio_offset
+            .load(core::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Moves the user MMIO pages to `offset` (checked by the caller).
+    pub(crate) fn set_user_mmio_offset(&self, offset: u64) {
+        self.user_mmio_offset
+            .store(offset, core::sync::atomic::Ordering::Release);
+    }
 }
 
 /// An open file of the driver.
@@ -115,6 +131,9 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
             vms: Mutex::new(BTreeMap::new()),
             groups: Mutex::new(BTreeMap::new()),
             queues: core::sync::atomic::AtomicUsize::new(0),
+            user_mmio_offset: core::sync::atomic::AtomicU64::new(
+                uapi::DRM_PANTHOR_USER_MMIO_OFFSET,
+            ),
         })
     }
 

@@ -9,6 +9,8 @@
 //! belong to; its `drm::Driver` implementation, the table of ioctls, is in `driver`, on top.
 
 use core::marker::PhantomData;
+use std::sync::{Mutex, PoisonError};
+use std::vec::Vec;
 
 use drm_ctx::drm::{self, gem, AnyCtx};
 use drm_ctx::types::ARef;
@@ -17,7 +19,7 @@ use gpuvm::GemObject;
 
 use crate::backend::{Backend, DmaMemory, DmaRegion, Words, PAGE_SIZE};
 use crate::vm::{self, BoBacking, VecSlots};
-use crate::{Error, Result};
+use crate::{uapi, Error, Result};
 
 /// The driver type for a backend.
 pub struct TyrDriver<B>(PhantomData<fn() -> B>);
@@ -56,6 +58,9 @@ pub struct TyrBo<B: Backend> {
     id: u64,
     flags: u32,
     exclusive_vm: u64,
+    /// The label userspace gave the object (`BO_SET_LABEL`), without its NUL; `None` when
+    /// there is none (an empty label is not the same as none).
+    label: Mutex<Option<Vec<u8>>>,
 }
 
 impl<B: Backend> TyrBo<B> {
@@ -111,6 +116,55 @@ impl<B: Backend> TyrBo<B> {
     pub fn id(&self) -> u64 {
         self.id
     }
+
+    /// Replaces the object's label (`None` removes it); the old one is dropped.
+    pub fn set_label(&self, label: Option<Vec<u8>>) {
+        let old = core::mem::replace(
+            &mut *self.label.lock().unwrap_or_else(PoisonError::into_inner),
+            label,
+        );
+        drop(old);
+    }
+
+    /// Runs `f` on the object's label (its bytes without the NUL), or `None` if it has none.
+    pub fn with_label<R>(&self, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+        let label = self.label.lock().unwrap_or_else(PoisonError::into_inner);
+        f(label.as_deref())
+    }
+
+    /// Whether CPU mappings of the object bypass the CPU caches (write-combined), as panthor
+    /// maps every object of a GPU that is not IO-coherent unless it was created with
+    /// `DRM_PANTHOR_BO_WB_MMAP`.
+    pub fn cpu_uncached(&self, io_coherent: bool) -> bool {
+        !io_coherent && self.flags & uapi::DRM_PANTHOR_BO_WB_MMAP == 0
+    }
+
+    /// Checks that `size` bytes at `offset` lie inside the object ([`Error::Invalid`] if not,
+    /// or if the end overflows).
+    pub fn check_range(&self, offset: u64, size: u64) -> Result {
+        match offset.checked_add(size) {
+            Some(end) if end <= self.mem.size() => Ok(()),
+            _ => Err(Error::Invalid),
+        }
+    }
+
+    /// CPU cache maintenance over `size` bytes at `offset`: writes dirty lines back to memory
+    /// and, with `invalidate`, drops them too, through the DMA memory the object lives in.
+    /// Nothing to do for a mapping without CPU caches ([`cpu_uncached`](Self::cpu_uncached))
+    /// or an empty range. [`Error::Invalid`] for a range outside the object.
+    pub fn cpu_sync(&self, offset: u64, size: u64, invalidate: bool, io_coherent: bool) -> Result {
+        self.check_range(offset, size)?;
+        if self.cpu_uncached(io_coherent) || size == 0 {
+            return Ok(());
+        }
+        let len = usize::try_from(size).map_err(|_| Error::Invalid)?;
+        let addr = self.mem.addr + offset;
+        self.dma.sync_for_device(addr, len);
+        if invalidate {
+            self.dma.sync_for_cpu(addr, len);
+        }
+        Ok(())
+    }
 }
 
 impl<B: Backend> Drop for TyrBo<B> {
@@ -140,6 +194,7 @@ impl<B: Backend> gem::DriverObject for TyrBo<B> {
             id: args.id,
             flags: args.flags,
             exclusive_vm: args.exclusive_vm,
+            label: Mutex::new(None),
         })
     }
 }
