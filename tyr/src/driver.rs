@@ -31,7 +31,7 @@ pub use crate::file::{
 };
 pub use crate::fw::FW_INTERFACE_SIZE;
 pub use crate::gem::{BoArgs, BoRef, FwBoRef, McuVm, TyrBo, TyrDevice, TyrDriver, TyrVm};
-pub use crate::ioctl::TIMESTAMP_FREQUENCY;
+pub use crate::ioctl::{mmap, FlushIdPage, Mapping, MmapProt};
 pub use crate::mmu::MCU_AS;
 pub use crate::sched::{DevInner, TyrData};
 
@@ -86,6 +86,13 @@ pub fn probe<B: Backend>(
 
 impl<B: Backend> TyrDriver<B> {
     /// What `DRM_IOCTL_VERSION` reports: panthor's name and uAPI version, so Mesa picks it up.
+    ///
+    /// Minor 5: panthor's 1.1 (TIMESTAMP_INFO), 1.2 (GROUP_PRIORITIES_INFO, REALTIME), 1.3
+    /// (group state INNOCENT), 1.4 (BO_SET_LABEL) and 1.5 (SET_USER_MMIO_OFFSET). Not 1.6: the
+    /// driver does not enable the firmware's global counters (`GLB_COUNTER_EN`), so the later
+    /// minors cannot be claimed either, although their 1.7 items (`BO_WB_MMAP`, BO_SYNC,
+    /// BO_QUERY_INFO, `selected_coherency`) and 1.8 item (TIMESTAMP_INFO flags) are served.
+    /// Tiler heaps, part of 1.0, are missing too (TILER_HEAP_CREATE answers `EINVAL`).
     const DRIVER_INFO: drm::DriverInfo = drm::DriverInfo {
         name: c"panthor",
         desc: c"ARM Mali Tyr DRM driver",
@@ -114,6 +121,12 @@ impl<B: Backend> drm::Driver for TyrDriver<B> {
         (uapi::DRM_IOCTL_PANTHOR_GROUP_DESTROY, uapi::GroupDestroy, ioctl::RENDER_ALLOW, group_destroy::<B>),
         (uapi::DRM_IOCTL_PANTHOR_GROUP_SUBMIT, uapi::GroupSubmit, ioctl::RENDER_ALLOW, group_submit::<B>),
         (uapi::DRM_IOCTL_PANTHOR_GROUP_GET_STATE, uapi::GroupGetState, ioctl::RENDER_ALLOW, group_get_state::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_TILER_HEAP_CREATE, uapi::TilerHeapCreate, ioctl::RENDER_ALLOW, tiler_heap_create::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_TILER_HEAP_DESTROY, uapi::TilerHeapDestroy, ioctl::RENDER_ALLOW, tiler_heap_destroy::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_BO_SET_LABEL, uapi::BoSetLabel, ioctl::RENDER_ALLOW, bo_set_label::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_SET_USER_MMIO_OFFSET, uapi::SetUserMmioOffset, ioctl::RENDER_ALLOW, set_user_mmio_offset::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_BO_SYNC, uapi::BoSync, ioctl::RENDER_ALLOW, bo_sync::<B>),
+        (uapi::DRM_IOCTL_PANTHOR_BO_QUERY_INFO, uapi::BoQueryInfo, ioctl::RENDER_ALLOW, bo_query_info::<B>),
     }
 }
 

@@ -22,6 +22,7 @@ use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
 use drm_ctx::host::syncobj::FenceRef;
+use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
 use jobqueue::host::{HostAlloc, HostFence};
@@ -29,13 +30,13 @@ use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as 
 use register::io::poll::PollClock;
 use register::io::Io;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, PAGE_SIZE};
 use crate::bindq::{BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrVm};
 use crate::job::{job_fence, JobSyncFence};
 use crate::mmu::AsUpdate;
-use crate::regs::{CYCLE_COUNT, TIMESTAMP, TIMESTAMP_OFFSET};
+use crate::regs::{CYCLE_COUNT, LATEST_FLUSH_ID, TIMESTAMP, TIMESTAMP_OFFSET};
 use crate::sched::{self, JobPayload, JOB_INSTRS, JOB_SLOTS, MAX_STREAM_SIZE, RINGBUF_SIZES};
 use crate::uapi::{self, UObj};
 use crate::vm::{self, BindReq, VmLayout};
@@ -44,9 +45,6 @@ use crate::{Error, Result};
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
-/// Timestamp counter frequency reported to userspace, in Hz.
-pub const TIMESTAMP_FREQUENCY: u64 = 24_000_000;
 
 // ---------------------------------------------------------------- user objects
 
@@ -87,7 +85,7 @@ pub(crate) fn get_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32) -> 
         let mut extra = [0u8; 256];
         user.read(ptr + at as u64, &mut extra[..len])?;
         if extra[..len].iter().any(|&b| b != 0) {
-            return Err(Error::Other(-7)); // E2BIG
+            return Err(Error::TooBig);
         }
         at += len;
     }
@@ -198,20 +196,38 @@ pub(crate) fn dev_query<B: Backend>(
             set_uobj(user, args.pointer, args.size, &info)?
         }
         DRM_PANTHOR_DEV_QUERY_GROUP_PRIORITIES_INFO => {
-            let opts = file.options();
-            let mut info = GroupPrioritiesInfo {
-                allowed_mask: 1 << PANTHOR_GROUP_PRIORITY_LOW | 1 << PANTHOR_GROUP_PRIORITY_MEDIUM,
-                pad: [0; 3],
-            };
-            if opts.sys_admin || opts.master {
-                info.allowed_mask |=
-                    1 << PANTHOR_GROUP_PRIORITY_HIGH | 1 << PANTHOR_GROUP_PRIORITY_REALTIME;
+            let mut info = GroupPrioritiesInfo::default();
+            for prio in PANTHOR_GROUP_PRIORITY_LOW..=PANTHOR_GROUP_PRIORITY_REALTIME {
+                if group_priority_permit(file, prio).is_ok() {
+                    info.allowed_mask |= 1 << prio;
+                }
             }
             set_uobj(user, args.pointer, args.size, &info)?
         }
         _ => return Err(DrmError::Invalid),
     }
     Ok(0)
+}
+
+/// Whether the client of `file` may create groups of priority `prio`, as panthor decides:
+/// LOW and MEDIUM for everyone, HIGH and REALTIME for the DRM master only ([`Error::Access`]
+/// otherwise), anything above REALTIME is [`Error::Invalid`].
+///
+/// Panthor also lets a task with `CAP_SYS_NICE` use the high priorities; the host DRM core
+/// records no such capability for a file (its `sys_admin` is `CAP_SYS_ADMIN`, another one), so
+/// here only the master can.
+pub(crate) fn group_priority_permit<B: Backend>(file: &File<B>, prio: u8) -> Result {
+    match prio {
+        uapi::PANTHOR_GROUP_PRIORITY_LOW | uapi::PANTHOR_GROUP_PRIORITY_MEDIUM => Ok(()),
+        uapi::PANTHOR_GROUP_PRIORITY_HIGH | uapi::PANTHOR_GROUP_PRIORITY_REALTIME => {
+            if file.options().master {
+                Ok(())
+            } else {
+                Err(Error::Access)
+            }
+        }
+        _ => Err(Error::Invalid),
+    }
 }
 
 /// Fills a `TIMESTAMP_INFO` query as panthor does (flags 0 asks for what the first version
@@ -239,7 +255,7 @@ fn query_timestamp<B: Backend>(b: &B, info: &mut uapi::TimestampInfo) -> Result 
     let io = b.io();
     let start = b.clock().now();
     info.timestamp_frequency = if flags & DRM_PANTHOR_TIMESTAMP_FREQ != 0 {
-        TIMESTAMP_FREQUENCY
+        b.timestamp_frequency()
     } else {
         0
     };
@@ -511,6 +527,209 @@ pub(crate) fn bo_mmap_offset<B: Backend>(
     Ok(0)
 }
 
+/// Whether the GPU snoops CPU caches (panthor's `ptdev->coherent`); the driver selects no
+/// coherency protocol, so CPU caches need maintenance.
+fn io_coherent<B: Backend>(dev: &TyrDevice<B>) -> bool {
+    dev.gpu_info.raw.selected_coherency != uapi::DRM_PANTHOR_GPU_COHERENCY_NONE
+}
+
+/// Reads a NUL-terminated string of at most `max` bytes (its NUL included) at user address
+/// `ptr`, as `strndup_user` does: [`Error::Fault`] if a byte before the NUL cannot be read,
+/// [`Error::TooBig`] if no NUL comes within `max` bytes. Returns the bytes before the NUL.
+fn read_user_cstr(user: &dyn UserMemory, ptr: u64, max: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for i in 0..max as u64 {
+        let at = ptr.checked_add(i).ok_or(Error::Fault)?;
+        let mut b = [0u8; 1];
+        user.read(at, &mut b)?;
+        if b[0] == 0 {
+            return Ok(out);
+        }
+        out.try_reserve(1).map_err(|_| Error::NoMemory)?;
+        out.push(b[0]);
+    }
+    Err(Error::TooBig)
+}
+
+pub(crate) fn bo_set_label<B: Backend>(
+    _dev: &TyrDevice<B>,
+    args: &mut uapi::BoSetLabel,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let bo = gem::Object::<TyrBo<B>>::lookup_handle(file, args.handle)?;
+    // A null pointer removes the label; an empty string is a label of its own.
+    let label = match args.label {
+        0 => None,
+        ptr => Some(read_user_cstr(
+            file.user(),
+            ptr,
+            uapi::PANTHOR_BO_LABEL_MAXLEN,
+        )?),
+    };
+    bo.set_label(label);
+    Ok(0)
+}
+
+pub(crate) fn set_user_mmio_offset<B: Backend>(
+    _dev: &TyrDevice<B>,
+    args: &mut uapi::SetUserMmioOffset,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    match args.offset {
+        uapi::DRM_PANTHOR_USER_MMIO_OFFSET_32BIT | uapi::DRM_PANTHOR_USER_MMIO_OFFSET_64BIT => {
+            file.inner().set_user_mmio_offset(args.offset);
+            Ok(0)
+        }
+        _ => Err(DrmError::Invalid),
+    }
+}
+
+pub(crate) fn bo_sync<B: Backend>(
+    dev: &TyrDevice<B>,
+    args: &mut uapi::BoSync,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    use uapi::*;
+    if args.ops.count == 0 {
+        return Ok(0);
+    }
+    // Panthor's copy of the array is at most `INT_MAX` bytes (`kvmalloc_array`).
+    let bytes = (args.ops.count as usize).saturating_mul(size_of::<BoSyncOp>());
+    if (args.ops.stride as usize) >= BoSyncOp::MIN_SIZE && bytes > i32::MAX as usize {
+        return Err(DrmError::NoMemory);
+    }
+    let ops: Vec<BoSyncOp> = read_array(file.user(), &args.ops, u32::MAX)?;
+    // Every op is checked before any is applied: a bad one leaves every range untouched.
+    let mut checked = Vec::new();
+    checked
+        .try_reserve(ops.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    for op in &ops {
+        let bo = gem::Object::<TyrBo<B>>::lookup_handle(file, op.handle)?;
+        bo.check_range(op.offset, op.size)?;
+        let invalidate = match op.type_ {
+            DRM_PANTHOR_BO_SYNC_CPU_CACHE_FLUSH => false,
+            DRM_PANTHOR_BO_SYNC_CPU_CACHE_FLUSH_AND_INVALIDATE => true,
+            _ => return Err(DrmError::Invalid),
+        };
+        checked.push((bo, invalidate));
+    }
+    let coherent = io_coherent(dev);
+    for ((bo, invalidate), op) in checked.iter().zip(&ops) {
+        bo.cpu_sync(op.offset, op.size, *invalidate, coherent)?;
+    }
+    Ok(0)
+}
+
+pub(crate) fn bo_query_info<B: Backend>(
+    _dev: &TyrDevice<B>,
+    args: &mut uapi::BoQueryInfo,
+    file: &File<B>,
+) -> DrmResult<u32> {
+    let bo = gem::Object::<TyrBo<B>>::lookup_handle(file, args.handle)?;
+    args.pad = 0;
+    args.create_flags = bo.flags();
+    // The host DRM core imports no dma-buf, so no object comes from another driver.
+    args.extra_flags = 0;
+    Ok(0)
+}
+
+/// `TILER_HEAP_CREATE`: not implemented (the driver has no tiler heaps); `EINVAL`, what the
+/// DRM core answers for a table entry without a handler. The entry exists so that the later
+/// ioctls keep panthor's numbers.
+pub(crate) fn tiler_heap_create<B: Backend>(
+    _dev: &TyrDevice<B>,
+    _args: &mut uapi::TilerHeapCreate,
+    _file: &File<B>,
+) -> DrmResult<u32> {
+    Err(DrmError::Invalid)
+}
+
+/// `TILER_HEAP_DESTROY`: not implemented, as [`tiler_heap_create`].
+pub(crate) fn tiler_heap_destroy<B: Backend>(
+    _dev: &TyrDevice<B>,
+    _args: &mut uapi::TilerHeapDestroy,
+    _file: &File<B>,
+) -> DrmResult<u32> {
+    Err(DrmError::Invalid)
+}
+
+// ---------------------------------------------------------------- mmap
+
+/// Protection and sharing of an `mmap()` request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmapProt {
+    /// `PROT_WRITE`.
+    pub write: bool,
+    /// `PROT_EXEC`.
+    pub exec: bool,
+    /// `MAP_SHARED` (otherwise private).
+    pub shared: bool,
+}
+
+/// What an `mmap()` of the file maps.
+pub enum Mapping<'a, B: Backend> {
+    /// A buffer object (below the file's user MMIO offset).
+    Bo(ARef<gem::Object<TyrBo<B>>>),
+    /// The page holding `LATEST_FLUSH_ID`.
+    FlushId(FlushIdPage<'a, B>),
+}
+
+/// A mapping of the user MMIO page that holds `LATEST_FLUSH_ID`: each read is a read of the
+/// register, as a load through the mapping would be.
+pub struct FlushIdPage<'a, B: Backend> {
+    dev: &'a TyrDevice<B>,
+}
+
+impl<B: Backend> FlushIdPage<'_, B> {
+    /// The first word of the page, `LATEST_FLUSH_ID`; [`Error::NoDevice`] once the device is
+    /// unplugged (where a real mapping would take a bus error).
+    pub fn latest_flush_id(&self) -> Result<u32> {
+        let _entry = self.dev.enter()?;
+        Ok(self.dev.backend.io().read(LATEST_FLUSH_ID).into_raw())
+    }
+}
+
+/// `mmap()` of `len` bytes at file offset `offset` of `fd`, as panthor resolves it: offsets from
+/// the file's user MMIO offset on ([`TyrFile::user_mmio_offset`](crate::file::TyrFile)) are
+/// the user MMIO pages, translated to `DRM_PANTHOR_USER_MMIO_OFFSET`; of those only the flush-ID
+/// page exists, mapped shared, read-only, one page long ([`Error::Invalid`] otherwise). Lower
+/// offsets are buffer objects, which the DRM core maps (`Fd::mmap`).
+///
+/// The host DRM core's own `Fd::mmap` knows only GEM offsets, so this is the driver's mmap
+/// entry point for tests and the Mesa-like client.
+pub fn mmap<'a, B: Backend>(
+    fd: &'a drm_ctx::host::Fd<crate::gem::TyrDriver<B>>,
+    offset: u64,
+    len: usize,
+    prot: MmapProt,
+) -> Result<Mapping<'a, B>> {
+    let file = fd.file();
+    let dev = file.device();
+    let _entry = dev.enter()?;
+    let start = file.inner().user_mmio_offset();
+    if offset < start {
+        return Ok(Mapping::Bo(fd.mmap(offset, len)?));
+    }
+    let offset = (offset - start)
+        .checked_add(uapi::DRM_PANTHOR_USER_MMIO_OFFSET)
+        .ok_or(Error::Invalid)?;
+    if !prot.shared {
+        return Err(Error::Invalid);
+    }
+    match offset {
+        uapi::DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET
+            if len as u64 == PAGE_SIZE && !prot.write && !prot.exec =>
+        {
+            Ok(Mapping::FlushId(FlushIdPage { dev }))
+        }
+        _ => Err(Error::Invalid),
+    }
+}
+
 // ---------------------------------------------------------------- GROUP_*
 
 pub(crate) fn group_create<B: Backend>(
@@ -519,32 +738,23 @@ pub(crate) fn group_create<B: Backend>(
     file: &File<B>,
 ) -> DrmResult<u32> {
     let info = &dev.gpu_info.raw;
-    let prio_ok = match args.priority {
-        uapi::PANTHOR_GROUP_PRIORITY_LOW | uapi::PANTHOR_GROUP_PRIORITY_MEDIUM => true,
-        uapi::PANTHOR_GROUP_PRIORITY_HIGH | uapi::PANTHOR_GROUP_PRIORITY_REALTIME => {
-            let o = file.options();
-            if !(o.sys_admin || o.master) {
-                return Err(DrmError::Access);
-            }
-            true
-        }
-        _ => false,
-    };
+    // Panthor's order: the queue count, the queue array, then the priority.
+    if args.queues.count == 0 || args.queues.count > dev.csif_info.cs_slot_count {
+        return Err(DrmError::Invalid);
+    }
+    let qargs: Vec<uapi::QueueCreate> =
+        read_array(file.user(), &args.queues, dev.csif_info.cs_slot_count)?;
+    group_priority_permit(file, args.priority)?;
     if args.pad != 0
-        || !prio_ok
         || args.compute_core_mask & !info.shader_present != 0
         || args.fragment_core_mask & !info.shader_present != 0
         || args.tiler_core_mask & !info.tiler_present != 0
         || args.compute_core_mask.count_ones() < u32::from(args.max_compute_cores)
         || args.fragment_core_mask.count_ones() < u32::from(args.max_fragment_cores)
         || args.tiler_core_mask.count_ones() < u32::from(args.max_tiler_cores)
-        || args.queues.count == 0
-        || args.queues.count > dev.csif_info.cs_slot_count
     {
         return Err(DrmError::Invalid);
     }
-    let qargs: Vec<uapi::QueueCreate> =
-        read_array(file.user(), &args.queues, dev.csif_info.cs_slot_count)?;
     for q in &qargs {
         if q.pad != [0; 3]
             || q.priority > 15
