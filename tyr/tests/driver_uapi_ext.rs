@@ -660,8 +660,75 @@ fn timestamp_info_reads_the_gpu_counters() {
 
     // Unknown flags and CPU clock types: EINVAL, the user buffer untouched.
     for bad in [1 << 8, 3 << 1, 7 << 1, 1 << 31] {
-        assert_eq!(timestamp_info(&rig, bad), Err(EINVAL), "{bad:#x}");
+        let info = TimestampInfo {
+            flags: bad,
+            ..Default::default()
+        };
+        let bytes = ioctl::as_bytes(&info).to_vec();
+        assert_eq!(timestamp_raw(&rig, &bytes), (EINVAL, bytes), "{bad:#x}");
     }
+    // Sizes: below the first version's 16 bytes is EINVAL; a longer structure must have a zero
+    // tail (E2BIG otherwise, untouched) and gets it back zeroed.
+    let first = timestamp_raw(&rig, &[0; 8]);
+    assert_eq!(first, (EINVAL, vec![0; 8]));
+    let mut long = vec![0u8; 64];
+    long[60] = 1;
+    assert_eq!(timestamp_raw(&rig, &long), (E2BIG, long.clone()));
+    long[60] = 0;
+    let (e, back) = timestamp_raw(&rig, &long);
+    assert_eq!(e, 0);
+    assert_eq!(back[56..], [0; 8]);
+    let info: TimestampInfo = ioctl::from_bytes(&back[..56]).unwrap();
+    assert_eq!(
+        info.timestamp_frequency, 19_200_000,
+        "flags 0: the first version's fields"
+    );
+    // The first version's 16 bytes: frequency and current timestamp only.
+    let (e, back) = timestamp_raw(&rig, &[0; 16]);
+    assert_eq!(e, 0);
+    assert_eq!(back[..8], 19_200_000u64.to_ne_bytes());
+    assert_ne!(back[8..16], [0; 8]);
+}
+
+/// TIMESTAMP_INFO with a user buffer holding `bytes` (its size is the query's); the errno and
+/// the buffer after the call.
+fn timestamp_raw(rig: &Rig, bytes: &[u8]) -> (i32, Vec<u8>) {
+    let mem = rig.client.mem();
+    let ptr = mem.alloc_bytes(bytes).unwrap();
+    let mut q = DevQuery {
+        type_: DRM_PANTHOR_DEV_QUERY_TIMESTAMP_INFO,
+        size: bytes.len() as u32,
+        pointer: ptr,
+    };
+    let e = rig.ioctl(DRM_IOCTL_PANTHOR_DEV_QUERY, &mut q);
+    (e, mem.read_vec(ptr, bytes.len()).unwrap())
+}
+
+#[test]
+fn group_priorities_info_sizes() {
+    let rig = rig();
+    let mem = rig.client.mem();
+    // Below the structure's 4 bytes: EINVAL, nothing written.
+    let p = mem.alloc_bytes(&[0xaa; 3]).unwrap();
+    let mut q = DevQuery {
+        type_: DRM_PANTHOR_DEV_QUERY_GROUP_PRIORITIES_INFO,
+        size: 3,
+        pointer: p,
+    };
+    assert_eq!(rig.ioctl(DRM_IOCTL_PANTHOR_DEV_QUERY, &mut q), EINVAL);
+    assert_eq!(mem.read_vec(p, 3).unwrap(), [0xaa; 3]);
+    // Longer: the mask, then zeros.
+    let p = mem.alloc_bytes(&[0xaa; 12]).unwrap();
+    q.size = 12;
+    q.pointer = p;
+    assert_eq!(rig.ioctl(DRM_IOCTL_PANTHOR_DEV_QUERY, &mut q), 0);
+    let mut want = [0u8; 12];
+    want[0] = 0b0011;
+    assert_eq!(mem.read_vec(p, 12).unwrap(), want);
+    // An unmapped buffer.
+    q.pointer = 0x10;
+    q.size = 4;
+    assert_eq!(rig.ioctl(DRM_IOCTL_PANTHOR_DEV_QUERY, &mut q), EFAULT);
 }
 
 // ---------------------------------------------------------------- group priorities
