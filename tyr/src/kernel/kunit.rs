@@ -68,6 +68,94 @@ mod tests {
         Ok(())
     }
 
+    /// The firmware interface region as a VM sees it: one contiguous block of DMA memory.
+    #[derive(Clone)]
+    struct FwRegion(crate::backend::DmaRegion);
+
+    impl gpuvm::GemObject for FwRegion {
+        fn id(&self) -> u64 {
+            self.0.addr
+        }
+
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+
+        fn resv_id(&self) -> u64 {
+            0
+        }
+    }
+
+    impl crate::vm::BoBacking for FwRegion {
+        fn dma_addr(&self) -> u64 {
+            self.0.addr
+        }
+    }
+
+    /// Fixed `gpuvm` slot arrays: the firmware VM holds one mapping.
+    struct ArraySlots;
+
+    impl crate::vm::VmSlots<FwRegion> for ArraySlots {
+        type Vas = [gpuvm::VaSlot<()>; 4];
+        type Bos = [gpuvm::BoSlot<FwRegion>; 2];
+        type Ops = [gpuvm::OpEntry; 8];
+
+        fn vas() -> Self::Vas {
+            core::array::from_fn(|_| gpuvm::VaSlot::new())
+        }
+
+        fn bos() -> Self::Bos {
+            core::array::from_fn(|_| gpuvm::BoSlot::new())
+        }
+
+        fn ops() -> Self::Ops {
+            [gpuvm::OpEntry::default(); 8]
+        }
+    }
+
+    #[test]
+    fn firmware_boots_through_the_drivers_page_tables() -> Result {
+        use crate::backend::PAGE_SIZE;
+        use crate::vm::{BindReq, NoMmu, Vm, VmLayout};
+        use crate::{fw, mmu, uapi};
+        use mali_sim::AccessType;
+
+        let b = KernelBackend::g610()?;
+        let info = gpu::probe(&b)?;
+        let size = fw::FW_INTERFACE_SIZE as u64;
+        let region = b.dma().alloc((size / PAGE_SIZE) as usize, PAGE_SIZE)?;
+        let obj = FwRegion(region);
+        let layout = VmLayout::new(info.va_bits(), 0)?;
+        let mut vm =
+            Vm::<_, FwRegion, ArraySlots>::new(1, b.dma().clone(), layout, info.pa_bits())?;
+        let map = BindReq::Map {
+            va: fw::MCU_SHARED_REGION_START,
+            size,
+            obj: &obj,
+            offset: 0,
+            flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
+        };
+        vm.bind(&[map], &mut NoMmu).map_err(|(_, e)| e)?;
+        mmu::enable(&b, mmu::MCU_AS, &vm.as_regs()?)?;
+        // The simulated MMU walks the tables io-pgtable wrote into the simulator's memory.
+        let va = fw::MCU_SHARED_REGION_START + 0x3000;
+        let pa = b
+            .device()
+            .with(|g| g.translate(mmu::MCU_AS, va, AccessType::Read))
+            .map_err(|_| EFAULT)?;
+        assert_eq!(pa.0, region.addr + 0x3000);
+        // The MCU starts and publishes its interface in the region.
+        let csif = fw::boot(&b, region.addr, size)?;
+        // What the simulated firmware publishes (its own constants, not the driver's).
+        assert_eq!(csif.csg_slot_count as usize, mali_sim::csf::NUM_CSGS);
+        assert!(csif.cs_slot_count >= 1);
+        mmu::disable(&b, mmu::MCU_AS, false)?;
+        drop(vm);
+        // SAFETY: Nothing maps or uses the region any more.
+        unsafe { b.dma().free(region) };
+        Ok(())
+    }
+
     struct Counter(AtomicU64);
 
     impl Events for Counter {
