@@ -16,8 +16,10 @@
 //! - Time is the simulator's ([`SimClock`]): poll loops read it and their sleeps advance it, so
 //!   a reset or a power transition completes exactly when the simulated hardware says.
 //! - DMA memory comes from the simulator's physical memory ([`SimDma`]).
-//! - Deferred work runs on the kernel's system workqueue ([`KernelExec`]): waking the executor
-//!   queues a work item that calls the driver's [`Events::work`].
+//! - Interrupts and deferred work are served by one work item on the kernel's system workqueue,
+//!   the [`EventPump`], the kernel's executor of the simulated GPU as the event thread is the
+//!   host's: it calls the driver's interrupt handler while a line is asserted, its work when
+//!   the executor is woken or a deadline has come, and otherwise steps the simulator.
 //! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
 //!
 //! The floors that still need `std` (scheduling, bind queues, the ioctl layer) are not built
@@ -37,7 +39,9 @@ use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
 use mali_sim::kernel::{KernelFrames, KernelLocks};
-use mali_sim::{Config, Gpu, IrqLine as SimIrqLine, PhysAddr, PhysMemory, SimError, SimMemory};
+use mali_sim::{
+    Config, Gpu, IrqLine as SimIrqLine, PhysAddr, PhysMemory, Progress, SimError, SimMemory,
+};
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
@@ -96,13 +100,17 @@ fn sim_err(e: SimError) -> Error {
     Error::from_errno(e.to_errno())
 }
 
-/// Register accesses to the simulated GPU.
+/// Register accesses to the simulated GPU. A write may start something in the simulated
+/// hardware (a reset, a power transition, a doorbell), so it queues the event pump.
 #[derive(Clone)]
-pub struct SimModel(Arc<SimDevice>);
+pub struct SimModel {
+    device: Arc<SimDevice>,
+    pump: Arc<EventPump>,
+}
 
 impl DeviceModel for SimModel {
     fn read(&self, offset: usize, width: AccessWidth) -> u64 {
-        self.0.with(|gpu| match width {
+        self.device.with(|gpu| match width {
             AccessWidth::U32 => u64::from(gpu.read32(offset)),
             AccessWidth::U64 => {
                 let lo = u64::from(gpu.read32(offset));
@@ -117,7 +125,7 @@ impl DeviceModel for SimModel {
     }
 
     fn write(&self, offset: usize, width: AccessWidth, value: u64) {
-        self.0.with(|gpu| match width {
+        self.device.with(|gpu| match width {
             AccessWidth::U32 => gpu.write32(offset, value as u32),
             AccessWidth::U64 => {
                 // Low half first, as the kernel's `gpu_write64` does.
@@ -132,7 +140,11 @@ impl DeviceModel for SimModel {
                 let new = (old & !mask) | (((value as u32) << shift) & mask);
                 gpu.write32(offset & !3, new);
             }
-        })
+        });
+        // Only while the driver has events to run: until then nothing would be served.
+        if self.pump.events.lock().is_some() {
+            EventPump::schedule(self.pump.clone());
+        }
     }
 }
 
@@ -201,34 +213,86 @@ unsafe impl DmaMemory for SimDma {
     fn sync_for_device(&self, _addr: u64, _len: usize) {}
 }
 
-/// The work item behind [`KernelExec`]: calls the driver's deferred work.
+/// What the event pump owes the driver besides interrupts.
+struct PumpState {
+    /// The executor was woken: the driver's work runs next.
+    pending: bool,
+    /// The earliest deadline asked for with `wake_at`, in simulated nanoseconds.
+    timer: Option<u64>,
+}
+
+/// How many turns the event pump takes before it queues itself again and lets the workqueue
+/// run other work.
+const PUMP_BUDGET: usize = 256;
+
+/// The executor of the simulated GPU in the kernel: a work item on the system workqueue that
+/// does what the host backend's event thread does.
+///
+/// Each turn it calls the driver's interrupt handler ([`Events::irq`]) while a line of the
+/// simulated GPU is asserted, then the driver's work ([`Events::work`]) if the executor was
+/// woken or a deadline of `wake_at` has come, and otherwise steps the simulator
+/// ([`Gpu::step`]) to its next event or to that deadline, so simulated time jumps ahead as it
+/// does on the host. When the simulator is idle and nothing is owed the work item ends; a
+/// wake-up, a deadline or a register write queues it again.
 #[pin_data]
-pub struct ExecWork {
+pub struct EventPump {
     #[pin]
-    work: Work<ExecWork, 1>,
+    work: Work<EventPump, 1>,
     #[pin]
     events: SpinLock<Option<Arc<dyn Events>>>,
+    #[pin]
+    state: SpinLock<PumpState>,
+    device: Arc<SimDevice>,
     runs: AtomicU64,
 }
 
 impl_has_work! {
-    impl HasWork<Self, 1> for ExecWork { self.work }
+    impl HasWork<Self, 1> for EventPump { self.work }
 }
 
-impl WorkItem<1> for ExecWork {
-    type Pointer = Arc<ExecWork>;
+impl WorkItem<1> for EventPump {
+    type Pointer = Arc<EventPump>;
 
-    fn run(this: Arc<ExecWork>) {
+    fn run(this: Arc<EventPump>) {
         this.runs.fetch_add(1, Ordering::Relaxed);
-        // Called outside the lock: the driver's work may wake the executor again.
-        let events = this.events.lock().clone();
-        if let Some(events) = events {
-            events.work();
+        for _ in 0..PUMP_BUDGET {
+            // The driver's callbacks run without any of the pump's locks held: they may write
+            // registers and wake the executor, which queue the pump again.
+            let Some(events) = this.events.lock().clone() else {
+                return;
+            };
+            if this.device.with(|gpu| !gpu.asserted_lines().is_empty()) {
+                events.irq();
+                continue;
+            }
+            let now = this.device.with(|gpu| gpu.now_ns());
+            let owed = {
+                let mut s = this.state.lock();
+                if s.timer.is_some_and(|t| t <= now) {
+                    s.timer = None;
+                    s.pending = true;
+                }
+                core::mem::take(&mut s.pending)
+            };
+            if owed {
+                events.work();
+                continue;
+            }
+            drop(events);
+            let timer = this.state.lock().timer;
+            if let Progress::Idle = this.device.with(|gpu| gpu.step(timer)) {
+                let s = this.state.lock();
+                // Anything that came in since was queued with the pump; nothing did: done.
+                if !s.pending && s.timer.is_none() {
+                    return;
+                }
+            }
         }
+        EventPump::schedule(this);
     }
 }
 
-impl ExecWork {
+impl EventPump {
     const VTABLE: RawWakerVTable = RawWakerVTable::new(
         Self::w_clone,
         Self::w_wake,
@@ -237,15 +301,21 @@ impl ExecWork {
     );
 
     fn schedule(this: Arc<Self>) {
-        // Already queued: that run will see whatever this wake-up was for.
+        // Already queued (not yet running): that run will see what this call was for. A run
+        // under way does not count as queued, so nothing is lost.
         let _ = workqueue::system().enqueue::<Arc<Self>, 1>(this);
+    }
+
+    fn wake(this: Arc<Self>) {
+        this.state.lock().pending = true;
+        Self::schedule(this);
     }
 
     /// # Safety
     ///
-    /// `data` came from `Arc::into_raw` of an `Arc<ExecWork>` that is still owned by a waker.
+    /// `data` came from `Arc::into_raw` of an `Arc<EventPump>` that is still owned by a waker.
     unsafe fn w_clone(data: *const ()) -> RawWaker {
-        // SAFETY: The caller's guarantee: `data` is a live `Arc<ExecWork>` we do not own.
+        // SAFETY: The caller's guarantee: `data` is a live `Arc<EventPump>` we do not own.
         let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
         let extra: Arc<Self> = borrowed.into();
         RawWaker::new(Arc::into_raw(extra).cast(), &Self::VTABLE)
@@ -253,10 +323,10 @@ impl ExecWork {
 
     /// # Safety
     ///
-    /// `data` came from `Arc::into_raw` of an `Arc<ExecWork>` owned by the waker consumed here.
+    /// `data` came from `Arc::into_raw` of an `Arc<EventPump>` owned by the waker consumed here.
     unsafe fn w_wake(data: *const ()) {
         // SAFETY: The caller's guarantee: the waker's reference is handed to us.
-        Self::schedule(unsafe { Arc::from_raw(data.cast()) });
+        Self::wake(unsafe { Arc::from_raw(data.cast()) });
     }
 
     /// # Safety
@@ -265,7 +335,7 @@ impl ExecWork {
     unsafe fn w_wake_by_ref(data: *const ()) {
         // SAFETY: The caller's guarantee.
         let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
-        Self::schedule(borrowed.into());
+        Self::wake(borrowed.into());
     }
 
     /// # Safety
@@ -277,37 +347,44 @@ impl ExecWork {
     }
 }
 
-/// The backend's executor: its waker queues [`ExecWork`] on the system workqueue.
-///
-/// Deadlines ([`jobqueue::Executor::wake_at`]) are not armed yet: the job queues that ask for
-/// them live in the scheduling floor, which does not build in the kernel yet.
+/// The backend's executor: its waker and deadlines drive the [`EventPump`].
 #[derive(Clone)]
 pub struct KernelExec {
-    work: Arc<ExecWork>,
+    pump: Arc<EventPump>,
     waker: Waker,
 }
 
 impl KernelExec {
-    fn new() -> Result<Self> {
-        let work = Arc::pin_init(
-            pin_init!(ExecWork {
-                work <- new_work!("tyr::kernel::ExecWork::work"),
-                events <- new_spinlock!(None, "tyr::kernel::ExecWork::events"),
+    fn new(device: Arc<SimDevice>) -> Result<Self> {
+        let pump = Arc::pin_init(
+            pin_init!(EventPump {
+                work <- new_work!("tyr::kernel::EventPump::work"),
+                events <- new_spinlock!(None, "tyr::kernel::EventPump::events"),
+                state <- new_spinlock!(
+                    PumpState { pending: false, timer: None },
+                    "tyr::kernel::EventPump::state"
+                ),
+                device,
                 runs: AtomicU64::new(0),
             }),
             GFP_KERNEL,
         )
         .map_err(|_| Error::NoMemory)?;
-        let data = Arc::into_raw(work.clone()).cast::<()>();
-        // SAFETY: `data` is an `Arc<ExecWork>` reference now owned by the waker, and the vtable's
-        // functions treat it as such.
-        let waker = unsafe { Waker::from_raw(RawWaker::new(data, &ExecWork::VTABLE)) };
-        Ok(KernelExec { work, waker })
+        let data = Arc::into_raw(pump.clone()).cast::<()>();
+        // SAFETY: `data` is an `Arc<EventPump>` reference now owned by the waker, and the
+        // vtable's functions treat it as such.
+        let waker = unsafe { Waker::from_raw(RawWaker::new(data, &EventPump::VTABLE)) };
+        Ok(KernelExec { pump, waker })
     }
 
-    /// How many times the work item has run.
+    /// How many times the pump's work item has run.
     pub fn runs(&self) -> u64 {
-        self.work.runs.load(Ordering::Relaxed)
+        self.pump.runs.load(Ordering::Relaxed)
+    }
+
+    /// Queues the pump: something may have changed in the simulated GPU.
+    fn kick(&self) {
+        EventPump::schedule(self.pump.clone());
     }
 }
 
@@ -316,7 +393,14 @@ impl jobqueue::Executor for KernelExec {
         &self.waker
     }
 
-    fn wake_at(&self, _deadline: jobqueue::Instant) {}
+    fn wake_at(&self, deadline: jobqueue::Instant) {
+        {
+            let mut s = self.pump.state.lock();
+            let at = deadline.as_nanos();
+            s.timer = Some(s.timer.map_or(at, |t| t.min(at)));
+        }
+        self.kick();
+    }
 }
 
 /// [`Backend`] over the simulated Mali-G610 compiled into the kernel.
@@ -348,11 +432,15 @@ impl KernelBackend {
         )
         .map_err(|_| Error::NoMemory)?;
         let device = Arc::new(SimDevice { gpu }, GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+        let exec = KernelExec::new(device.clone())?;
         Ok(KernelBackend {
-            io: ModelRegion::new(SimModel(device.clone())),
+            io: ModelRegion::new(SimModel {
+                device: device.clone(),
+                pump: exec.pump.clone(),
+            }),
             clock: SimClock(device.clone()),
             dma: SimDma(mem),
-            exec: KernelExec::new()?,
+            exec,
             device,
         })
     }
@@ -371,10 +459,16 @@ impl KernelBackend {
         &self.device
     }
 
-    /// Has `events` called for the executor's wake-ups (replacing any earlier one), or stops
-    /// calling them with `None`. A run already under way finishes with the events it took.
+    /// Has the event pump call `events` (replacing any earlier one) for the simulated GPU's
+    /// interrupts and the executor's wake-ups, or stop calling them with `None`. A call
+    /// already under way finishes with the events it took.
     pub fn set_events(&self, events: Option<Arc<dyn Events>>) {
-        *self.exec.work.events.lock() = events;
+        let start = events.is_some();
+        *self.exec.pump.events.lock() = events;
+        if start {
+            // A line may be asserted already.
+            self.exec.kick();
+        }
     }
 }
 
