@@ -174,14 +174,19 @@ pub fn debug_register(
     d.finish()
 }
 
-/// Declares `F{hi}_{lo}<S>`, the `Bounded` type of field `hi:lo` of storage `S`, for every `hi`
-/// and `lo` below 64: `Bounded<S, {hi - lo + 1}>`, and `Bounded<S, 1>` where `lo > hi` (as
-/// [`field_width`]; that error is reported by the declaration check).
+/// Declares, for every field `hi:lo` with `hi` and `lo` below 64, the items that `register!`
+/// names (building the names with `paste!`) instead of computing them in each declaration:
 ///
-/// A register's field types name these aliases (`register!` builds the name with `paste!`)
-/// instead of computing `field_width(hi, lo)` in an anonymous constant per field: each such
-/// constant is a body that rustc type-checks, borrow-checks and evaluates in every crate that
-/// declares registers, where an alias written with a literal width costs nothing.
+/// - `F{hi}_{lo}<S>`, the field's type `Bounded<S, {hi - lo + 1}>` (`Bounded<S, 1>` where
+///   `lo > hi`, as [`field_width`]);
+/// - `M{hi}_{lo}`, its mask in a `u64` (0 where `lo > hi`, as [`field_mask`]);
+/// - `R{hi}_{lo}`, its bit range `lo..=hi`.
+///
+/// Where `lo > hi` the declaration check reports the field. A field's type used to be an
+/// anonymous constant `{ field_width(hi, lo) }` and its `X_MASK` and `X_RANGE` function calls
+/// (`field_mask`, `RangeInclusive::new`); each was a body that rustc type-checks, builds and
+/// borrow-checks in the declaring crate, once per field. A constant whose body only names
+/// another constant costs a fraction of that, and the table is built once, in this crate.
 ///
 /// `@valid` walks `lo` down from 63 and keeps the fields with that `lo` as two lists that it
 /// extends at their ends: the `hi`s (`lo` prepended) and the widths (the next width appended),
@@ -198,6 +203,10 @@ macro_rules! field_types {
             $(
                 #[allow(missing_docs)]
                 pub type [<F $hi _ $lo>]<S> = Bounded<S, $w>;
+                #[allow(missing_docs)]
+                pub const [<M $hi _ $lo>]: u64 = (u64::MAX >> (63 - $hi)) & (u64::MAX << $lo);
+                #[allow(missing_docs)]
+                pub const [<R $hi _ $lo>]: crate::FieldBits = $lo..=$hi;
             )*
         }
     };
@@ -207,11 +216,18 @@ macro_rules! field_types {
             $(
                 #[allow(missing_docs)]
                 pub type [<F $hi _ $lo>]<S> = Bounded<S, 1>;
+                pub use self::{INVALID_MASK as [<M $hi _ $lo>], INVALID_RANGE as [<R $hi _ $lo>]};
             )*
         }
         field_types!(@invalid [$($lo)*]);
     };
 }
+
+/// `X_MASK` of a field with `lo > hi` (as `field_mask`; the declaration check reports it).
+pub const INVALID_MASK: u64 = 0;
+/// `X_RANGE` of a field with `lo > hi` (the declaration check reports it): empty on purpose.
+#[allow(clippy::reversed_empty_ranges)]
+pub const INVALID_RANGE: crate::FieldBits = 1..=0;
 
 field_types!(@valid
     [63 62 61 60 59 58 57 56 55 54 53 52 51 50 49 48 47 46 45 44 43 42 41 40 39 38 37 36 35 34 33 32
@@ -578,7 +594,7 @@ pub const fn check_const_index(reg: &str, index: usize, size: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{field_width, paste, Bounded, Integer};
+    use super::{field_mask, field_width, paste, Bounded, Integer};
     use core::marker::PhantomData;
 
     /// The width `N` of a `Bounded` type.
@@ -586,16 +602,26 @@ mod tests {
         N
     }
 
-    /// `(hi, lo, width of F{hi}_{lo})` for each `lo` of the list and the given `hi`.
+    /// `(hi, lo, width of F{hi}_{lo}, M{hi}_{lo}, R{hi}_{lo})` for each `lo` of the list and the
+    /// given `hi`.
     macro_rules! row {
         ($hi:tt [$($lo:tt)*]) => {
-            paste! { [$(($hi, $lo, width(PhantomData::<super::[<F $hi _ $lo>]<u64>>))),*] }
+            paste! {
+                [$((
+                    $hi,
+                    $lo,
+                    width(PhantomData::<super::[<F $hi _ $lo>]<u64>>),
+                    super::[<M $hi _ $lo>],
+                    super::[<R $hi _ $lo>],
+                )),*]
+            }
         };
     }
 
-    /// `F{hi}_{lo}` is `Bounded<S, field_width(hi, lo)>` for all 4096 pairs below 64.
+    /// `F{hi}_{lo}` is `Bounded<S, field_width(hi, lo)>`, `M{hi}_{lo}` is `field_mask(hi, lo)`
+    /// and `R{hi}_{lo}` is `lo..=hi` (empty where `lo > hi`), for all 4096 pairs below 64.
     #[test]
-    fn field_types_have_the_field_width() {
+    fn field_table_matches_field_width_and_mask() {
         macro_rules! all {
             ([$($hi:tt)*] $los:tt) => { [$(row!($hi $los)),*] };
         }
@@ -609,9 +635,15 @@ mod tests {
         );
         let mut checked = 0;
         for (hi, row) in table.iter().enumerate() {
-            for (lo, &(h, l, w)) in row.iter().enumerate() {
+            for (lo, (h, l, w, m, r)) in row.iter().cloned().enumerate() {
                 assert_eq!((h, l), (hi as u32, lo as u32));
                 assert_eq!(w, field_width(h, l), "F{h}_{l}");
+                assert_eq!(m, field_mask(h, l), "M{h}_{l}");
+                if l <= h {
+                    assert_eq!(r, (l as u8)..=(h as u8), "R{h}_{l}");
+                } else {
+                    assert!(r.is_empty(), "R{h}_{l}");
+                }
                 checked += 1;
             }
         }

@@ -432,6 +432,7 @@ macro_rules! register {
                     $crate::__register_field!(
                         $mode [$vis $name $store] [$(#[$fattr])*] $hi $lo $field [<__ $name __ $field>]
                         [<$field:upper _RANGE>] [<$field:upper _MASK>] [<$field:upper _SHIFT>]
+                        [<M $hi _ $lo>] [<R $hi _ $lo>]
                         [<with_ $field>] [<set_ $field>] [<with_const_ $field>]
                         [<try_with_ $field>] [<try_set_ $field>]
                         ($(?=> $try_ty)? $(=> $into_ty)?)
@@ -970,11 +971,11 @@ macro_rules! __register_field {
     // First-series mode: the Linux 7.2 accessors, then the first-series names.
     (
         [first_series] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal
-        $lo:literal $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $lo:literal $field:ident $fty:ident $range:ident $mask:ident $shift:ident $mv:ident $rv:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident ($($conv:tt)*)
     ) => {
         $crate::__register_field!(
-            [] [$vis $name $store] [$(#[$fattr])*] $hi $lo $field $fty $range $mask $shift
+            [] [$vis $name $store] [$(#[$fattr])*] $hi $lo $field $fty $range $mask $shift $mv $rv
             $with $set $with_const $try_with $try_set ($($conv)*)
         );
         $crate::__register_field!(
@@ -1027,13 +1028,13 @@ macro_rules! __register_field {
     // A plain field: a `Bounded` of the field's width.
     (
         [] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
-        $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $field:ident $fty:ident $range:ident $mask:ident $shift:ident $mv:ident $rv:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident ()
     ) => {
         /// Bit range of the field.
-        $vis const $range: $crate::FieldBits = $lo..=$hi;
+        $vis const $range: $crate::FieldBits = $crate::__private::$rv;
         /// Mask of the field in the register.
-        $vis const $mask: $store = $crate::__private::field_mask($hi, $lo) as $store;
+        $vis const $mask: $store = $crate::__private::$mv as $store;
         /// Position of the lowest bit of the field.
         $vis const $shift: u32 = $lo;
 
@@ -1084,13 +1085,13 @@ macro_rules! __register_field {
     // A field converted infallibly (`=> Type`).
     (
         [] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
-        $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $field:ident $fty:ident $range:ident $mask:ident $shift:ident $mv:ident $rv:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident (=> $ty:ty)
     ) => {
         /// Bit range of the field.
-        $vis const $range: $crate::FieldBits = $lo..=$hi;
+        $vis const $range: $crate::FieldBits = $crate::__private::$rv;
         /// Mask of the field in the register.
-        $vis const $mask: $store = $crate::__private::field_mask($hi, $lo) as $store;
+        $vis const $mask: $store = $crate::__private::$mv as $store;
         /// Position of the lowest bit of the field.
         $vis const $shift: u32 = $lo;
 
@@ -1111,13 +1112,13 @@ macro_rules! __register_field {
     // A field converted fallibly (`?=> Type`).
     (
         [] [$vis:vis $name:ident $store:ty] [$(#[$fattr:meta])*] $hi:literal $lo:literal
-        $field:ident $fty:ident $range:ident $mask:ident $shift:ident
+        $field:ident $fty:ident $range:ident $mask:ident $shift:ident $mv:ident $rv:ident
         $with:ident $set:ident $with_const:ident $try_with:ident $try_set:ident (?=> $ty:ty)
     ) => {
         /// Bit range of the field.
-        $vis const $range: $crate::FieldBits = $lo..=$hi;
+        $vis const $range: $crate::FieldBits = $crate::__private::$rv;
         /// Mask of the field in the register.
-        $vis const $mask: $store = $crate::__private::field_mask($hi, $lo) as $store;
+        $vis const $mask: $store = $crate::__private::$mv as $store;
         /// Position of the lowest bit of the field.
         $vis const $shift: u32 = $lo;
 
