@@ -878,3 +878,74 @@ fn every_panthor_ioctl_has_its_number() {
     assert_eq!(rig.ioctl(ioctl::DRM_IOCTL_VERSION, &mut v), 0);
     assert_eq!((v.version_major, v.version_minor), (1, 5));
 }
+
+// ---------------------------------------------------------------- BO_SYNC against a model
+
+mod bo_sync_model {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One op: which BO (0: write-back, 3 pages; 1: write-combined, 1 page; 2: no such
+    /// handle), the type, and the range.
+    type Op = (usize, u32, u64, u64);
+
+    fn op() -> impl Strategy<Value = Op> {
+        (
+            0usize..3,
+            prop_oneof![8 => 0u32..2, 1 => 2u32..5, 1 => Just(u32::MAX)],
+            prop_oneof![8 => 0u64..3 * 4096, 1 => Just(u64::MAX - 8)],
+            prop_oneof![8 => 0u64..3 * 4096 + 16, 1 => Just(u64::MAX)],
+        )
+    }
+
+    fn cases() -> ProptestConfig {
+        let mut cfg = ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 128 });
+        cfg.failure_persistence = None;
+        cfg
+    }
+
+    proptest! {
+        #![proptest_config(cases())]
+
+        /// Any mix of valid and invalid ops: the first bad op's errno and nothing synced, or
+        /// exactly the write-back ranges asked for, in order.
+        #[test]
+        fn bo_sync_matches_the_model(ops in proptest::collection::vec(op(), 1..6)) {
+            let rig = rig();
+            let wb = rig.bo_create(3 * 4096, DRM_PANTHOR_BO_WB_MMAP).unwrap();
+            let wc = rig.bo_create(4096, 0).unwrap();
+            let sizes = [3 * 4096u64, 4096];
+            let pa = rig.bo(wb).dma_addr();
+            let mut expect = Vec::new();
+            let mut errno = 0;
+            let mut uapi_ops = Vec::new();
+            for &(bo, type_, offset, size) in &ops {
+                let handle = [wb, wc, wc + 100][bo];
+                uapi_ops.push(sync_op(handle, type_, offset, size));
+                if errno != 0 {
+                    continue;
+                }
+                let in_range = offset.checked_add(size).is_some_and(|e| bo < 2 && e <= sizes[bo]);
+                errno = if bo == 2 {
+                    ENOENT
+                } else if !in_range || type_ > 1 {
+                    EINVAL
+                } else {
+                    0
+                };
+                if errno == 0 && bo == 0 && size > 0 {
+                    expect.push(rec(SyncDir::ForDevice, pa + offset, size as usize));
+                    if type_ == DRM_PANTHOR_BO_SYNC_CPU_CACHE_FLUSH_AND_INVALIDATE {
+                        expect.push(rec(SyncDir::ForCpu, pa + offset, size as usize));
+                    }
+                }
+            }
+            if errno != 0 {
+                expect.clear();
+            }
+            let n = sync_count(&rig);
+            prop_assert_eq!(bo_sync(&rig, &uapi_ops), errno);
+            prop_assert_eq!(syncs_since(&rig, n), expect);
+        }
+    }
+}
