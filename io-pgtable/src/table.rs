@@ -726,11 +726,31 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             if lvl == leaf_lvl {
                 let n = pgcount.min(tbl.len() - idx);
                 let slots = &tbl[idx..idx + n];
+                let leaf_ty = pte::leaf_type(lvl, Self::mali());
                 let mut cleared = 0;
+                // Whole groups of leaves first: the AND and the OR of a group's descriptors
+                // tell whether every one is a leaf (each has all the type bits of a leaf and
+                // none has another), and then the group is cleared without a test per entry.
+                // A group with an empty entry or a table descriptor is left to the loop below.
+                for group in slots.chunks_exact(UNMAP_GROUP) {
+                    let (mut all, mut any) = (u64::MAX, 0u64);
+                    for s in group {
+                        let v = s.load(Ordering::Relaxed);
+                        all &= v;
+                        any |= v;
+                    }
+                    if all & leaf_ty != leaf_ty || any & pte::TYPE_MASK & !leaf_ty != 0 {
+                        break;
+                    }
+                    for s in group {
+                        s.store(0, Ordering::Relaxed);
+                    }
+                    cleared += UNMAP_GROUP;
+                }
                 let mut frees = FreeBatch::new();
-                // One pass: each leaf is read and cleared; only a table descriptor (at most
-                // a few, where tables were left empty) takes the slow path.
-                for (i, s) in slots.iter().enumerate() {
+                // Then entry by entry: each leaf is read and cleared; only a table descriptor
+                // (at most a few, where tables were left empty) takes the slow path.
+                for (i, s) in slots.iter().enumerate().skip(cleared) {
                     let v = s.load(Ordering::Relaxed);
                     if v == 0 {
                         break;
@@ -1002,6 +1022,9 @@ unsafe fn fill_private(table: TableMem, first: usize, n: usize, desc: u64, paddr
         pa = pa.wrapping_add(size);
     }
 }
+
+/// Leaves an unmap checks and clears as one group.
+const UNMAP_GROUP: usize = 8;
 
 /// Mask of bits `0..n` (n may be 64).
 const fn low_mask(n: u32) -> u64 {

@@ -605,3 +605,75 @@ fn noncoherent_walker_needs_an_allocator_that_syncs() {
     // A coherent walker reads what the CPU wrote: accepted.
     assert!(PageTable::<Arm64LpaeS1, _>::new(cfg.coherent(true), &mem, NoFlush).is_ok());
 }
+
+/// Unmap checks and clears leaves a group at a time: a hole or an emptied subtable anywhere in
+/// or across groups must still stop it (or take its slow path) at exactly that entry.
+#[test]
+fn unmap_stops_at_a_hole_wherever_it_lies_in_a_group() {
+    for hole in 0..40usize {
+        let mem = HostAllocator::new(Granule::Size4K, 8);
+        let rec = Rec::default();
+        let mut pt = s1(&mem, &rec, 48);
+        let base = 7 * SZ_2M;
+        pt.map_pages(base, 0x4000_0000, SZ_4K, 40, RW).1.unwrap();
+        let at = base + hole as u64 * SZ_4K;
+        assert_eq!(pt.unmap_pages(at, SZ_4K, 1, None), Ok(SZ_4K));
+        // From the start: everything before the hole, nothing of what follows it.
+        assert_eq!(
+            pt.unmap_pages(base, SZ_4K, 40, None),
+            Ok(hole as u64 * SZ_4K),
+            "hole at {hole}"
+        );
+        for i in 0..40u64 {
+            let mapped = pt.iova_to_phys(base + i * SZ_4K).is_some();
+            assert_eq!(mapped, i > hole as u64, "hole at {hole}, page {i}");
+        }
+        // The rest, after the hole.
+        let rest = 39 - hole as u64;
+        if rest > 0 {
+            assert_eq!(
+                pt.unmap_pages(at + SZ_4K, SZ_4K, rest as usize, None),
+                Ok(rest * SZ_4K)
+            );
+        }
+        assert!((0..40).all(|i| pt.iova_to_phys(base + i * SZ_4K).is_none()));
+    }
+}
+
+/// The same for 2M blocks, with a table descriptor (an emptied level-3 table) in a group:
+/// the unmap takes it and its subtree away too, as the entry-by-entry path always did.
+#[test]
+fn unmap_of_blocks_takes_an_empty_table_inside_a_group() {
+    let mem = HostAllocator::new(Granule::Size4K, 16);
+    let rec = Rec::default();
+    let mut pt = s1(&mem, &rec, 48);
+    let base = 3 * SZ_1G;
+    // Blocks 0..16 except 5, where a 4K page is mapped and unmapped again: an empty table.
+    for i in (0..16u64).filter(|&i| i != 5) {
+        pt.map_pages(base + i * SZ_2M, i * SZ_2M, SZ_2M, 1, RW)
+            .1
+            .unwrap();
+    }
+    pt.map_pages(base + 5 * SZ_2M, 0, SZ_4K, 1, RW).1.unwrap();
+    assert_eq!(pt.unmap_pages(base + 5 * SZ_2M, SZ_4K, 1, None), Ok(SZ_4K));
+    let tables = mem.in_use();
+    assert_eq!(pt.unmap_pages(base, SZ_2M, 16, None), Ok(16 * SZ_2M));
+    assert_eq!(mem.in_use(), tables - 1);
+    assert!((0..16).all(|i| pt.iova_to_phys(base + i * SZ_2M).is_none()));
+}
+
+/// Mali leaves are block-typed at every level: the group test must take them as leaves (and
+/// still stop at a hole).
+#[test]
+fn mali_unmap_clears_groups_and_stops_at_a_hole() {
+    let mem = HostAllocator::new(Granule::Size4K, 8);
+    let rec = Rec::default();
+    let cfg = Config::new(SZ_4K | SZ_2M | SZ_1G, 32, 40).coherent(true);
+    let mut pt = PageTable::<ArmMaliLpae, _, _>::new(cfg, &mem, &rec).unwrap();
+    pt.map_pages(0, 0x10_0000, SZ_4K, 24, RW).1.unwrap();
+    assert_eq!(pt.unmap_pages(19 * SZ_4K, SZ_4K, 1, None), Ok(SZ_4K));
+    assert_eq!(pt.unmap_pages(0, SZ_4K, 24, None), Ok(19 * SZ_4K));
+    assert_eq!(pt.iova_to_phys(20 * SZ_4K), Some(0x10_0000 + 20 * SZ_4K));
+    assert_eq!(pt.unmap_pages(20 * SZ_4K, SZ_4K, 4, None), Ok(4 * SZ_4K));
+    assert!((0..24).all(|i| pt.iova_to_phys(i * SZ_4K).is_none()));
+}
