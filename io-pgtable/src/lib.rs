@@ -90,24 +90,26 @@
 //! random steps per format): both with tables DMA-mapped for one device and synced for a
 //! non-coherent walker, the sides alternating over three rounds, the best of each counting.
 //! Under QEMU without KVM this compares the two under identical conditions, not on hardware.
-//! Ratio = C time / Rust time, one run each (as of commit `f20b888`): `cargo xtask
+//! Ratio = C time / Rust time, one run each (as of commit `7e85968`): `cargo xtask
 //! kernel-test` (lockdep and DMA-API debugging, host clock), `cargo xtask kernel-bench` (no
 //! checkers, QEMU's instruction counter as the clock) and `kernel-bench --wall-clock`:
 //!
 //! | operation                                | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
 //! |------------------------------------------|------------:|----------------------------:|--------------------------:|
-//! | map 1 GiB as 4K pages                    | 1.35x       | 2.15x                       | 1.31x                     |
-//! | unmap 1 GiB of 4K pages                  | 1.19x       | 1.63x                       | 1.45x                     |
-//! | map 1 GiB as 2M blocks                   | 1.17x       | 2.21x                       | 1.06x                     |
-//! | unmap 1 GiB of 2M blocks                 | 1.24x       | 1.64x                       | 1.35x                     |
-//! | map + unmap one 4K page (tables present) | 0.91x       | 0.80x                       | 0.61x                     |
+//! | map 1 GiB as 4K pages                    | 1.19x       | 2.15x                       | 1.31x                     |
+//! | unmap 1 GiB of 4K pages                  | 1.47x       | 3.10x                       | 1.18x                     |
+//! | map 1 GiB as 2M blocks                   | 0.97x       | 2.21x                       | 1.16x                     |
+//! | unmap 1 GiB of 2M blocks                 | 1.34x       | 3.10x                       | 1.12x                     |
+//! | map + unmap one 4K page (tables present) | 0.87x       | 0.78x                       | 0.65x                     |
 //!
 //! Writing and syncing each descriptor once is more than half of a bulk 4K map on both sides
 //! (the suite's `floor:` line), which bounds the time ratio. In the kernel `DmaTableAlloc`
 //! finds a table's CPU view by one addition while its tables lie at one distance from their
 //! DMA addresses (as C's `__va()`), through its index of live tables otherwise, and syncs the
-//! table the page-table code names without a lookup. The single page still costs this crate
-//! 1064 instructions per map + unmap against C's 852.
+//! table the page-table code names without a lookup. An unmap checks and clears leaves eight
+//! at a time. The host-clock columns come from a loaded host and move between runs; the
+//! instruction counts do not. The single page still costs this crate 1089 instructions per
+//! map + unmap against C's 852.
 
 #![no_std]
 
