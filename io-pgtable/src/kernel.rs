@@ -256,6 +256,14 @@ impl DmaTableAlloc {
         None
     }
 
+    /// The CPU view of the live table at `dev`, found through the index.
+    #[inline(never)]
+    fn table_cpu_indexed(&self, dev: u64) -> NonNull<AtomicU64> {
+        self.containing(dev)
+            .filter(|(base, _, _)| *base == dev)
+            .map_or(NonNull::dangling(), |(_, cpu, _)| cpu.cast())
+    }
+
     /// Records a new live table at device address `dma`; `false` (nothing recorded) when
     /// `max` tables are live.
     fn insert(&self, k: u64, dma: u64, cpu: NonNull<u8>) -> bool {
@@ -386,6 +394,9 @@ unsafe impl TableAlloc for DmaTableAlloc {
         }
     }
 
+    // Every step of a walk asks: the common case, one addition, is inlined into the walk, and
+    // the index lookup stays out of line (a kernel build pays for every call).
+    #[inline]
     fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
         if self.linear.load(Ordering::Acquire) == LINEAR {
             // Every live table lies at `delta` from its device address (type invariants), so
@@ -395,9 +406,7 @@ unsafe impl TableAlloc for DmaTableAlloc {
             return NonNull::new(core::ptr::with_exposed_provenance_mut::<AtomicU64>(cpu))
                 .unwrap_or(NonNull::dangling());
         }
-        self.containing(dev)
-            .filter(|(base, _, _)| *base == dev)
-            .map_or(NonNull::dangling(), |(_, cpu, _)| cpu.cast())
+        self.table_cpu_indexed(dev)
     }
 
     fn sync_for_device(&self, dev: u64, len: usize) {
