@@ -27,8 +27,9 @@
 //! 5. The handler runs on the kernel copy; the copy is written back even if the handler failed,
 //!    and a fault on the way out is `EFAULT`.
 //!
-//! The core ioctls `DRM_IOCTL_VERSION`, `DRM_IOCTL_GEM_CLOSE` and the binary-syncobj calls
-//! ([`syncobj`]: create, destroy, wait, reset, signal) are implemented; the other core numbers
+//! The core ioctls `DRM_IOCTL_VERSION`, `DRM_IOCTL_GEM_CLOSE` and the syncobj calls
+//! ([`syncobj`]: create, destroy, wait, reset, signal, and for timelines timeline wait, query,
+//! transfer, timeline signal) are implemented; the other core numbers (among them `GET_CAP`)
 //! are `EINVAL`.
 
 pub(crate) mod idr;
@@ -230,6 +231,10 @@ enum Target<T: Driver + 'static> {
     SyncobjWait,
     SyncobjReset,
     SyncobjSignal,
+    SyncobjTimelineWait,
+    SyncobjQuery,
+    SyncobjTransfer,
+    SyncobjTimelineSignal,
 }
 
 /// Copies `value` into a user buffer the way `DRM_IOCTL_VERSION` does: as much as fits, and the
@@ -306,6 +311,26 @@ impl<T: Driver> Fd<T> {
                     ioctl::RENDER_ALLOW,
                     Target::SyncobjSignal,
                 ),
+                0xCA => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjTimelineWait,
+                ),
+                0xCB => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_QUERY,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjQuery,
+                ),
+                0xCC => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_TRANSFER,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjTransfer,
+                ),
+                0xCD => (
+                    syncobj::DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL,
+                    ioctl::RENDER_ALLOW,
+                    Target::SyncobjTimelineSignal,
+                ),
                 _ => return Err(Error::Invalid),
             }
         };
@@ -351,6 +376,18 @@ impl<T: Driver> Fd<T> {
                 }),
                 Target::SyncobjSignal => typed(karg, |a| {
                     syncobj::reset_or_signal(self.file.syncobjs(), self.file.user(), a, true)
+                }),
+                Target::SyncobjTimelineWait => typed(karg, |a| {
+                    syncobj::timeline_wait(self.file.syncobjs(), self.file.user(), a)
+                }),
+                Target::SyncobjQuery => typed(karg, |a| {
+                    syncobj::query(self.file.syncobjs(), self.file.user(), a)
+                }),
+                Target::SyncobjTransfer => {
+                    typed(karg, |a| syncobj::transfer(self.file.syncobjs(), a))
+                }
+                Target::SyncobjTimelineSignal => typed(karg, |a| {
+                    syncobj::timeline_signal(self.file.syncobjs(), self.file.user(), a)
                 }),
             }
         });

@@ -5,26 +5,46 @@
 //! A syncobj is a per-file handle that holds at most one fence. Drivers replace the fence when
 //! a job that signals the syncobj is submitted, and read it when a job waits on the syncobj;
 //! userspace creates and destroys syncobjs, waits on them and signals them through the core
-//! ioctls below. Only binary syncobjs exist here (no timeline points).
+//! ioctls below.
 //!
-//! | ioctl                      | number | what it does                                       |
-//! |----------------------------|--------|----------------------------------------------------|
-//! | `DRM_IOCTL_SYNCOBJ_CREATE` | `0xBF` | new handle, empty or already signalled             |
-//! | `DRM_IOCTL_SYNCOBJ_DESTROY`| `0xC0` | drops the handle (its fence lives on where used)   |
-//! | `DRM_IOCTL_SYNCOBJ_WAIT`   | `0xC3` | waits for all or any, with an absolute deadline    |
-//! | `DRM_IOCTL_SYNCOBJ_RESET`  | `0xC4` | removes the fences                                 |
-//! | `DRM_IOCTL_SYNCOBJ_SIGNAL` | `0xC5` | replaces the fences with signalled ones            |
+//! A syncobj is also a timeline: adding a point ([`SyncobjTable::add_point`], or the
+//! `TIMELINE_SIGNAL` and `TRANSFER` ioctls) makes it hold a chain of `(point, fence)` links
+//! ([`ChainNode`], the kernel's `dma_fence_chain`), the newest one first. A point has signalled
+//! once its fence and those of every earlier point have; links whose fence has signalled are
+//! unlinked as the chain is walked, so a timeline does not grow while its points signal. The
+//! fence a timeline syncobj holds (what [`SyncobjTable::fence`] returns and a binary wait waits
+//! for) is its newest link. A binary reset or signal replaces the chain as a whole, as in the
+//! kernel.
+//!
+//! | ioctl                              | number | what it does                                  |
+//! |------------------------------------|--------|-----------------------------------------------|
+//! | `DRM_IOCTL_SYNCOBJ_CREATE`         | `0xBF` | new handle, empty or already signalled        |
+//! | `DRM_IOCTL_SYNCOBJ_DESTROY`        | `0xC0` | drops the handle (its fence lives on where used) |
+//! | `DRM_IOCTL_SYNCOBJ_WAIT`           | `0xC3` | waits for all or any, with an absolute deadline |
+//! | `DRM_IOCTL_SYNCOBJ_RESET`          | `0xC4` | removes the fences (and timelines)            |
+//! | `DRM_IOCTL_SYNCOBJ_SIGNAL`         | `0xC5` | replaces the fences with signalled ones       |
+//! | `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`  | `0xCA` | waits for points, or for them to be submitted |
+//! | `DRM_IOCTL_SYNCOBJ_QUERY`          | `0xCB` | newest signalled (or submitted) point         |
+//! | `DRM_IOCTL_SYNCOBJ_TRANSFER`       | `0xCC` | copies a point's fence to a syncobj or point  |
+//! | `DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`| `0xCD` | adds signalled points                         |
 //!
 //! Deadlines are absolute times of [`monotonic_ns`], the host's `CLOCK_MONOTONIC`. A wait that
-//! runs out of time fails with `ETIME` (`-62`); one on a syncobj without a fence fails with
-//! `EINVAL` unless `WAIT_FOR_SUBMIT` asks to wait for one; an error a fence signalled with
-//! is not reported by the wait (as in the kernel: the wait only tells that fences signalled).
-//! A wait is about the syncobjs its handles named when it started: destroying a handle does not
-//! end it (nothing can attach a fence to that syncobj any more). A wait for submission sleeps
-//! until a fence is attached. As in the kernel, a handle that names no syncobj is `ENOENT` for
-//! wait, reset and signal, and unplugging the device does not end a wait that has started: it
-//! ends when its fences signal or its deadline passes (the driver signals every fence of an
-//! unplugged device, with an error).
+//! runs out of time fails with `ETIME` (`-62`); one on a point without a fence (no fence, a
+//! binary syncobj asked for a point, or a point above the newest) fails with `EINVAL` unless
+//! `WAIT_FOR_SUBMIT` or `WAIT_AVAILABLE` asks to wait for one; `WAIT_AVAILABLE` is satisfied by
+//! the fence being there. A wait with no handles succeeds at once; `WAIT_DEADLINE` is accepted
+//! and its hint ignored. An error a fence signalled with is not reported by the wait (as in the
+//! kernel: the wait only tells that fences signalled). A wait is about the syncobjs its handles
+//! named when it started: destroying a handle does not end it (nothing can attach a fence to
+//! that syncobj any more). A wait for submission sleeps until a fence is attached. As in the
+//! kernel, a handle that names no syncobj is `ENOENT` for every call but destroy (`EINVAL`), and
+//! unplugging the device does not end a wait that has started: it ends when its fences signal or
+//! its deadline passes (the driver signals every fence of an unplugged device, with an error).
+//! Calls that change several syncobjs change all or none of them. At most [`MAX_HANDLES`]
+//! handles per call (`EINVAL` beyond).
+//!
+//! Every allocation of these paths reports `ENOMEM` but one: a chain link is an `Arc`
+//! ([`ChainPoint::new`]), and Rust's `Arc` cannot be allocated fallibly.
 
 use core::any::Any;
 use core::task::Waker;
@@ -36,6 +56,11 @@ use std::{
     time::{Duration, Instant},
     vec::Vec,
 };
+
+mod chain;
+
+use chain::Contained;
+pub use chain::{live_chain_links, ChainNode, ChainPoint};
 
 use super::{idr::Idr, WakerList};
 use crate::{
@@ -85,24 +110,47 @@ pub trait SyncFence: Send + Sync + 'static {
 /// drop(Registration::done()); // nothing to take back
 /// ```
 #[must_use = "dropping the registration takes the waker off the fence again"]
-pub struct Registration(Option<Box<dyn FnOnce() + Send>>);
+pub struct Registration {
+    remove: Option<Box<dyn FnOnce() + Send>>,
+    /// Registrations on the fences a composite fence (a timeline's chain) is made of.
+    parts: Vec<Registration>,
+}
 
 impl Registration {
     /// A registration whose drop runs `remove`, which takes the waker off the fence.
     pub fn new(remove: impl FnOnce() + Send + 'static) -> Self {
-        Self(Some(Box::new(remove)))
+        Self {
+            remove: Some(Box::new(remove)),
+            parts: Vec::new(),
+        }
     }
 
     /// A registration with nothing to take back: the waker was woken at once, or the fence
     /// keeps nothing queued.
     pub fn done() -> Self {
-        Self(None)
+        Self {
+            remove: None,
+            parts: Vec::new(),
+        }
+    }
+
+    /// A registration made of others (a fence made of several fences): dropping it drops them.
+    pub fn many(parts: Vec<Registration>) -> Self {
+        Self {
+            remove: None,
+            parts,
+        }
+    }
+
+    /// Whether anything is still queued (false for [`done`](Self::done)).
+    pub fn is_queued(&self) -> bool {
+        self.remove.is_some() || self.parts.iter().any(Registration::is_queued)
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        if let Some(remove) = self.0.take() {
+        if let Some(remove) = self.remove.take() {
             remove();
         }
     }
@@ -111,7 +159,7 @@ impl Drop for Registration {
 impl core::fmt::Debug for Registration {
     fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         out.debug_struct("Registration")
-            .field("queued", &self.0.is_some())
+            .field("queued", &self.is_queued())
             .finish()
     }
 }
@@ -280,6 +328,135 @@ impl SyncobjTable {
         Ok(())
     }
 
+    /// Sets a chain link aside for [`add_point`](Self::add_point) (`dma_fence_chain_alloc`).
+    pub fn alloc_point(&self) -> Result<ChainPoint> {
+        ChainPoint::new()
+    }
+
+    /// Adds point `point` holding `fence` to the timeline of a syncobj, in the link `link` set
+    /// aside for it (`drm_syncobj_add_point`); [`Error::NotFound`] for an unknown handle (the
+    /// link is then freed), nothing else fails.
+    ///
+    /// The syncobj then holds the new link, a fence that signals once `fence` and every earlier
+    /// point have. As in the kernel a point not above the newest one is still added: it starts a
+    /// new context and carries the newest point's number, so queries report 0 or that number
+    /// for it and waits for points below it see only the new link.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use drm_ctx::host::syncobj::{SyncobjTable, DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT};
+    /// use std::sync::Arc;
+    /// # use drm_ctx::host::syncobj::SignalledFence;
+    ///
+    /// let t = SyncobjTable::default();
+    /// let h = t.create(None).unwrap();
+    /// let link = t.alloc_point().unwrap(); // while preparing: may fail
+    /// t.add_point(h, link, Arc::new(SignalledFence), 3).unwrap(); // at commit
+    /// assert_eq!(t.query(h, false), Ok(3));
+    /// assert!(t.find_fence(h, 2, 0).unwrap().status().is_some());
+    /// assert!(t.find_fence(h, 4, 0).is_err()); // not submitted
+    /// ```
+    pub fn add_point(&self, handle: u32, link: ChainPoint, fence: FenceRef, point: u64) -> Result {
+        self.add_contained(handle, link, Contained::One(fence), point)
+    }
+
+    fn add_contained(
+        &self,
+        handle: u32,
+        link: ChainPoint,
+        contained: Contained,
+        point: u64,
+    ) -> Result {
+        let prev = {
+            let mut o = self.lock();
+            let s = o.idr.get_mut(handle).ok_or(Error::NotFound)?;
+            let prev = s.fence.take();
+            s.fence = Some(link.init(prev.clone(), contained, point));
+            prev
+        };
+        self.waiters.wake_all();
+        if let Some(p) = prev {
+            chain::collect(&p);
+        }
+        Ok(())
+    }
+
+    /// Adds a signalled point to each syncobj of `handles` (`TIMELINE_SIGNAL`): all or none
+    /// ([`Error::NotFound`] if a handle is unknown).
+    fn signal_points(&self, handles: &[u32], points: &[u64], links: Vec<ChainPoint>) -> Result {
+        let mut prevs: Vec<Option<FenceRef>> = Vec::new();
+        prevs
+            .try_reserve_exact(handles.len())
+            .map_err(|_| Error::NoMemory)?;
+        {
+            let mut o = self.lock();
+            if handles.iter().any(|h| o.idr.get(*h).is_none()) {
+                return Err(Error::NotFound);
+            }
+            for ((h, p), link) in handles.iter().zip(points).zip(links) {
+                if let Some(s) = o.idr.get_mut(*h) {
+                    let prev = s.fence.take();
+                    s.fence = Some(link.init(prev.clone(), Contained::One(signalled()), *p));
+                    prevs.push(prev);
+                }
+            }
+        }
+        self.waiters.wake_all();
+        for p in prevs.iter().flatten() {
+            chain::collect(p);
+        }
+        Ok(())
+    }
+
+    /// The fence of point `point` of a syncobj (`drm_syncobj_find_fence`): for point 0 the
+    /// fence it holds, otherwise the link of the earliest point at or above `point` (a
+    /// signalled fence if that point has signalled).
+    ///
+    /// [`Error::NotFound`] for an unknown handle; [`Error::Invalid`] for flags other than
+    /// [`DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT`], or if there is no such fence (none, or the
+    /// point not submitted yet). With `WAIT_FOR_SUBMIT` it waits up to 5 seconds for the fence
+    /// to be attached instead, then fails with `ETIME`.
+    pub fn find_fence(&self, handle: u32, point: u64, flags: u32) -> Result<FenceRef> {
+        let (id, fence) = self.lookup(handle).ok_or(Error::NotFound)?;
+        if flags & !DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0 {
+            return Err(Error::Invalid);
+        }
+        if let Some(f) = fence_at(fence, point) {
+            return Ok(f);
+        }
+        if flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT == 0 {
+            return Err(Error::Invalid);
+        }
+        let deadline = monotonic_ns().saturating_add(WAIT_FOR_SUBMIT_TIMEOUT_NS);
+        let waker = Waker::from(Arc::new(Unpark(thread::current())));
+        let _entry = self.waiters.add(&waker)?;
+        loop {
+            // A syncobj destroyed meanwhile gets no fence any more: wait out the deadline, as
+            // the kernel does.
+            if let Some((same, f)) = self.lookup(handle) {
+                if same == id {
+                    if let Some(f) = fence_at(f, point) {
+                        return Ok(f);
+                    }
+                }
+            }
+            let now = monotonic_ns();
+            if now >= deadline {
+                return Err(Error::Other(ETIME));
+            }
+            thread::park_timeout(Duration::from_nanos((deadline - now) as u64));
+        }
+    }
+
+    /// The point `SYNCOBJ_QUERY` reports for a syncobj: 0 unless it holds a timeline; the
+    /// newest point with `last_submitted`, otherwise the newest signalled one.
+    /// [`Error::NotFound`] for an unknown handle.
+    pub fn query(&self, handle: u32, last_submitted: bool) -> Result<u64> {
+        let f = self.fence(handle)?;
+        Ok(chain::query(f.as_ref(), last_submitted))
+    }
+
     /// Number of syncobjs.
     pub fn len(&self) -> usize {
         self.lock().idr.len()
@@ -309,6 +486,13 @@ pub const DRM_SYNCOBJ_CREATE_SIGNALED: u32 = 1 << 0;
 pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL: u32 = 1 << 0;
 /// Flag of `SYNCOBJ_WAIT`: a syncobj without a fence is waited on until one is attached.
 pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT: u32 = 1 << 1;
+/// Flag of `SYNCOBJ_TIMELINE_WAIT`: a point counts as soon as it has a fence (submitted), not
+/// when that signals; a point without one is waited for.
+pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE: u32 = 1 << 2;
+/// Flag of the waits: `deadline_nsec` is a hint for the fences (accepted and ignored here).
+pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_DEADLINE: u32 = 1 << 3;
+/// Flag of `SYNCOBJ_QUERY`: report the newest point submitted rather than signalled.
+pub const DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED: u32 = 1 << 0;
 
 /// Argument of `DRM_IOCTL_SYNCOBJ_CREATE`.
 #[repr(C)]
@@ -362,7 +546,64 @@ pub struct DrmSyncobjArray {
     pub pad: u32,
 }
 
-// SAFETY: All four are `repr(C)` integers without padding; any bit pattern is valid.
+/// Argument of `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjTimelineWait {
+    /// User address of an array of `u32` handles.
+    pub handles: u64,
+    /// User address of an array of `u64` points, one per handle (0: the whole syncobj); a
+    /// null address reads as all zero.
+    pub points: u64,
+    /// Absolute deadline in [`monotonic_ns`] time.
+    pub timeout_nsec: i64,
+    /// Number of handles.
+    pub count_handles: u32,
+    /// `DRM_SYNCOBJ_WAIT_FLAGS_*`.
+    pub flags: u32,
+    /// Out: index of the first signalled syncobj (see [`DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`]).
+    pub first_signaled: u32,
+    /// Not checked (as in the kernel).
+    pub pad: u32,
+    /// Deadline hint (ignored here).
+    pub deadline_nsec: u64,
+}
+
+/// Argument of `DRM_IOCTL_SYNCOBJ_QUERY` and `DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjTimelineArray {
+    /// User address of an array of `u32` handles.
+    pub handles: u64,
+    /// User address of an array of `u64` points: written by a query, read by a signal (a null
+    /// address reads as all zero).
+    pub points: u64,
+    /// Number of handles.
+    pub count_handles: u32,
+    /// [`DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED`] or 0 for a query, 0 for a signal.
+    pub flags: u32,
+}
+
+/// Argument of `DRM_IOCTL_SYNCOBJ_TRANSFER`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrmSyncobjTransfer {
+    /// The syncobj whose fence is transferred.
+    pub src_handle: u32,
+    /// The syncobj that receives it.
+    pub dst_handle: u32,
+    /// The point of the source (0: its fence as a whole).
+    pub src_point: u64,
+    /// The point added to the destination (0: the fence replaces the destination's).
+    pub dst_point: u64,
+    /// [`DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT`] or 0.
+    pub flags: u32,
+    /// Must be zero.
+    pub pad: u32,
+}
+
+// SAFETY: These argument structures are `repr(C)` integers without padding; any bit pattern
+// is valid.
 unsafe impl IoctlArg for DrmSyncobjCreate {}
 // SAFETY: As above.
 unsafe impl IoctlArg for DrmSyncobjDestroy {}
@@ -370,6 +611,12 @@ unsafe impl IoctlArg for DrmSyncobjDestroy {}
 unsafe impl IoctlArg for DrmSyncobjWait {}
 // SAFETY: As above.
 unsafe impl IoctlArg for DrmSyncobjArray {}
+// SAFETY: As above (8 + 8 + 8 + 4 * 4 + 8 bytes, naturally aligned).
+unsafe impl IoctlArg for DrmSyncobjTimelineWait {}
+// SAFETY: As above (8 + 8 + 4 + 4 bytes).
+unsafe impl IoctlArg for DrmSyncobjTimelineArray {}
+// SAFETY: As above (4 + 4 + 8 + 8 + 4 + 4 bytes).
+unsafe impl IoctlArg for DrmSyncobjTransfer {}
 
 /// `DRM_IOCTL_SYNCOBJ_CREATE`.
 pub const DRM_IOCTL_SYNCOBJ_CREATE: u32 = IOWR::<DrmSyncobjCreate>(0xBF);
@@ -381,9 +628,26 @@ pub const DRM_IOCTL_SYNCOBJ_WAIT: u32 = IOWR::<DrmSyncobjWait>(0xC3);
 pub const DRM_IOCTL_SYNCOBJ_RESET: u32 = IOWR::<DrmSyncobjArray>(0xC4);
 /// `DRM_IOCTL_SYNCOBJ_SIGNAL`.
 pub const DRM_IOCTL_SYNCOBJ_SIGNAL: u32 = IOWR::<DrmSyncobjArray>(0xC5);
+/// `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`.
+///
+/// Waits for a point of each syncobj (`points`), all of them or any of them, until an absolute
+/// deadline. `first_signaled` is, as the kernel reports it, the index of the syncobj that
+/// ended a wait-any, and for a wait-all the first one already signalled on entry (`u32::MAX` if
+/// none was).
+pub const DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT: u32 = IOWR::<DrmSyncobjTimelineWait>(0xCA);
+/// `DRM_IOCTL_SYNCOBJ_QUERY`.
+pub const DRM_IOCTL_SYNCOBJ_QUERY: u32 = IOWR::<DrmSyncobjTimelineArray>(0xCB);
+/// `DRM_IOCTL_SYNCOBJ_TRANSFER`.
+pub const DRM_IOCTL_SYNCOBJ_TRANSFER: u32 = IOWR::<DrmSyncobjTransfer>(0xCC);
+/// `DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`.
+pub const DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL: u32 = IOWR::<DrmSyncobjTimelineArray>(0xCD);
 
 /// Largest number of handles one call takes (keeps the kernel copy bounded).
 pub const MAX_HANDLES: u32 = 1 << 16;
+
+/// How long [`SyncobjTable::find_fence`] with `WAIT_FOR_SUBMIT` waits for a fence (5 s, as in
+/// the kernel).
+pub const WAIT_FOR_SUBMIT_TIMEOUT_NS: i64 = 5_000_000_000;
 
 fn read_handles(user: &dyn UserMemory, addr: u64, count: u32) -> Result<Vec<u32>> {
     if count == 0 || count > MAX_HANDLES {
@@ -396,10 +660,55 @@ fn read_handles(user: &dyn UserMemory, addr: u64, count: u32) -> Result<Vec<u32>
         .map_err(|_| Error::NoMemory)?;
     bytes.resize(n * 4, 0);
     user.read(addr, &mut bytes)?;
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Error::NoMemory)?;
+    out.extend(
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+    );
+    Ok(out)
+}
+
+/// Reads `count` points from `addr` (all zero for a null address, as the kernel reads them).
+fn read_points(user: &dyn UserMemory, addr: u64, count: usize) -> Result<Vec<u64>> {
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(count * 8)
+        .map_err(|_| Error::NoMemory)?;
+    bytes.resize(count * 8, 0);
+    if addr != 0 {
+        user.read(addr, &mut bytes)?;
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(count).map_err(|_| Error::NoMemory)?;
+    out.extend(bytes.chunks_exact(8).map(|c| {
+        let mut b = [0; 8];
+        b.copy_from_slice(c);
+        u64::from_le_bytes(b)
+    }));
+    Ok(out)
+}
+
+/// Looks every handle up (identity and fence); [`Error::NotFound`] if one is unknown.
+fn lookup_all(table: &SyncobjTable, handles: &[u32]) -> Result<Vec<(u64, Option<FenceRef>)>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(handles.len())
+        .map_err(|_| Error::NoMemory)?;
+    for h in handles {
+        out.push(table.lookup(*h).ok_or(Error::NotFound)?);
+    }
+    Ok(out)
+}
+
+/// The fence a syncobj holding `fence` has for `point`, if it has one: a signalled fence if
+/// the point has signalled already.
+fn fence_at(fence: Option<FenceRef>, point: u64) -> Option<FenceRef> {
+    match chain::find_seqno(fence?, point) {
+        Ok(Some(f)) => Some(f),
+        Ok(None) => Some(signalled()),
+        Err(_) => None,
+    }
 }
 
 pub(super) fn create(table: &SyncobjTable, arg: &mut DrmSyncobjCreate) -> Result<u32> {
@@ -438,6 +747,69 @@ pub(super) fn reset_or_signal(
     Ok(0)
 }
 
+/// `DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`: a signalled point on each syncobj.
+pub(super) fn timeline_signal(
+    table: &SyncobjTable,
+    user: &dyn UserMemory,
+    arg: &DrmSyncobjTimelineArray,
+) -> Result<u32> {
+    if arg.flags != 0 {
+        return Err(Error::Invalid);
+    }
+    let handles = read_handles(user, arg.handles, arg.count_handles)?;
+    lookup_all(table, &handles)?;
+    let points = read_points(user, arg.points, handles.len())?;
+    let mut links = Vec::new();
+    links
+        .try_reserve_exact(handles.len())
+        .map_err(|_| Error::NoMemory)?;
+    for _ in &handles {
+        links.push(table.alloc_point()?);
+    }
+    table.signal_points(&handles, &points, links)?;
+    Ok(0)
+}
+
+/// `DRM_IOCTL_SYNCOBJ_QUERY`: the newest signalled (or submitted) point of each syncobj.
+pub(super) fn query(
+    table: &SyncobjTable,
+    user: &dyn UserMemory,
+    arg: &DrmSyncobjTimelineArray,
+) -> Result<u32> {
+    if arg.flags & !DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED != 0 {
+        return Err(Error::Invalid);
+    }
+    let handles = read_handles(user, arg.handles, arg.count_handles)?;
+    let found = lookup_all(table, &handles)?;
+    let last = arg.flags & DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED != 0;
+    for (i, (_, fence)) in found.iter().enumerate() {
+        let point = chain::query(fence.as_ref(), last);
+        let at = arg.points.checked_add(i as u64 * 8).ok_or(Error::Fault)?;
+        user.write(at, &point.to_le_bytes())?;
+    }
+    Ok(0)
+}
+
+/// `DRM_IOCTL_SYNCOBJ_TRANSFER`: the fence of a point (or of a binary syncobj) becomes
+/// another syncobj's fence (`dst_point == 0`) or a point of its timeline.
+pub(super) fn transfer(table: &SyncobjTable, arg: &DrmSyncobjTransfer) -> Result<u32> {
+    if arg.pad != 0 {
+        return Err(Error::Invalid);
+    }
+    if !table.contains(arg.dst_handle) {
+        return Err(Error::NotFound);
+    }
+    let fence = table.find_fence(arg.src_handle, arg.src_point, arg.flags)?;
+    if arg.dst_point == 0 {
+        table.replace(arg.dst_handle, Some(fence))?;
+    } else {
+        let contained = chain::flatten(fence)?;
+        let link = table.alloc_point()?;
+        table.add_contained(arg.dst_handle, link, contained, arg.dst_point)?;
+    }
+    Ok(0)
+}
+
 /// Wakes the waiting thread.
 struct Unpark(Thread);
 
@@ -453,19 +825,20 @@ impl Wake for Unpark {
 
 static WAIT_PASSES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-/// How many times `SYNCOBJ_WAIT`s of this process have looked at their syncobjs (a diagnostic:
-/// a wait looks once on entry and once per wake-up).
+/// How many times `SYNCOBJ_WAIT`s and `SYNCOBJ_TIMELINE_WAIT`s of this process have looked at
+/// their syncobjs (a diagnostic: a wait looks once on entry and once per wake-up).
 pub fn wait_passes() -> u64 {
     WAIT_PASSES.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 /// What a wait knows about one of its syncobjs.
 enum Slot {
-    /// It holds this fence.
+    /// The fence of its point.
     Fence(FenceRef),
-    /// It held no fence when last looked at; the syncobj is the one with this identity.
-    Empty(u64),
-    /// It held no fence and was destroyed (or its handle reused): no fence can come any more.
+    /// It had no fence for the point when last looked at; the syncobj is the one with this
+    /// identity.
+    Pending(u64),
+    /// It had no fence and was destroyed (or its handle reused): no fence can come any more.
     Gone,
 }
 
@@ -474,31 +847,77 @@ pub(super) fn wait(
     user: &dyn UserMemory,
     arg: &mut DrmSyncobjWait,
 ) -> Result<u32> {
-    let known = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT;
-    if arg.flags & !known != 0 || arg.pad != 0 {
+    let known = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL
+        | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT
+        | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_DEADLINE;
+    if arg.flags & !known != 0 {
         return Err(Error::Invalid);
     }
+    if arg.count_handles == 0 {
+        return Ok(0);
+    }
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
-    let all = arg.flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL != 0;
-    let for_submit = arg.flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0;
-    // Every handle must exist, and without WAIT_FOR_SUBMIT hold a fence, before waiting. From
+    let found = lookup_all(table, &handles)?;
+    let points = read_points(user, 0, handles.len())?;
+    arg.first_signaled = wait_points(table, &handles, found, &points, arg.flags, arg.timeout_nsec)?;
+    Ok(0)
+}
+
+pub(super) fn timeline_wait(
+    table: &SyncobjTable,
+    user: &dyn UserMemory,
+    arg: &mut DrmSyncobjTimelineWait,
+) -> Result<u32> {
+    let known = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL
+        | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT
+        | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE
+        | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_DEADLINE;
+    if arg.flags & !known != 0 {
+        return Err(Error::Invalid);
+    }
+    if arg.count_handles == 0 {
+        return Ok(0);
+    }
+    let handles = read_handles(user, arg.handles, arg.count_handles)?;
+    let found = lookup_all(table, &handles)?;
+    let points = read_points(user, arg.points, handles.len())?;
+    arg.first_signaled = wait_points(table, &handles, found, &points, arg.flags, arg.timeout_nsec)?;
+    Ok(0)
+}
+
+/// Waits for the points of the syncobjs `found` (looked up from `handles`); returns the index
+/// the kernel reports in `first_signaled`: for wait-any the syncobj that ended the wait, for
+/// wait-all the first one already signalled on entry (`u32::MAX` if none was).
+fn wait_points(
+    table: &SyncobjTable,
+    handles: &[u32],
+    found: Vec<(u64, Option<FenceRef>)>,
+    points: &[u64],
+    flags: u32,
+    timeout_nsec: i64,
+) -> Result<u32> {
+    let all = flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL != 0;
+    let available = flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE != 0;
+    let for_submit = flags
+        & (DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE)
+        != 0;
+    // Every point must have a fence before waiting, unless the wait is for submission. From
     // then on the wait is about these syncobjs, whatever happens to their handles.
     let mut slots: Vec<Slot> = Vec::new();
     slots
-        .try_reserve_exact(handles.len())
+        .try_reserve_exact(found.len())
         .map_err(|_| Error::NoMemory)?;
-    for h in &handles {
-        match table.lookup(*h) {
-            None => return Err(Error::NotFound),
-            Some((_, Some(f))) => slots.push(Slot::Fence(f)),
-            Some((id, None)) if for_submit => slots.push(Slot::Empty(id)),
-            Some((_, None)) => return Err(Error::Invalid),
+    for ((id, fence), point) in found.into_iter().zip(points) {
+        match fence_at(fence, *point) {
+            Some(f) => slots.push(Slot::Fence(f)),
+            None if for_submit => slots.push(Slot::Pending(id)),
+            None => return Err(Error::Invalid),
         }
     }
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    // While a syncobj has no fence, woken by every fence attached to the table's syncobjs;
+    // While a point has no fence, woken by every fence attached to the table's syncobjs;
     // taken back on every way out.
-    let _submit = if slots.iter().any(|s| matches!(s, Slot::Empty(_))) {
+    let _submit = if slots.iter().any(|s| matches!(s, Slot::Pending(_))) {
         Some(table.waiters.add(&waker)?)
     } else {
         None
@@ -509,38 +928,48 @@ pub(super) fn wait(
         .try_reserve_exact(slots.len())
         .map_err(|_| Error::NoMemory)?;
     armed.resize_with(slots.len(), || None);
+    let mut first = u32::MAX;
+    let mut entry = true;
     loop {
         WAIT_PASSES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let mut first = None;
         let mut done = 0usize;
         for (i, slot) in slots.iter_mut().enumerate() {
-            if let Slot::Empty(id) = *slot {
+            if let Slot::Pending(id) = *slot {
                 *slot = match table.lookup(handles[i]) {
-                    Some((same, Some(f))) if same == id => Slot::Fence(f),
-                    Some((same, None)) if same == id => Slot::Empty(id),
-                    _ => Slot::Gone,
+                    Some((same, f)) if same == id => match fence_at(f, points[i]) {
+                        Some(f) => Slot::Fence(f),
+                        None => Slot::Pending(id),
+                    },
+                    Some(_) | None => Slot::Gone,
                 };
             }
             let Slot::Fence(fence) = slot else { continue };
-            if fence.status().is_some() {
-                done += 1;
-                first.get_or_insert(i);
-            } else if armed[i].is_none() {
+            let mut ready = available || fence.status().is_some();
+            if !ready && !armed[i].as_ref().is_some_and(Registration::is_queued) {
+                // Not queued yet, or the fence could not queue the waker and woke it instead:
+                // queue it (again).
+                armed[i] = None;
                 armed[i] = Some(fence.wake_on_signal(&waker));
-                if fence.status().is_some() {
-                    done += 1;
-                    first.get_or_insert(i);
+                ready = fence.status().is_some();
+            }
+            if ready {
+                if !all {
+                    return Ok(i as u32);
                 }
+                if entry && done == 0 {
+                    first = i as u32;
+                }
+                done += 1;
             }
         }
-        if (all && done == slots.len()) || (!all && first.is_some()) {
-            arg.first_signaled = if all { 0 } else { first.unwrap_or(0) as u32 };
-            return Ok(0);
+        entry = false;
+        if done == slots.len() {
+            return Ok(first);
         }
         let now = monotonic_ns();
-        if now >= arg.timeout_nsec {
+        if now >= timeout_nsec {
             return Err(Error::Other(ETIME));
         }
-        thread::park_timeout(Duration::from_nanos((arg.timeout_nsec - now) as u64));
+        thread::park_timeout(Duration::from_nanos((timeout_nsec - now) as u64));
     }
 }

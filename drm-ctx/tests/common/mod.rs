@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod manual;
+
 use drm_ctx::{
     device,
     drm::{self, gem, ioctl, AnyCtx},
