@@ -90,17 +90,17 @@
 //! random steps per format): both with tables DMA-mapped for one device and synced for a
 //! non-coherent walker, the sides alternating over three rounds, the best of each counting.
 //! Under QEMU without KVM this compares the two under identical conditions, not on hardware.
-//! Ratio = C time / Rust time, one run each (as of commit `7e85968`): `cargo xtask
+//! Ratio = C time / Rust time, one run each (as of commit `48481d8`): `cargo xtask
 //! kernel-test` (lockdep and DMA-API debugging, host clock), `cargo xtask kernel-bench` (no
 //! checkers, QEMU's instruction counter as the clock) and `kernel-bench --wall-clock`:
 //!
 //! | operation                                | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
 //! |------------------------------------------|------------:|----------------------------:|--------------------------:|
-//! | map 1 GiB as 4K pages                    | 1.19x       | 2.15x                       | 1.31x                     |
-//! | unmap 1 GiB of 4K pages                  | 1.47x       | 3.10x                       | 1.18x                     |
-//! | map 1 GiB as 2M blocks                   | 0.97x       | 2.21x                       | 1.16x                     |
-//! | unmap 1 GiB of 2M blocks                 | 1.34x       | 3.10x                       | 1.12x                     |
-//! | map + unmap one 4K page (tables present) | 0.87x       | 0.78x                       | 0.65x                     |
+//! | map 1 GiB as 4K pages                    | 1.25x       | 2.16x                       | 1.48x                     |
+//! | unmap 1 GiB of 4K pages                  | 1.44x       | 3.22x                       | 1.01x                     |
+//! | map 1 GiB as 2M blocks                   | 1.12x       | 2.22x                       | 0.92x                     |
+//! | unmap 1 GiB of 2M blocks                 | 1.58x       | 3.20x                       | 1.14x                     |
+//! | map + unmap one 4K page (tables present) | 0.92x       | 0.88x                       | 0.78x                     |
 //!
 //! Writing and syncing each descriptor once is more than half of a bulk 4K map on both sides
 //! (the suite's `floor:` line), which bounds the time ratio. In the kernel `DmaTableAlloc`
@@ -108,7 +108,7 @@
 //! DMA addresses (as C's `__va()`), through its index of live tables otherwise, and syncs the
 //! table the page-table code names without a lookup. An unmap checks and clears leaves eight
 //! at a time. The host-clock columns come from a loaded host and move between runs; the
-//! instruction counts do not. The single page still costs this crate 1089 instructions per
+//! instruction counts do not. The single page still costs this crate 964 instructions per
 //! map + unmap against C's 852.
 
 #![no_std]
