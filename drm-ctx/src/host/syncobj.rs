@@ -43,8 +43,9 @@
 //! Calls that change several syncobjs change all or none of them. At most [`MAX_HANDLES`]
 //! handles per call (`EINVAL` beyond).
 //!
-//! Every allocation of these paths reports `ENOMEM` but one: a chain link is an `Arc`
-//! ([`ChainPoint::new`]), and Rust's `Arc` cannot be allocated fallibly.
+//! Allocations report `ENOMEM` except two `Arc`s (Rust's `Arc` has no fallible constructor):
+//! a chain link ([`ChainPoint::new`], set aside before anything changes) and the waker of a
+//! blocking wait.
 
 use core::any::Any;
 use core::task::Waker;
