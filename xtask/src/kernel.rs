@@ -1201,7 +1201,29 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     let bzimage = l.build.join("arch/x86/boot/bzImage");
     let stages = crate::userspace::run_stages(ws, &bzimage, &l.cache, &check_log, tally);
     record(&l, "userspace stage", t.elapsed().as_secs_f64());
-    stages.map(|_| ())
+    stages?;
+    uapi_abi(&l, tally)
+}
+
+/// Tyr's uAPI against the C header of the tree just built: a C compiler prints every struct's
+/// size and field offsets and every constant of `include/uapi/drm/panthor_drm.h`, and the test
+/// (`tyr/tests/uapi_abi_c.rs`, ignored in a plain `cargo test`) compares them with the Rust
+/// definitions.
+fn uapi_abi(l: &Layout, tally: &mut Tally) -> Result<(), String> {
+    let kdir = l.kdir.to_string_lossy().into_owned();
+    Cmd::cargo(&[
+        "test",
+        "-p",
+        "gpukit-tyr",
+        "--features",
+        "host,std",
+        "--test",
+        "uapi_abi_c",
+        "--",
+        "--ignored",
+    ])
+    .env("LINUX_SRC", &kdir)
+    .tally(tally)
 }
 
 /// `cargo xtask kernel-bench`: the comparisons with the C code (the `*_vs_c` suites) in a
