@@ -57,7 +57,8 @@
 //! Modules: [`device`] (parent devices: `Normal`, `Core`, `Bound`), [`drm`] (the typestate,
 //! drivers, files, GEM, ioctls), [`types`] (`ARef`), [`mem`] (the allocator seam), [`uaccess`]
 //! (the user-memory seam) and, with the `std` feature, [`host`]: a DRM core for tests and
-//! simulators (ioctl dispatch like `drm_ioctl`, per-file handle tables, unplug). Without `std`
+//! simulators (ioctl dispatch like `drm_ioctl`, per-file handle tables, binary and timeline
+//! syncobjs in [`host::syncobj`], unplug). Without `std`
 //! the crate is `no_std` and uses no `alloc`.
 
 //! # Backends

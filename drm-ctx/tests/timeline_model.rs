@@ -237,8 +237,14 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
+    // Under Miri: few cases, and no failure file (Miri isolates the file system).
     #![proptest_config(ProptestConfig {
         cases: if cfg!(miri) { 4 } else { 256 },
+        failure_persistence: if cfg!(miri) {
+            None
+        } else {
+            Some(Box::new(proptest::test_runner::FileFailurePersistence::default()))
+        },
         ..ProptestConfig::default()
     })]
 
