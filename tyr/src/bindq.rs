@@ -40,32 +40,73 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What a decoded bind operation does to its range.
+pub enum BindOp<B: Backend> {
+    /// Map `obj` from `offset` with the map `flags`.
+    Map {
+        /// The object.
+        obj: BoRef<B>,
+        /// Offset in the object.
+        offset: u64,
+        /// Map flags.
+        flags: u32,
+    },
+    /// Map the range sparsely (onto the VM's sparse backing) with the map `flags`.
+    MapSparse {
+        /// Map flags, `DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE` among them.
+        flags: u32,
+    },
+    /// Unmap the range.
+    Unmap,
+}
+
+impl<B: Backend> BindOp<B> {
+    /// The VM request for `size` bytes at `va`.
+    pub fn req(&self, va: u64, size: u64) -> BindReq<'_, BoRef<B>> {
+        match self {
+            BindOp::Map { obj, offset, flags } => BindReq::Map {
+                va,
+                size,
+                obj,
+                offset: *offset,
+                flags: *flags,
+            },
+            BindOp::MapSparse { flags } => BindReq::MapSparse {
+                va,
+                size,
+                flags: *flags,
+            },
+            BindOp::Unmap => BindReq::Unmap { va, size },
+        }
+    }
+}
+
 /// One bind operation waiting to be applied.
 pub struct BindPayload<B: Backend> {
     vm: Arc<Mutex<TyrVm<B>>>,
     va: u64,
     size: u64,
-    map: Option<(BoRef<B>, u64, u32)>,
+    op: BindOp<B>,
     res: BindReservation,
     applied: bool,
     hw: HostFence,
 }
 
 impl<B: Backend> BindPayload<B> {
-    /// A bind of `size` bytes at `va` in `vm` (a map of `map`'s object, offset and flags, or an
-    /// unmap), applied with the memory `res` set aside.
+    /// A bind of `size` bytes at `va` in `vm` doing `op`, applied with the memory `res` set
+    /// aside.
     pub(crate) fn new(
         vm: Arc<Mutex<TyrVm<B>>>,
         va: u64,
         size: u64,
-        map: Option<(BoRef<B>, u64, u32)>,
+        op: BindOp<B>,
         res: BindReservation,
     ) -> Self {
         BindPayload {
             vm,
             va,
             size,
-            map,
+            op,
             res,
             applied: false,
             hw: HostFence::new(),
@@ -111,19 +152,7 @@ impl<B: Backend> JqBackend for BindHw<B> {
         let result = match self.dev.upgrade() {
             Some(dev) => {
                 let mut vm = lock(&p.vm);
-                let req = match &p.map {
-                    Some((obj, offset, flags)) => BindReq::Map {
-                        va: p.va,
-                        size: p.size,
-                        obj,
-                        offset: *offset,
-                        flags: *flags,
-                    },
-                    None => BindReq::Unmap {
-                        va: p.va,
-                        size: p.size,
-                    },
-                };
+                let req = p.op.req(p.va, p.size);
                 let slots = lock(dev.as_slots());
                 let mut upd = AsUpdate {
                     backend: dev.backend(),

@@ -27,6 +27,7 @@ use crate::sched::{
     self, DevInner, Group, GroupQueue, GroupState, QueueMem, RingHw, NO_SLOT, QUEUE_IFACE_BASE,
     QUEUE_IFACE_SIZE,
 };
+use crate::vm;
 use crate::{uapi, Error, Result};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -45,6 +46,9 @@ pub struct TyrFile<B: Backend> {
     queues: core::sync::atomic::AtomicUsize,
     /// Where the user MMIO pages start in the file's mmap offsets.
     user_mmio_offset: core::sync::atomic::AtomicU64,
+    /// What the sparse ranges of the file's VMs are backed with, made at the first sparse
+    /// bind (see [`TyrFile::sparse_backing`]).
+    sparse: Mutex<Option<BoRef<B>>>,
 }
 
 /// Groups per file.
@@ -118,6 +122,48 @@ impl<B: Backend> TyrFile<B> {
         self.user_mmio_offset
             .store(offset, core::sync::atomic::Ordering::Release);
     }
+
+    /// The object the sparse ranges of the file's VMs are backed with: 2 MiB, never mapped
+    /// for the CPU, one per file, as panthor has one per file (what the GPU writes into a
+    /// sparse range stays among the file's VMs). It is made the first time a VM of the file
+    /// binds sparsely (panthor creates the object when the file is opened and gives it
+    /// memory at the first sparse bind); every VM given it keeps a reference, so it lives as
+    /// long as the last of them.
+    ///
+    /// # Errors
+    ///
+    /// The allocation error ([`Error::NoMemory`]) the first time.
+    pub(crate) fn sparse_backing(&self, dev: &TyrDevice<B>) -> Result<BoRef<B>> {
+        let mut backing = lock(&self.sparse);
+        if let Some(bo) = &*backing {
+            return Ok(bo.clone());
+        }
+        let bo = BoRef(gem::Object::<TyrBo<B>>::new(
+            dev,
+            vm::SPARSE_BACKING_SIZE as usize,
+            BoArgs::new(
+                dev.backend.dma().clone(),
+                dev.key(),
+                uapi::DRM_PANTHOR_BO_NO_MMAP,
+                0,
+            ),
+        )?);
+        *backing = Some(bo.clone());
+        Ok(bo)
+    }
+
+    /// Gives `vm` the file's sparse backing ([`sparse_backing`](Self::sparse_backing)) unless
+    /// it has it already.
+    ///
+    /// # Errors
+    ///
+    /// The allocation error; the VM is unchanged then.
+    pub(crate) fn give_sparse_backing(&self, dev: &TyrDevice<B>, vm: &mut TyrVm<B>) -> Result {
+        if vm.sparse_backing().is_some() {
+            return Ok(());
+        }
+        vm.set_sparse_backing(self.sparse_backing(dev)?)
+    }
 }
 
 /// An open file of the driver.
@@ -134,6 +180,7 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
             user_mmio_offset: core::sync::atomic::AtomicU64::new(
                 uapi::DRM_PANTHOR_USER_MMIO_OFFSET,
             ),
+            sparse: Mutex::new(None),
         })
     }
 

@@ -31,7 +31,7 @@ use register::io::poll::PollClock;
 use register::io::Io;
 
 use crate::backend::{Backend, PAGE_SIZE};
-use crate::bindq::{BindPayload, BIND_CONFIG};
+use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrVm};
 use crate::job::{job_fence, JobSyncFence};
@@ -356,8 +356,8 @@ fn read_bind_ops(user: &dyn UserMemory, ops: &uapi::ObjArray) -> Result<Vec<uapi
     Ok(out)
 }
 
-/// A decoded bind op: address, size, and for a map the object, offset and flags.
-pub(crate) type Decoded<B> = (u64, u64, Option<(BoRef<B>, u64, u32)>);
+/// A decoded bind op: address, size, and what it does.
+pub(crate) type Decoded<B> = (u64, u64, BindOp<B>);
 
 /// Turns one user op into a request; `None` for an op that does nothing.
 pub(crate) fn decode_op<B: Backend>(
@@ -370,6 +370,17 @@ pub(crate) fn decode_op<B: Backend>(
     }
     let extra = op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK;
     match op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK {
+        DRM_PANTHOR_VM_BIND_OP_TYPE_MAP if extra & DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE != 0 => {
+            // No object (the VM's sparse backing stands in), and never executable.
+            if extra & !vm::MAP_SPARSE_FLAGS != 0
+                || extra & DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC == 0
+                || op.bo_handle != 0
+                || op.bo_offset != 0
+            {
+                return Err(Error::Invalid);
+            }
+            Ok(Some((op.va, op.size, BindOp::MapSparse { flags: extra })))
+        }
         DRM_PANTHOR_VM_BIND_OP_TYPE_MAP => {
             if extra & !vm::MAP_FLAGS != 0 {
                 return Err(Error::Invalid);
@@ -379,14 +390,18 @@ pub(crate) fn decode_op<B: Backend>(
             Ok(Some((
                 op.va,
                 op.size,
-                Some((BoRef(bo), op.bo_offset, extra)),
+                BindOp::Map {
+                    obj: BoRef(bo),
+                    offset: op.bo_offset,
+                    flags: extra,
+                },
             )))
         }
         DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP => {
             if extra != 0 || op.bo_handle != 0 || op.bo_offset != 0 {
                 return Err(Error::Invalid);
             }
-            Ok(Some((op.va, op.size, None)))
+            Ok(Some((op.va, op.size, BindOp::Unmap)))
         }
         // A synchronous SYNC_ONLY op must have a size of zero, handled above.
         _ => Err(Error::Invalid),
@@ -428,20 +443,8 @@ pub(crate) fn vm_bind<B: Backend>(
     let mut reqs = Vec::new();
     reqs.try_reserve(decoded.len())
         .map_err(|_| DrmError::NoMemory)?;
-    for (va, size, map) in decoded.iter().flatten() {
-        reqs.push(match map {
-            Some((obj, offset, flags)) => BindReq::Map {
-                va: *va,
-                size: *size,
-                obj,
-                offset: *offset,
-                flags: *flags,
-            },
-            None => BindReq::Unmap {
-                va: *va,
-                size: *size,
-            },
-        });
+    for (va, size, op) in decoded.iter().flatten() {
+        reqs.push(op.req(*va, *size));
     }
     // Indices of requests back to indices of user ops (size-0 ops have no request).
     let index_of = |req: usize| {
@@ -453,6 +456,22 @@ pub(crate) fn vm_bind<B: Backend>(
             .map_or(ops.len(), |(i, _)| i)
     };
     let mut vm = lock(&vm);
+    // A sparse map needs the file's sparse backing, made once every request is known to be
+    // good (a malformed bind leaves no memory behind).
+    let sparse = reqs
+        .iter()
+        .position(|r| matches!(r, BindReq::MapSparse { size: 1.., .. }));
+    if let Some(first) = sparse {
+        let ready = vm.check_requests(&reqs).and_then(|()| {
+            file.inner()
+                .give_sparse_backing(dev, &mut *vm)
+                .map_err(|e| (first, e))
+        });
+        if let Err((i, e)) = ready {
+            args.ops.count = index_of(i) as u32;
+            return Err(e.into());
+        }
+    }
     let slots = lock(&dev.slots);
     let mut upd = AsUpdate {
         backend: &dev.backend,
@@ -927,6 +946,8 @@ pub(crate) fn group_submit<B: Backend>(
 struct BindPrep<B: Backend> {
     job: PreparedJob<HostFence, HostAlloc, BindPayload<B>>,
     signals: Vec<u32>,
+    /// Whether the op maps sparsely (and so needs the VM's sparse backing).
+    sparse: bool,
 }
 
 /// `VM_BIND` with `DRM_PANTHOR_VM_BIND_ASYNC`.
@@ -963,6 +984,11 @@ pub(crate) fn vm_bind_async<B: Backend>(
     // panthor does); nothing of the call is queued.
     for op in ops {
         preps.push(prepare_op(op, file, &vm, &alloc, &preps, table)?);
+    }
+    // A sparse map needs the file's sparse backing by the time it applies: made once every
+    // op is known to be good (a malformed call leaves no memory behind).
+    if preps.iter().any(|p| p.sparse) {
+        file.inner().give_sparse_backing(dev, &mut lock(&vm))?;
     }
     let mut q = lock(&queue);
     if q.is_killed() {
@@ -1022,30 +1048,25 @@ fn prepare_op<B: Backend>(
             .find(|p| p.signals.contains(&h))
             .map(|p| p.job.done_fence().clone())
     })?;
-    let (va, size, map) = decoded.unwrap_or((0, 0, None));
+    let (va, size, op) = decoded.unwrap_or((0, 0, BindOp::Unmap));
     let res = {
         let mut v = lock(vm);
         if v.is_unusable() {
             return Err(Error::Invalid);
         }
-        let req = match &map {
-            Some((obj, offset, flags)) => BindReq::Map {
-                va,
-                size,
-                obj,
-                offset: *offset,
-                flags: *flags,
-            },
-            None => BindReq::Unmap { va, size },
-        };
-        v.reserve_bind(&[req]).map_err(|(_, e)| e)?
+        v.reserve_bind(&[op.req(va, size)]).map_err(|(_, e)| e)?
     };
-    let payload = BindPayload::new(vm.clone(), va, size, map, res);
+    let sparse = matches!(op, BindOp::MapSparse { .. }) && size != 0;
+    let payload = BindPayload::new(vm.clone(), va, size, op, res);
     let mut job = PreparedJob::new(alloc, &BIND_CONFIG, Cost(1), MaxDeps(waits.len()), payload)
         .map_err(|r| Error::from_errno(r.error.to_errno()))?;
     for f in &waits {
         job.add_dependency(f)
             .map_err(|e| Error::from_errno(e.to_errno()))?;
     }
-    Ok(BindPrep { job, signals })
+    Ok(BindPrep {
+        job,
+        signals,
+        sparse,
+    })
 }

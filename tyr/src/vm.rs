@@ -19,6 +19,14 @@
 //!    blocks chosen by alignment, by `io-pgtable`), then the region is unlocked.
 //!
 //! A failure in steps 1 to 3 drops the plan, which leaves the VM exactly as it was.
+//!
+//! Sparse binds ([`BindReq::MapSparse`], `DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE`) are `gpuvm`
+//! VAs without an object. Their page-table entries point into one 2 MiB object, the VM's
+//! sparse backing ([`Vm::set_sparse_backing`]), over and over: address `va` of a sparse range
+//! is backed by byte `va % 2M` of it. The GPU cannot drop writes, so whatever it writes into a
+//! sparse range lands there, and reads return it (or anything else written to the same
+//! offset). Splitting a sparse VA (an unmap or a map over part of it) leaves remnants that are
+//! sparse too, backed the same way.
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -345,6 +353,14 @@ pub const MAP_FLAGS: u32 = uapi::DRM_PANTHOR_VM_BIND_OP_MAP_READONLY
     | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC
     | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_UNCACHED;
 
+/// The flags a sparse bind request carries: [`MAP_FLAGS`] and
+/// `DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE` (which it must have, with
+/// `DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC`).
+pub const MAP_SPARSE_FLAGS: u32 = MAP_FLAGS | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE;
+
+/// Size of a VM's sparse backing: sparse ranges repeat it every 2 MiB.
+pub const SPARSE_BACKING_SIZE: u64 = SZ_2M;
+
 /// One request of a VM_BIND.
 #[derive(Debug)]
 pub enum BindReq<'a, O> {
@@ -361,6 +377,17 @@ pub enum BindReq<'a, O> {
         /// Map flags ([`MAP_FLAGS`]).
         flags: u32,
     },
+    /// Map `[va, va + size)` sparsely: onto the VM's sparse backing, repeated every 2 MiB
+    /// (the VM must have one: [`Vm::set_sparse_backing`]).
+    MapSparse {
+        /// GPU virtual address.
+        va: u64,
+        /// Size in bytes.
+        size: u64,
+        /// Map flags ([`MAP_SPARSE_FLAGS`], with `DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE` and
+        /// `DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC` set).
+        flags: u32,
+    },
     /// Unmap `[va, va + size)`.
     Unmap {
         /// GPU virtual address.
@@ -368,6 +395,34 @@ pub enum BindReq<'a, O> {
         /// Size in bytes.
         size: u64,
     },
+}
+
+impl<O> BindReq<'_, O> {
+    /// The request's address and size.
+    pub fn range(&self) -> (u64, u64) {
+        match *self {
+            BindReq::Map { va, size, .. }
+            | BindReq::MapSparse { va, size, .. }
+            | BindReq::Unmap { va, size } => (va, size),
+        }
+    }
+
+    /// The request as a `gpuvm` map request, `None` for an unmap.
+    fn mapping(&self) -> Option<Mapping<'_, O>> {
+        match *self {
+            BindReq::Map {
+                va,
+                size,
+                obj,
+                offset,
+                flags,
+            } => Some(Mapping::new(va, size, obj, offset).with_flags(flags)),
+            BindReq::MapSparse { va, size, flags } => {
+                Some(Mapping::sparse(va, size).with_flags(flags))
+            }
+            BindReq::Unmap { .. } => None,
+        }
+    }
 }
 
 /// The MMU side of a page-table update: lock a region before, unlock after. A VM without an
@@ -415,6 +470,16 @@ fn tables_for(addr: u64, range: u64, pa: u64) -> usize {
     span(39) + span(30) + l3
 }
 
+/// A physical address with the same offset in a 2M block as the one `m` maps its first byte
+/// to, which is all [`tables_for`] looks at: a sparse mapping is backed from offset
+/// `addr % 2M` of a 2M-aligned backing.
+fn phase_pa<O: BoBacking>(m: &Mapping<'_, O>) -> u64 {
+    match m.obj {
+        Some(o) => o.dma_addr().wrapping_add(m.offset),
+        None => m.addr,
+    }
+}
+
 /// A GPU virtual address space.
 pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
     key: u64,
@@ -424,6 +489,8 @@ pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
     unusable: bool,
     kchunks: [u64; KERNEL_CHUNKS / 64],
     reserved: BindReservation,
+    /// What sparse ranges are backed with (kept alive as long as the VM).
+    sparse: Option<O>,
 }
 
 /// What binds submitted for later set aside in a VM: free VA and VM-BO slots and page-table
@@ -479,6 +546,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
             unusable: false,
             kchunks: [0; KERNEL_CHUNKS / 64],
             reserved: BindReservation::default(),
+            sparse: None,
         })
     }
 
@@ -517,6 +585,29 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         self.pt.iova_to_phys(va)
     }
 
+    /// Gives the VM the object its sparse ranges are backed with: at least
+    /// [`SPARSE_BACKING_SIZE`] bytes at a 2 MiB-aligned device address (of which the first
+    /// 2 MiB are used). The VM keeps it until it is dropped; once it has one, later calls do
+    /// nothing (the sparse ranges already mapped point into the first).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for an object that is too small or not 2 MiB aligned.
+    pub fn set_sparse_backing(&mut self, obj: O) -> Result {
+        if obj.size() < SPARSE_BACKING_SIZE || obj.dma_addr() & (SZ_2M - 1) != 0 {
+            return Err(Error::Invalid);
+        }
+        if self.sparse.is_none() {
+            self.sparse = Some(obj);
+        }
+        Ok(())
+    }
+
+    /// The object sparse ranges are backed with, if the VM has one.
+    pub fn sparse_backing(&self) -> Option<&O> {
+        self.sparse.as_ref()
+    }
+
     /// Reserves a [`KERNEL_CHUNK`] of the kernel region for the driver's own mappings and
     /// returns its address; [`Error::NoSpace`] when all are in use.
     pub fn alloc_kernel_va(&mut self) -> Result<u64> {
@@ -543,11 +634,33 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         }
     }
 
-    /// Checks one request on its own.
+    /// Checks the requests of a bind as [`bind`](Self::bind) and
+    /// [`reserve_bind`](Self::reserve_bind) do, except that a sparse request is accepted
+    /// whether or not the VM has a sparse backing yet (so that a caller can find out before
+    /// setting one up).
+    ///
+    /// # Errors
+    ///
+    /// The index of the first bad request and the error ([`Error::Invalid`]).
+    pub fn check_requests(&self, reqs: &[BindReq<'_, O>]) -> Result<(), (usize, Error)> {
+        for (i, r) in reqs.iter().enumerate() {
+            self.check(r).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+
+    /// The first sparse request (of a size other than 0) the VM has no backing for.
+    fn lacks_backing(&self, reqs: &[BindReq<'_, O>]) -> Option<usize> {
+        if self.sparse.is_some() {
+            return None;
+        }
+        reqs.iter()
+            .position(|r| matches!(r, BindReq::MapSparse { size: 1.., .. }))
+    }
+
+    /// Checks one request on its own (not whether the VM has a sparse backing).
     fn check(&self, req: &BindReq<'_, O>) -> Result {
-        let (va, size) = match *req {
-            BindReq::Map { va, size, .. } | BindReq::Unmap { va, size } => (va, size),
-        };
+        let (va, size) = req.range();
         if (va | size) & (SZ_4K - 1) != 0 {
             return Err(Error::Invalid);
         }
@@ -575,15 +688,25 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
                 return Err(Error::Invalid);
             }
         }
+        if let BindReq::MapSparse { flags, .. } = *req {
+            let must =
+                uapi::DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC;
+            if flags & !MAP_SPARSE_FLAGS != 0 || flags & must != must {
+                return Err(Error::Invalid);
+            }
+        }
         Ok(())
     }
 
-    /// Applies the requests of one VM_BIND, all or nothing; requests of size 0 do nothing.
+    /// Applies the requests of one VM_BIND, all or nothing; requests of size 0 do nothing. A
+    /// sparse request needs the VM's sparse backing ([`set_sparse_backing`](
+    /// Self::set_sparse_backing)).
     ///
     /// # Errors
     ///
     /// The index of the failing request (the last one for failures of the whole batch: memory,
-    /// MMU) and the error; the VM is unchanged then, except when
+    /// MMU) and the error ([`Error::Invalid`] for a sparse request without a sparse backing);
+    /// the VM is unchanged then, except when
     /// the MMU fails to unlock after the page tables were written, which makes the VM
     /// unusable and reports `(reqs.len(), error)`.
     pub fn bind(
@@ -639,7 +762,8 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     /// Validates the requests of a bind that will be applied later (an asynchronous
     /// `VM_BIND`) and sets aside what applying them needs: VA and VM-BO slots, and page-table
     /// pages for the worst case (every page of the range, plus one level-3 table at each edge
-    /// for splitting a 2M block).
+    /// for splitting a 2M block). A sparse request may be accepted before the VM has a sparse
+    /// backing, but must have one by the time it is applied.
     ///
     /// # Errors
     ///
@@ -652,9 +776,9 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         for (i, r) in reqs.iter().enumerate() {
             self.check(r).map_err(|e| (i, e))?;
             let more = match *r {
-                BindReq::Map { size: 0, .. } | BindReq::Unmap { size: 0, .. } => {
-                    BindReservation::default()
-                }
+                BindReq::Map { size: 0, .. }
+                | BindReq::MapSparse { size: 0, .. }
+                | BindReq::Unmap { size: 0, .. } => BindReservation::default(),
                 BindReq::Map {
                     va,
                     size,
@@ -665,6 +789,11 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
                     vas: 3,
                     bos: 1,
                     tables: tables_for(va, size, obj.dma_addr().wrapping_add(offset)) + 2,
+                },
+                BindReq::MapSparse { va, size, .. } => BindReservation {
+                    vas: 3,
+                    bos: 0,
+                    tables: tables_for(va, size, va) + 2,
                 },
                 BindReq::Unmap { .. } => BindReservation {
                     vas: 2,
@@ -706,15 +835,16 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] if the VM became unusable meanwhile (nothing is applied); a failure
-    /// while applying (which the reservation rules out) makes the VM unusable.
+    /// [`Error::Invalid`] if the VM became unusable meanwhile or a sparse request finds no
+    /// sparse backing (nothing is applied); a failure while applying (which the reservation
+    /// rules out) makes the VM unusable.
     pub fn apply_reserved(
         &mut self,
         reqs: &[BindReq<'_, O>],
         res: BindReservation,
         mmu: &mut impl MmuUpdate,
     ) -> Result {
-        let result = if self.unusable {
+        let result = if self.unusable || self.lacks_backing(reqs).is_some() {
             Err(Error::Invalid)
         } else {
             self.apply_now(reqs, mmu)
@@ -728,9 +858,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         // unmapped whole and its remnants mapped again).
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         for r in reqs {
-            let (va, size) = match *r {
-                BindReq::Map { va, size, .. } | BindReq::Unmap { va, size } => (va, size),
-            };
+            let (va, size) = r.range();
             if size == 0 {
                 continue;
             }
@@ -747,23 +875,16 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         mmu.lock(lo, hi - lo)?;
         let mut apply = Apply {
             pt: &mut self.pt,
+            sparse: self.sparse.as_ref().map(BoBacking::dma_addr),
             failed: false,
         };
         let mut err = None;
         for r in reqs {
-            let res = match *r {
-                BindReq::Map { size: 0, .. } | BindReq::Unmap { size: 0, .. } => Ok(()),
-                BindReq::Map {
-                    va,
-                    size,
-                    obj,
-                    offset,
-                    flags,
-                } => self.gpuvm.sm_map(
-                    &mut apply,
-                    Mapping::new(va, size, obj, offset).with_flags(flags),
-                ),
-                BindReq::Unmap { va, size } => self.gpuvm.sm_unmap(&mut apply, va, size),
+            let (va, size) = r.range();
+            let res = match r.mapping() {
+                _ if size == 0 => Ok(()),
+                Some(m) => self.gpuvm.sm_map(&mut apply, m),
+                None => self.gpuvm.sm_unmap(&mut apply, va, size),
             };
             if let Err(e) = res {
                 err = Some(Error::from(e));
@@ -796,8 +917,9 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         reqs: &[BindReq<'_, O>],
         mmu: &mut impl MmuUpdate,
     ) -> Result<(), (usize, Error)> {
-        for (i, r) in reqs.iter().enumerate() {
-            self.check(r).map_err(|e| (i, e))?;
+        self.check_requests(reqs)?;
+        if let Some(i) = self.lacks_backing(reqs) {
+            return Err((i, Error::Invalid));
         }
         // Applying now could use what queued binds set aside.
         if !self.reserved.is_empty() {
@@ -806,16 +928,11 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         let mut ops = S::ops();
         let mut plan = self.gpuvm.bind(&mut ops).map_err(|e| (0, e.into()))?;
         for (i, r) in reqs.iter().enumerate() {
-            let res = match *r {
-                BindReq::Map { size: 0, .. } | BindReq::Unmap { size: 0, .. } => Ok(()),
-                BindReq::Map {
-                    va,
-                    size,
-                    obj,
-                    offset,
-                    flags,
-                } => plan.map(Mapping::new(va, size, obj, offset).with_flags(flags)),
-                BindReq::Unmap { va, size } => plan.unmap(va, size),
+            let (va, size) = r.range();
+            let res = match r.mapping() {
+                _ if size == 0 => Ok(()),
+                Some(m) => plan.map(m),
+                None => plan.unmap(va, size),
             };
             res.map_err(|e| (i, Error::from(e)))?;
         }
@@ -826,18 +943,17 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
             lo = lo.min(m.addr);
             hi = hi.max(m.end());
         };
-        let pa = |m: &Mapping<'_, O>| m.obj.map_or(0, |o| o.dma_addr()).wrapping_add(m.offset);
         for op in plan.ops() {
             match op {
                 Op::Map(m) => {
                     touch(&m);
-                    tables = tables.saturating_add(tables_for(m.addr, m.range, pa(&m)));
+                    tables = tables.saturating_add(tables_for(m.addr, m.range, phase_pa(&m)));
                 }
                 Op::Unmap { va, .. } => touch(&va),
                 Op::Remap { va, prev, next, .. } => {
                     touch(&va);
                     for m in [prev, next].into_iter().flatten() {
-                        tables = tables.saturating_add(tables_for(m.addr, m.range, pa(&m)));
+                        tables = tables.saturating_add(tables_for(m.addr, m.range, phase_pa(&m)));
                     }
                 }
             }
@@ -858,6 +974,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         }
         let mut apply = Apply {
             pt: &mut self.pt,
+            sparse: self.sparse.as_ref().map(BoBacking::dma_addr),
             failed: false,
         };
         plan.commit(&mut apply);
@@ -879,18 +996,40 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
 /// Writes the page tables for committed ops.
 struct Apply<'a, D: DmaMemory> {
     pt: &'a mut PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
+    /// Device address of the VM's sparse backing (2M aligned), if it has one.
+    sparse: Option<u64>,
     failed: bool,
 }
 
 impl<D: DmaMemory> Apply<'_, D> {
     fn map<O: BoBacking>(&mut self, m: &Mapping<'_, O>) {
-        let Some(obj) = m.obj else {
-            self.failed = true;
-            return;
-        };
-        let pa = obj.dma_addr().wrapping_add(m.offset);
-        if self.pt.map(m.addr, pa, m.range, map_prot(m.flags)).is_err() {
-            self.failed = true;
+        let prot = map_prot(m.flags);
+        match (m.obj, self.sparse) {
+            (Some(obj), _) => {
+                let pa = obj.dma_addr().wrapping_add(m.offset);
+                if self.pt.map(m.addr, pa, m.range, prot).is_err() {
+                    self.failed = true;
+                }
+            }
+            (None, Some(backing)) => self.map_sparse(m.addr, m.end(), backing, prot),
+            // Ruled out by the checks (a sparse request needs a backing).
+            (None, None) => self.failed = true,
+        }
+    }
+
+    /// Maps `[addr, end)` onto the 2M at `backing`, one piece per 2M-aligned block of the
+    /// range: the whole backing (as a 2M block) for every full one, the matching part of it
+    /// at the edges.
+    fn map_sparse(&mut self, addr: u64, end: u64, backing: u64, prot: Prot) {
+        let mut at = addr;
+        while at < end {
+            let in_block = at & (SZ_2M - 1);
+            let len = (SZ_2M - in_block).min(end - at);
+            if self.pt.map(at, backing + in_block, len, prot).is_err() {
+                self.failed = true;
+                return;
+            }
+            at += len;
         }
     }
 
