@@ -2,8 +2,10 @@
 
 //! Random VM_BIND sequences through the ioctls, checked after every call page by page
 //! against the simulator's MMU (translation through its TLB, permissions from its walker) and
-//! against a model of what should be mapped. Some binds are invalid as a whole (a request past
-//! the end of its BO): they must change nothing.
+//! against a model of what should be mapped. Some requests are sparse
+//! (`DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE`: every page onto the file's 2 MiB sparse backing at the
+//! page's offset in its 2M block). Some binds are invalid as a whole (a request past the end of
+//! its BO, a sparse request with a BO offset): they must change nothing.
 
 mod driver_common;
 
@@ -32,6 +34,13 @@ enum Req {
         page: u64,
         count: u64,
     },
+    Sparse {
+        page: u64,
+        count: u64,
+        readonly: bool,
+        /// With a BO offset, which a sparse request must not have.
+        bad: bool,
+    },
 }
 
 fn req() -> impl Strategy<Value = Req> {
@@ -47,6 +56,16 @@ fn req() -> impl Strategy<Value = Req> {
                 Req::Map { bo: 2, bo_page, page, count, readonly: false, noexec: true }
             }),
         3 => (0u64..WINDOW_PAGES, 1u64..600).prop_map(|(page, count)| Req::Unmap { page, count }),
+        // Sparse ranges: anywhere, or whole 2M blocks at 2M-aligned addresses.
+        2 => (
+            prop_oneof![
+                (0u64..WINDOW_PAGES, 1u64..600),
+                (prop_oneof![Just(0u64), Just(512u64)], prop_oneof![Just(512u64), Just(1024u64)]),
+            ],
+            any::<bool>(),
+            proptest::bool::weighted(0.1),
+        )
+            .prop_map(|((page, count), readonly, bad)| Req::Sparse { page, count, readonly, bad }),
     ]
 }
 
@@ -58,8 +77,8 @@ fn cases() -> ProptestConfig {
     cfg
 }
 
-/// Page -> (physical page, writable, executable).
-type Model = BTreeMap<u64, (u64, bool, bool)>;
+/// Page -> (physical page, or `None` for the sparse backing; writable, executable).
+type Model = BTreeMap<u64, (Option<u64>, bool, bool)>;
 
 proptest! {
     #![proptest_config(cases())]
@@ -95,7 +114,7 @@ proptest! {
                         for i in 0..count {
                             next.insert(
                                 page + i,
-                                (pas[bo] + (bo_page + i) * 4096, !readonly, !noexec),
+                                (Some(pas[bo] + (bo_page + i) * 4096), !readonly, !noexec),
                             );
                         }
                         let mut flags = 0;
@@ -113,6 +132,19 @@ proptest! {
                         }
                         unmap_op(BASE + page * 4096, count * 4096)
                     }
+                    Req::Sparse { page, count, readonly, bad } => {
+                        valid &= !bad;
+                        for i in 0..count {
+                            next.insert(page + i, (None, !readonly, false));
+                        }
+                        let mut flags = DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE
+                            | DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC;
+                        if readonly {
+                            flags |= DRM_PANTHOR_VM_BIND_OP_MAP_READONLY;
+                        }
+                        let offset = if bad { 0x1000 } else { 0 };
+                        map_op(0, offset, BASE + page * 4096, count * 4096, flags)
+                    }
                 })
                 .collect();
             let (err, _) = rig.bind(vm, &ops);
@@ -122,9 +154,20 @@ proptest! {
             } else {
                 prop_assert_eq!(err, -22);
             }
-            for p in (0..WINDOW_PAGES + 600).step_by(SWEEP) {
+            // The sparse backing, once a sparse bind made it (2M aligned).
+            let backing = {
+                let v = rig.client.file().inner().vm(vm).unwrap();
+                let v = v.lock().unwrap();
+                v.sparse_backing().map(|b| b.0.dma_addr())
+            };
+            prop_assert!(backing.is_none_or(|b| b % (2 << 20) == 0));
+            for p in (0..WINDOW_PAGES + 1600).step_by(SWEEP) {
                 let va = BASE + p * 4096;
-                let r = check_page(rig.gpu(), slot, va, model.get(&p).copied());
+                let expect = model.get(&p).map(|&(pa, w, x)| {
+                    let pa = pa.unwrap_or_else(|| backing.unwrap() + va % (2 << 20));
+                    (pa, w, x)
+                });
+                let r = check_page(rig.gpu(), slot, va, expect);
                 prop_assert!(r.is_ok(), "{}", r.unwrap_err());
             }
             prop_assert_eq!(rig.vm_state(vm), Ok(DRM_PANTHOR_VM_STATE_USABLE));
