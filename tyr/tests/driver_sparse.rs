@@ -354,3 +354,34 @@ fn asynchronous_sparse_binds_and_gpu_writes_land_in_the_backing() {
     check_sparse(&rig, slot, backing, sparse + 2 * SZ_2M, SZ_2M, true);
     assert!(!vmr.lock().unwrap().has_reserved_binds());
 }
+
+#[test]
+#[cfg_attr(miri, ignore)] // a 2M backing: minutes under Miri
+fn no_memory_for_the_backing_fails_the_bind_and_changes_nothing() {
+    let rig = rig();
+    let bo = rig.bo_create(4096, 0).unwrap();
+    let vm = rig.vm_create();
+    let slot = rig.activate(vm);
+    let mem = rig.gpu().memory();
+    // Room for page tables, not for 2 MiB.
+    let pages = mem.allocated_pages();
+    mem.set_page_limit(Some(pages + 64));
+    let ops = [
+        map_op(bo, 0, 0x10_0000, 0x1000, 0),
+        sparse_op(0x20_0000, 0x1000, 0),
+    ];
+    assert_eq!(rig.bind(vm, &ops), (-12, 1));
+    let mut a = rig.bind_raw(vm, DRM_PANTHOR_VM_BIND_ASYNC, &ops);
+    a.1 = 0;
+    assert_eq!(a, (-12, 0));
+    assert_eq!(mem.allocated_pages(), pages);
+    assert_eq!(backing_of(rig.client.file().inner(), vm), None);
+    assert_eq!(mapping_count(&rig, vm), 0);
+    check_unmapped(&rig, slot, 0x10_0000, 0x1000);
+    check_unmapped(&rig, slot, 0x20_0000, 0x1000);
+    mem.set_page_limit(None);
+    assert_eq!(rig.bind(vm, &ops), (0, 2));
+    let backing = backing_of(rig.client.file().inner(), vm).unwrap();
+    check_sparse(&rig, slot, backing, 0x20_0000, 0x1000, true);
+    assert_eq!(rig.vm_state(vm), Ok(DRM_PANTHOR_VM_STATE_USABLE));
+}
