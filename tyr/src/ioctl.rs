@@ -14,6 +14,11 @@
 //! changed); an asynchronous one queues each operation as a job of the VM's bind queue
 //! (`vm_bind_async`). `GROUP_SUBMIT` prepares every job (its done fence, callback nodes,
 //! dependencies and hardware fence) before any is visible, then commits them all.
+//!
+//! A sparse map op (`DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE`, with no BO handle, no BO offset and
+//! `DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC`, else `EINVAL`) maps its range onto the file's 2 MiB
+//! sparse backing ([`crate::vm`] describes how); the backing is made at the file's first
+//! sparse bind, after every op of the call has been checked.
 
 use core::mem::size_of;
 use core::sync::atomic::Ordering;
