@@ -1104,6 +1104,157 @@ mod tests {
         assert_eq!(tables_for(0, 0, 0), 0);
     }
 
+    /// An object at a chosen device address (the page tables only record the address).
+    #[cfg(feature = "host")]
+    #[derive(Clone, Debug)]
+    struct FakeBo {
+        id: u64,
+        addr: u64,
+        size: u64,
+    }
+
+    #[cfg(feature = "host")]
+    impl GemObject for FakeBo {
+        fn id(&self) -> u64 {
+            self.id
+        }
+        fn size(&self) -> u64 {
+            self.size
+        }
+        fn resv_id(&self) -> u64 {
+            u64::MAX - self.id
+        }
+    }
+
+    #[cfg(feature = "host")]
+    impl BoBacking for FakeBo {
+        fn dma_addr(&self) -> u64 {
+            self.addr
+        }
+    }
+
+    #[cfg(feature = "host")]
+    fn fake_vm() -> Vm<crate::host::SimDma, FakeBo, VecSlots> {
+        use crate::host::SimDma;
+        use mali_sim::{MemConfig, SimMemory};
+        use std::sync::Arc;
+        let dma = SimDma::new(Arc::new(SimMemory::new(MemConfig::default())));
+        Vm::new(1, dma, VmLayout::new(48, 0).unwrap(), 40).unwrap()
+    }
+
+    #[cfg(feature = "host")]
+    const SPARSE_NX: u32 =
+        uapi::DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE | uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC;
+
+    #[cfg(feature = "host")]
+    #[test]
+    fn sparse_requests_need_a_2m_backing_and_noexec() {
+        let mut vm = fake_vm();
+        let sparse = |va, size, flags| -> BindReq<'static, FakeBo> {
+            BindReq::MapSparse { va, size, flags }
+        };
+        // Without a backing a sparse bind is refused; nothing changes.
+        assert_eq!(
+            vm.bind(&[sparse(0x20_0000, 0x1000, SPARSE_NX)], &mut NoMmu),
+            Err((0, Error::Invalid))
+        );
+        assert_eq!(vm.mapping_count(), 0);
+        // Queued without one, it cannot be applied without one either.
+        let req = [sparse(0x20_0000, 0x1000, SPARSE_NX)];
+        let res = vm.reserve_bind(&req).unwrap();
+        assert_eq!(
+            vm.apply_reserved(&req, res, &mut NoMmu),
+            Err(Error::Invalid)
+        );
+        assert!(!vm.has_reserved_binds());
+        assert_eq!((vm.mapping_count(), vm.iova_to_phys(0x20_0000)), (0, None));
+        // Too small or not 2M aligned.
+        let bo = |id, addr, size| FakeBo { id, addr, size };
+        assert_eq!(
+            vm.set_sparse_backing(bo(1, 1 << 32, SZ_2M - SZ_4K)),
+            Err(Error::Invalid)
+        );
+        assert_eq!(
+            vm.set_sparse_backing(bo(2, (1 << 32) + SZ_4K, SZ_2M)),
+            Err(Error::Invalid)
+        );
+        assert!(vm.sparse_backing().is_none());
+        vm.set_sparse_backing(bo(3, 1 << 32, SZ_2M)).unwrap();
+        // A second one is ignored: what is mapped points into the first.
+        vm.set_sparse_backing(bo(4, 1 << 33, SZ_2M)).unwrap();
+        assert_eq!(vm.sparse_backing().map(|b| b.id), Some(3));
+        // The flags: sparse and NOEXEC both needed, nothing unknown; a sparse flag on a map of
+        // an object is refused.
+        let obj = bo(5, 1 << 34, SZ_2M);
+        for (i, r) in [
+            sparse(0x20_0000, 0x1000, uapi::DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE),
+            sparse(0x20_0000, 0x1000, uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC),
+            sparse(0x20_0000, 0x1000, SPARSE_NX | 1 << 4),
+            sparse(0x20_0800, 0x1000, SPARSE_NX),
+            BindReq::Map {
+                va: 0x20_0000,
+                size: 0x1000,
+                obj: &obj,
+                offset: 0,
+                flags: SPARSE_NX,
+            },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert_eq!(
+                vm.bind(&[r], &mut NoMmu),
+                Err((0, Error::Invalid)),
+                "case {i}"
+            );
+        }
+        assert_eq!(vm.mapping_count(), 0);
+    }
+
+    #[cfg(feature = "host")]
+    #[test]
+    fn sparse_pages_point_into_the_backing_modulo_2m_and_remnants_too() {
+        let mut vm = fake_vm();
+        let backing = 1u64 << 32;
+        vm.set_sparse_backing(FakeBo {
+            id: 1,
+            addr: backing,
+            size: SZ_2M,
+        })
+        .unwrap();
+        let (va, size) = (3 * SZ_2M - 0x3000, 2 * SZ_2M + 0x6000);
+        let req: BindReq<'_, FakeBo> = BindReq::MapSparse {
+            va,
+            size,
+            flags: SPARSE_NX,
+        };
+        vm.bind(&[req], &mut NoMmu).unwrap();
+        let step = if cfg!(miri) { 0x3_3000 } else { SZ_4K };
+        let expect = |a: u64| Some(backing + a % SZ_2M);
+        for a in (va..va + size).step_by(step as usize) {
+            assert_eq!(vm.iova_to_phys(a), expect(a), "{a:#x}");
+        }
+        assert_eq!(vm.iova_to_phys(va - SZ_4K), None);
+        assert_eq!(vm.iova_to_phys(va + size), None);
+        // A hole across a block boundary: two sparse remnants, mapped the same way.
+        let hole = (4 * SZ_2M - 0x2000, 0x4000);
+        vm.bind(
+            &[BindReq::Unmap {
+                va: hole.0,
+                size: hole.1,
+            }],
+            &mut NoMmu,
+        )
+        .unwrap();
+        assert_eq!(vm.mapping_count(), 2);
+        for a in (va..va + size).step_by(step as usize) {
+            let inside = (hole.0..hole.0 + hole.1).contains(&a);
+            let want = if inside { None } else { expect(a) };
+            assert_eq!(vm.iova_to_phys(a), want, "{a:#x}");
+        }
+        assert!(!vm.is_unusable());
+    }
+
     /// Issue 20, defect 6: two threads taking tables from one pool at once (what
     /// `map_pages_shared` on disjoint ranges does) never get the same page.
     #[cfg(feature = "host")]
