@@ -664,3 +664,35 @@ fn unplug_does_not_wait_for_a_blocked_timeline_wait() {
         .unwrap();
     assert_eq!(waiting.recv_timeout(Duration::from_secs(10)), Ok(Ok(0)));
 }
+
+/// A timeline whose points never signal keeps every link; dropping it frees them one after
+/// the other rather than recursing once per link (here on a thread with a small stack).
+#[test]
+#[cfg_attr(miri, ignore = "thousands of links take too long under Miri")]
+fn dropping_a_long_timeline_does_not_recurse() {
+    let (_p, _reg, client) = open();
+    let t = client.file().syncobjs();
+    let h = create(&client);
+    let (m, f) = Manual::new();
+    // Adding a point walks the pending chain (as the kernel does), so keep it to a few
+    // thousand points.
+    for p in 1..=2_000 {
+        t.add_point(h, t.alloc_point().unwrap(), f.clone(), p)
+            .unwrap();
+    }
+    assert_eq!(q(&client, h), 0);
+    assert_eq!(query(&client, &[h], 1), Ok(vec![2_000]));
+    let c = client.clone();
+    std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let mut d = DrmSyncobjDestroy { handle: h, pad: 0 };
+            c.ioctl_arg(DRM_IOCTL_SYNCOBJ_DESTROY, &mut d).unwrap();
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(t.is_empty());
+    drop(f);
+    m.signal();
+}

@@ -314,6 +314,11 @@ impl SyncobjTable {
     /// Replaces the fences of several syncobjs, all or none ([`Error::NotFound`] if a handle is
     /// unknown).
     fn replace_all(&self, handles: &[u32], fence: Option<FenceRef>) -> Result {
+        // The fences replaced are dropped once the table is unlocked (a timeline's chain may be
+        // long, and a driver's fence may do anything when it goes).
+        let mut old: Vec<Option<FenceRef>> = Vec::new();
+        old.try_reserve_exact(handles.len())
+            .map_err(|_| Error::NoMemory)?;
         {
             let mut o = self.lock();
             if handles.iter().any(|h| o.idr.get(*h).is_none()) {
@@ -321,10 +326,11 @@ impl SyncobjTable {
             }
             for h in handles {
                 if let Some(s) = o.idr.get_mut(*h) {
-                    s.fence = fence.clone();
+                    old.push(core::mem::replace(&mut s.fence, fence.clone()));
                 }
             }
         }
+        drop(old);
         self.waiters.wake_all();
         Ok(())
     }
