@@ -18,7 +18,10 @@
 /// }
 /// ```
 ///
-/// with `STORAGE` one of `u8`, `u16`, `u32`, `u64`, and `LOCATION` one of
+/// with `STORAGE` one of `u8`, `u16`, `u32`, `u64`, `HI` and `LO` bit numbers written as decimal
+/// integer literals below 64 (the field's type is named after them: `31:28` is
+/// `__private::F31_28<STORAGE>`, one of a table of aliases, so that no declaration computes a
+/// width), and `LOCATION` one of
 ///
 /// | form | meaning |
 /// | --- | --- |
