@@ -280,8 +280,8 @@ impl SyncobjTable {
         Ok(())
     }
 
-    /// The fence of a syncobj (`None` if it holds none); [`Error::NotFound`] for an unknown
-    /// handle.
+    /// The fence of a syncobj (`None` if it holds none; for a timeline its newest link, a
+    /// [`ChainNode`] that signals with every point); [`Error::NotFound`] for an unknown handle.
     pub fn fence(&self, handle: u32) -> Result<Option<FenceRef>> {
         self.lock()
             .idr
