@@ -173,7 +173,7 @@ impl Config {
 ///
 /// `granule_shift` is 12, 14 or 16; `start_level < 4`; `1 <= pgd_bits <= bits_per_level`
 /// except for the Mali format with a forced level-0 start, where `pgd_bits` may be 0.
-/// `shift`, `index_mask`, `entries` and `level_of_shift` hold what [`Geometry::tables`]
+/// `shift`, `index_mask`, `entries` and `level_of_shift` hold what `Geometry::tables`
 /// computes from the four fields above.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
