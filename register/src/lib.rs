@@ -54,16 +54,22 @@
 //! the same layout for `bitbybit` (a proc macro, which generates no I/O accessors, no `Debug`
 //! and no build-time layout checks, but a builder type per register) and times a clean
 //! `cargo check` of each generated crate alone (best of 5, the two crates alternating; rustc
-//! 1.95, 2-core host shared with other builds, load average 3 to 6 during these runs), then the
-//! register declarations of Linux 7.2's Tyr and nova-core drivers compiled against this crate:
+//! 1.95, 2-core host shared with other builds, load average 1.3 to 5.7 during these runs), then
+//! the register declarations of Linux 7.2's Tyr and nova-core drivers compiled against this
+//! crate:
 //!
 //! | input | `cargo check` of the crate alone |
 //! | --- | --- |
-//! | 500 registers, `register!` | 6.59 s |
-//! | same layout, `bitbybit` 2.0.1 | 6.31 s |
-//! | ratio `register!` / `bitbybit` | 1.04 (runs of the code one and two small steps before: 1.07, 8.83 s against 8.26 s; 1.01, 6.50 s against 6.46 s; 0.99, 6.45 s against 6.50 s; the previous version: 1.28 and 1.36 on this host today, 1.63 to 1.76 in its docs) |
-//! | Linux 7.2 Tyr `regs.rs` (101 registers) | 0.64 s (previous version: 1.15 s) |
-//! | Linux 7.2 nova-core `regs.rs` (69 registers) | 0.39 s (previous version: 0.75 s) |
+//! | 500 registers, `register!` | 5.37 s |
+//! | same layout, `bitbybit` 2.0.1 | 5.90 s |
+//! | ratio `register!` / `bitbybit` | 0.91 (all nine runs of this version: 0.88, 0.97, 0.93, 0.89, 0.90, 0.86, 0.92, 0.91, 0.98; the version before: 0.99 to 1.07) |
+//! | Linux 7.2 Tyr `regs.rs` (101 registers) | 0.54 s (0.54 to 0.81 s over the runs; version before: 0.64 s) |
+//! | Linux 7.2 nova-core `regs.rs` (69 registers) | 0.37 s (0.36 to 0.56 s; version before: 0.39 s) |
+//!
+//! The ratio stays below 1 in every run, but not reliably below 0.9. Checking Tyr's file executes
+//! 1854 M instructions (version before: 1896 M). This crate's own check takes about 0.35 s
+//! longer than before (0.42 s to 0.77 s alone), for the table of field types, masks and ranges
+//! described below; it is paid once per build.
 //!
 //! On this loaded host the wall-clock ratio moves by several percent from run to run; the number
 //! of instructions rustc executes does not. Measured with `valgrind --tool=cachegrind` on the
@@ -77,13 +83,12 @@
 //! | `Debug` given the converted fields only, field constants inline | 993 M | | |
 //! | layout passed by value (no promoted constant per `with_const_x`) | 958 M | | |
 //! | bodies pass the shift only, the shared functions build the mask | 919 M | 4521 M | 24169 M |
-//! | one macro level fewer per register (this version) | 916 M | | 24121 M |
-//! | `bitbybit` 2.0.1 | 978 M | 4795 M | 23927 M |
+//! | one macro level fewer per register | 916 M | | 24121 M |
+//! | linear matching, field types, masks and ranges from a table (this version) | 891 M | 4213 M | 20931 M |
+//! | `bitbybit` 2.0.1 | 978 M | 4795 M | 23926 M |
 //!
-//! At 20 and 100 registers this crate's check executes 6 % fewer instructions than
-//! `bitbybit`'s; at 500 registers 0.8 % more. The target of the rework, a check no slower than
-//! `bitbybit`'s at 500 registers, is met only within noise: the wall-clock ratio of this code and
-//! of the two small steps before it ranged from 0.99 to 1.07 over four runs.
+//! This crate's check now executes 0.91, 0.88 and 0.87 times `bitbybit`'s instructions at 20,
+//! 100 and 500 registers (it was 0.94, 0.94 and 1.008).
 //!
 //! Where the time went: the cost follows the number of bodies rustc type-checks and
 //! borrow-checks (functions, constants, anonymous constants) and how much work each needs, which
@@ -96,13 +101,38 @@
 //! unchanged). `Debug` walks a per-register layout table, the one the declaration check reads,
 //! and receives only the converted fields' values; the declaration checks are one constant per
 //! register; passing that table by reference had made a promoted constant in every
-//! `with_const_x`. `-Z unpretty=expanded` output for 100 registers: 1.99 MB (previous version
-//! 3.16 MB, `bitbybit` 1.11 MB). What each field still costs: three constants, the field's
-//! `Bounded` type (an anonymous constant: its width) and four functions, of which
-//! `with_const_x` carries the build-time check of its constant in an inline `const` block (about
-//! 5 % of the check). With `-Z time-passes` (nightly) the check of 500 registers spends 2.19 s
-//! in type checking against `bitbybit`'s 1.65 s (0.33 s against 0.29 s at 100): that pass grows
-//! faster than linearly with the number of registers, more for this crate than for `bitbybit`.
+//! `with_const_x`.
+//!
+//! The check of the version before grew faster than linearly with the number of registers. The
+//! cause was macro expansion, not type checking: rustc's macro matcher copies every match made
+//! so far each time a repetition starts with an optional part (each register's attributes) or
+//! an optional part is taken while the next one is entered (`@ 0x..` came before `=> OTHER`),
+//! so one invocation of N registers copied O(N²) matches. With `-Z time-passes` (nightly),
+//! expansion took 1.18 s for 500 registers in one invocation against 0.97 s for the same
+//! registers in one invocation each, and 2.90 s against 2.18 s at 1000, where
+//! `Vec<NamedMatch>::clone` was the hottest function under `perf`. The entry rule now takes each
+//! register's attributes at the end of the register before it and puts them back in front in a
+//! second rule (`@pairs`), and `@ 0x..` is the last optional part: expansion of 500 registers
+//! takes 0.80 s. (Trait coherence, the other suspect, grows linearly: its 500
+//! `From<REG> for u32` impls share one bucket of rustc's overlap check but are told apart
+//! without work; coherence checking takes 0.39 s at 500 registers and 0.77 s at 1000.)
+//!
+//! What made each field expensive to check: its `Bounded` type was an anonymous constant
+//! `{ field_width(hi, lo) }`, and `X_MASK` and `X_RANGE` were constants whose bodies call a
+//! function (`field_mask`, `RangeInclusive::new`). Even in `cargo check` rustc type-checks,
+//! builds, borrow-checks and prepares each constant's MIR for evaluation by other crates, and a
+//! body with a call costs more than one that names a constant. Fields now name a table in
+//! `__private`, built once in this crate for every `hi:lo` below 64: `F31_28<S>` (the type,
+//! `Bounded<S, 4>`), `M31_28` and `R31_28`. With `-Z time-passes` at 500 registers, the table of
+//! types took type checking from 1.77 s to 1.36 s (coherence checking, where the anonymous
+//! constants were first evaluated, from 0.71 s to 0.40 s) and the whole check from about 6.6 s
+//! to 5.9 s; the table of constants took type and borrow checking from 2.54 s to 2.34 s and the
+//! whole check from about 5.5 s to 5.1 s. What each field still costs: three
+//! constants (11 % of the check at 100 registers, although their bodies only name a constant or a
+//! literal), four functions, and the inline `const` block that checks `with_const_x`'s constant
+//! (6 %; one generic constant per register instead was slower). `-Z unpretty=expanded` output
+//! for 100 registers: 1.99 MB at the version before (previous version 3.16 MB, `bitbybit`
+//! 1.11 MB).
 
 #![no_std]
 
