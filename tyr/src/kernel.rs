@@ -472,6 +472,14 @@ impl KernelBackend {
     }
 }
 
+impl Drop for KernelBackend {
+    fn drop(&mut self) {
+        // A queued or running pump keeps the simulated GPU alive through its own reference;
+        // without events it stops at its next turn instead of serving a driver that is gone.
+        self.set_events(None);
+    }
+}
+
 impl Backend for KernelBackend {
     type Io = SimIo;
     type Clock = SimClock;
