@@ -150,10 +150,14 @@ fn create_signal_wait_reset_destroy() {
         );
     }
     assert_eq!(pending.queued(), 0);
-    // A waiter is woken by the signal from another thread.
+    // A waiter is woken by the signal from another thread, which signals only once the
+    // waiter has queued its waker on the fence: the wait surely entered before the signal
+    // (a sleep would not say so under a slow interpreter such as Miri).
     let p2 = pending.clone();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+        while p2.queued() == 0 {
+            std::thread::yield_now();
+        }
         p2.signal();
     });
     // Wait-all reports, as the kernel does, the first syncobj already signalled on entry.

@@ -354,7 +354,11 @@ fn timeline_wait_for_points() {
         let r = c.ioctl_arg(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &mut a);
         let _ = tx.send(r.map(|_| a.first_signaled));
     });
-    std::thread::sleep(Duration::from_millis(20));
+    // Signal only once the waiter queued its waker on the fence: it surely entered before
+    // (a sleep would not say so under a slow interpreter such as Miri).
+    while m2.queued() == 0 {
+        std::thread::yield_now();
+    }
     assert!(rx.try_recv().is_err());
     m2.signal();
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ok(1)));
@@ -362,7 +366,9 @@ fn timeline_wait_for_points() {
     let m3 = add_pending(&client, h, 3);
     let m = m3.clone();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+        while m.queued() == 0 {
+            std::thread::yield_now();
+        }
         m.signal();
     });
     assert_eq!(
