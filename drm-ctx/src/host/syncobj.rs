@@ -951,7 +951,11 @@ fn wait_points(
                 };
             }
             let Slot::Fence(fence) = slot else { continue };
-            let mut ready = available || fence.status().is_some();
+            // Whether the point was ready before this pass queued anything on it: a fence
+            // that signals between queueing the waker and the check after it was not signalled
+            // on entry (the kernel decides `first_signaled` before it adds its callbacks).
+            let was_ready = available || fence.status().is_some();
+            let mut ready = was_ready;
             if !ready && !armed[i].as_ref().is_some_and(Registration::is_queued) {
                 // Not queued yet, or the fence could not queue the waker and woke it instead:
                 // queue it (again).
@@ -963,7 +967,7 @@ fn wait_points(
                 if !all {
                     return Ok(i as u32);
                 }
-                if entry && done == 0 {
+                if entry && was_ready && first == u32::MAX {
                     first = i as u32;
                 }
                 done += 1;
