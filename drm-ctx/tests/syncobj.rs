@@ -4,63 +4,15 @@
 
 mod common;
 
+use common::manual::Manual;
 use common::*;
 use drm_ctx::drm::ioctl::as_bytes;
 use drm_ctx::drm::OpenOptions;
 use drm_ctx::host::syncobj::*;
 use drm_ctx::host::Client;
 use drm_ctx::Error;
-use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::Waker;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// A fence the test signals by hand.
-#[derive(Default)]
-struct Manual(Arc<ManualState>);
-
-#[derive(Default)]
-struct ManualState {
-    done: AtomicBool,
-    /// Queued wakers, each with the number of its registration.
-    wakers: Mutex<Vec<(u64, Waker)>>,
-    next_id: AtomicU64,
-}
-
-impl Manual {
-    fn signal(&self) {
-        self.0.done.store(true, Ordering::SeqCst);
-        for (_, w) in self.0.wakers.lock().unwrap().drain(..) {
-            w.wake();
-        }
-    }
-
-    /// Wakers queued and not taken back.
-    fn queued(&self) -> usize {
-        self.0.wakers.lock().unwrap().len()
-    }
-}
-
-impl SyncFence for Manual {
-    fn status(&self) -> Option<Result<(), i32>> {
-        self.0.done.load(Ordering::SeqCst).then_some(Ok(()))
-    }
-    fn wake_on_signal(&self, waker: &Waker) -> Registration {
-        let mut w = self.0.wakers.lock().unwrap();
-        if self.0.done.load(Ordering::SeqCst) {
-            waker.wake_by_ref();
-            return Registration::done();
-        }
-        let id = self.0.next_id.fetch_add(1, Ordering::SeqCst);
-        w.push((id, waker.clone()));
-        let state = self.0.clone();
-        Registration::new(move || state.wakers.lock().unwrap().retain(|(i, _)| *i != id))
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
 
 fn handles(client: &Client<TestDriver>, hs: &[u32]) -> u64 {
     let bytes: Vec<u8> = hs.iter().flat_map(|h| h.to_le_bytes()).collect();
