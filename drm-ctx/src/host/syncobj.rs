@@ -533,9 +533,10 @@ pub struct DrmSyncobjWait {
     pub count_handles: u32,
     /// `DRM_SYNCOBJ_WAIT_FLAGS_*`.
     pub flags: u32,
-    /// Out: index of the first signalled syncobj (wait-any).
+    /// Out: the syncobj that ended a wait-any; for a wait-all the first one signalled on
+    /// entry (`u32::MAX` if none was).
     pub first_signaled: u32,
-    /// Must be zero.
+    /// Not checked (as in the kernel).
     pub pad: u32,
     /// Deadline hint (ignored here).
     pub deadline_nsec: u64,
