@@ -17,6 +17,7 @@ use drm_ctx::types::ARef;
 use drm_ctx::Error;
 use std::mem::offset_of;
 use std::sync::{mpsc, Arc};
+use std::task::Waker;
 use std::time::Duration;
 
 type C = Client<TestDriver>;
@@ -701,4 +702,43 @@ fn dropping_a_long_timeline_does_not_recurse() {
     assert!(t.is_empty());
     drop(f);
     m.signal();
+}
+
+/// `for_each_unwrapped`: a point's link stands for the fences of its point and every earlier
+/// one still pending; a plain fence for itself.
+#[test]
+fn unwrapping_a_point_gives_the_fences_it_waits_for() {
+    let (_p, _reg, client) = open();
+    let t = client.file().syncobjs();
+    let h = create(&client);
+    let m1 = add_pending(&client, h, 1);
+    let m2 = add_pending(&client, h, 2);
+    let m3 = add_pending(&client, h, 3);
+    let parts = |f: &FenceRef| {
+        let mut v = Vec::new();
+        for_each_unwrapped(f, |x| v.push(x.clone()));
+        v
+    };
+    // Point 2 waits for the fences of points 2 and 1, not 3.
+    let two = parts(&t.find_fence(h, 2, 0).unwrap());
+    assert_eq!(two.len(), 2);
+    let queued = |m: &Manual| {
+        let _r: Vec<Registration> = two
+            .iter()
+            .map(|f| f.wake_on_signal(Waker::noop()))
+            .collect();
+        m.queued()
+    };
+    assert_eq!((queued(&m1), queued(&m2), queued(&m3)), (1, 1, 0));
+    // Once point 1 has signalled, the whole timeline is points 2 and 3.
+    m1.signal();
+    assert_eq!(parts(&t.fence(h).unwrap().unwrap()).len(), 2);
+    // A plain fence is its own part.
+    let (_m, plain) = Manual::new();
+    let one = parts(&plain);
+    assert_eq!(one.len(), 1);
+    assert!(Arc::ptr_eq(&one[0], &plain));
+    m2.signal();
+    m3.signal();
+    assert!(t.find_fence(h, 3, 0).unwrap().status().is_some());
 }

@@ -61,7 +61,7 @@ use std::{
 mod chain;
 
 use chain::Contained;
-pub use chain::{live_chain_links, ChainNode, ChainPoint};
+pub use chain::{for_each_unwrapped, live_chain_links, ChainNode, ChainPoint};
 
 use super::{idr::Idr, WakerList};
 use crate::{

@@ -211,6 +211,37 @@ fn for_each_contained(head: &ChainNode, mut f: impl FnMut(&FenceRef)) {
     }
 }
 
+/// Calls `f` on each fence `fence` is made of (`dma_fence_unwrap_for_each`): for a link, the
+/// contained fences of it and of every earlier link or plain fence still in its chain (links
+/// whose fence has signalled are unlinked on the way, so mostly pending ones); any other fence
+/// is its own single part.
+///
+/// A link has signalled once every fence visited has, so a driver whose jobs can only wait for
+/// its own fences depends on these instead of the link (what `drm_sched_job_add_syncobj_dependency`
+/// does with an unwrapped chain).
+///
+/// # Examples
+///
+/// ```
+/// use drm_ctx::host::syncobj::{for_each_unwrapped, FenceRef, SignalledFence, SyncobjTable};
+/// use std::sync::Arc;
+///
+/// let t = SyncobjTable::default();
+/// let h = t.create(None).unwrap();
+/// let mine: FenceRef = Arc::new(SignalledFence);
+/// t.add_point(h, t.alloc_point().unwrap(), mine.clone(), 1).unwrap();
+/// let mut parts = Vec::new();
+/// for_each_unwrapped(&t.find_fence(h, 0, 0).unwrap(), |f| parts.push(f.clone()));
+/// assert_eq!(parts.len(), 1);
+/// assert!(Arc::ptr_eq(&parts[0], &mine));
+/// ```
+pub fn for_each_unwrapped(fence: &FenceRef, mut f: impl FnMut(&FenceRef)) {
+    match as_chain(fence) {
+        Some(c) => for_each_contained(c, f),
+        None => f(fence),
+    }
+}
+
 /// Walks the whole chain from `f` once, collecting garbage (what adding a point does to the
 /// chain it extends).
 pub(super) fn collect(f: &FenceRef) {
