@@ -176,10 +176,10 @@ where
     fn prepare(&mut self, addr: u64, end: u64, extra: usize) -> Result<(), Error> {
         let mut core = self.vm.core();
         let mut k = 0usize;
-        let mut cur = core.first_overlap(addr, end);
-        while cur != NIL {
+        let mut walk = core.overlaps(addr, end);
+        while walk.cur != NIL {
             k += 1;
-            cur = core.next_overlap(cur, end);
+            core.advance(&mut walk);
         }
         let need = self.len + k + extra;
         let cap = self.ops.as_slice().len();
@@ -256,15 +256,15 @@ where
             Some(obj) => core.obtain_bo(obj).0,
             None => NIL,
         };
-        let mut cur = core.first_overlap(req.addr, end);
+        let mut walk = core.overlaps(req.addr, end);
         let mut entries = 0;
-        while cur != NIL {
-            let next = core.next_overlap(cur, end);
+        while walk.cur != NIL {
+            let cur = walk.cur;
             let step = map_step(req.addr, req.range, bo, req.offset, &core.vas[cur as usize]);
             let e = Self::plan_step(&mut core, cur, step);
             self.ops.as_mut_slice()[self.len + entries] = e;
             entries += 1;
-            cur = next;
+            core.advance(&mut walk);
         }
         let piece = Piece {
             addr: req.addr,
@@ -291,15 +291,15 @@ where
         self.vm.reserve(2, 0)?;
         self.prepare(addr, end, 0)?;
         let mut core = self.vm.core();
-        let mut cur = core.first_overlap(addr, end);
+        let mut walk = core.overlaps(addr, end);
         let mut entries = 0;
-        while cur != NIL {
-            let next = core.next_overlap(cur, end);
+        while walk.cur != NIL {
+            let cur = walk.cur;
             let step = unmap_step(addr, end, &core.vas[cur as usize]);
             let e = Self::plan_step(&mut core, cur, step);
             self.ops.as_mut_slice()[self.len + entries] = e;
             entries += 1;
-            cur = next;
+            core.advance(&mut walk);
         }
         self.len += entries;
         Ok(())

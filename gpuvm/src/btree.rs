@@ -106,7 +106,7 @@ impl Default for Node {
 
 impl Node {
     pub(crate) const EMPTY: Node = Node {
-        keys: [0; CAP],
+        keys: [u64::MAX; CAP],
         vals: [NIL; CAP],
         next: NIL,
         len: 0,
@@ -138,36 +138,41 @@ impl Node {
         (self.len as usize).min(CAP)
     }
 
-    /// Number of the keys `from..len` that are `<= key` (keys are sorted).
+    /// Number of the node's keys that are `<= key`.
     ///
-    /// A binary search without branches on the comparisons: four halvings for a full node,
-    /// each a load and a conditional move. A linear scan of all [`CAP`] keys costs about four
-    /// times the instructions where it cannot be vectorised, and the kernel is built without
-    /// SIMD (`-mno-sse` on x86, `-mgeneral-regs-only` on arm64).
+    /// A binary search over all [`CAP`] key slots, unrolled and without branches: five loads
+    /// and conditional adds, whatever the node's length. It relies on the node invariant that
+    /// the slots past `len` hold `u64::MAX` (so they sort after every key; a search for
+    /// `u64::MAX` itself is clamped to `len`). A linear scan costs about four times the
+    /// instructions where it cannot be vectorised, and the kernel is built without SIMD
+    /// (`-mno-sse` on x86, `-mgeneral-regs-only` on arm64).
+    ///
+    /// In an inner node the first key is not a separator and may hold any value: the search
+    /// reads it only once it knows that the second key is above `key`, and then the answer
+    /// is child 0 either way (see [`Node::child`]).
     #[inline]
-    fn count_le(&self, from: usize, key: u64) -> usize {
-        let len = self.len();
-        if from >= len {
-            return 0;
-        }
-        // Invariant: `keys[base] <= key` unless `base == from`, and every key of
-        // `base + size..len` is above `key`.
-        let mut base = from;
-        let mut size = len - from;
-        while size > 1 {
-            let half = size / 2;
-            // `base + half < len <= CAP`: the mask only drops the bounds check.
-            let mid = (base + half) & (CAP - 1);
-            base = if self.keys[mid] <= key { mid } else { base };
-            size -= half;
-        }
-        base - from + usize::from(self.keys[base & (CAP - 1)] <= key)
+    fn count_le(&self, key: u64) -> usize {
+        const _: () = assert!(
+            CAP == 16,
+            "the unrolled search below is written for 16 keys"
+        );
+        let k = &self.keys;
+        let mut b = 0usize;
+        // Each step halves the candidates; `b + w - 1 <= 15` keeps every index in range, and
+        // the masks only spare the bounds checks.
+        b += 8 * usize::from(k[7] <= key);
+        b += 4 * usize::from(k[(b + 3) & (CAP - 1)] <= key);
+        b += 2 * usize::from(k[(b + 1) & (CAP - 1)] <= key);
+        b += usize::from(k[b & (CAP - 1)] <= key);
+        b += usize::from(k[b & (CAP - 1)] <= key);
+        b.min(self.len())
     }
 
     /// The child of an inner node whose key range holds `key`.
     #[inline]
     fn child(&self, key: u64) -> usize {
-        self.count_le(1, key)
+        // Counting the unused first key as `<= key`: one more than the separators `<= key`.
+        self.count_le(key).saturating_sub(1)
     }
 
     #[inline]
@@ -192,6 +197,11 @@ impl Node {
             self.keys[i] = self.keys[i + 1];
             self.vals[i] = self.vals[i + 1];
             i += 1;
+        }
+        // The vacated slot sorts after every key again (see `count_le`).
+        if let Some(last) = len.checked_sub(1) {
+            self.keys[last] = u64::MAX;
+            self.vals[last] = NIL;
         }
         self.len = len.saturating_sub(1) as u32;
     }
@@ -334,7 +344,7 @@ impl Index {
         if self.hint == NIL || key < self.hint_lo || key > self.hint_hi {
             return None;
         }
-        Some((self.hint, nd(s, self.hint).count_le(0, key)))
+        Some((self.hint, nd(s, self.hint).count_le(key)))
     }
 
     /// Descends to the leaf whose key range holds `key`, recording the path.
@@ -363,7 +373,7 @@ impl Index {
                     let node = nd(s, n);
                     n = node.vals[node.child(key)];
                 }
-                (n, nd(s, n).count_le(0, key))
+                (n, nd(s, n).count_le(key))
             }
         };
         (le > 0 && nd(s, leaf).keys[le - 1] == key).then(|| (leaf, le - 1))
@@ -374,7 +384,7 @@ impl Index {
         if leaf == NIL {
             return None;
         }
-        let le = nd(s, leaf).count_le(0, key);
+        let le = nd(s, leaf).count_le(key);
         (le > 0 && nd(s, leaf).keys[le - 1] == key).then(|| (leaf, le - 1))
     }
 
@@ -490,7 +500,7 @@ impl Index {
                     }
                     n = node.vals[c];
                 }
-                let le = nd(s, n).count_le(0, addr);
+                let le = nd(s, n).count_le(addr);
                 let mut pred = Cursor::END;
                 if le == 0 && left.0 != NIL {
                     // Every key here is above addr: the predecessor ends the subtree on
@@ -533,18 +543,19 @@ impl Index {
     }
 
     /// [`Index::seek`] that remembers the leaf for the next operation; returns the slot and
-    /// its key, or `(NIL, 0)`.
+    /// key there and those of the entry after it (each `(NIL, 0)` past the end), so that a
+    /// walk over overlapping entries does not have to find its second one again.
     pub(crate) fn seek_mut<T: NodeSlot>(
         &mut self,
         s: &[T],
         addr: u64,
         end: impl Fn(u32) -> u64,
-    ) -> (u32, u64) {
+    ) -> [(u32, u64); 2] {
         let c = self.seek(s, addr, end);
         if c.leaf != NIL && c.leaf != self.hint {
             self.set_hint(s, c.leaf);
         }
-        self.entry(s, c)
+        [self.entry(s, c), self.entry(s, self.advance(s, c))]
     }
 
     /// Inserts `key` (not in the tree yet) for slot `val`.
@@ -570,7 +581,7 @@ impl Index {
             pos: [0; MAX_HEIGHT],
         };
         let leaf = self.descend(s, key, &mut path);
-        let le = nd(s, leaf).count_le(0, key);
+        let le = nd(s, leaf).count_le(key);
         if nd(s, leaf).len() < CAP {
             ndm(s, leaf).insert_at(le, key, val);
             self.set_hint(s, leaf);
@@ -658,7 +669,7 @@ impl Index {
         left.keys[llen..llen + moved].copy_from_slice(&keys[..moved]);
         left.vals[llen..llen + moved].copy_from_slice(&vals[..moved]);
         left.len = (llen + moved) as u32;
-        node.keys = [0; CAP];
+        node.keys = [u64::MAX; CAP];
         node.vals = [NIL; CAP];
         node.keys[..CAP + 1 - moved].copy_from_slice(&keys[moved..]);
         node.vals[..CAP + 1 - moved].copy_from_slice(&vals[moved..]);
@@ -740,7 +751,7 @@ impl Index {
             pos: [0; MAX_HEIGHT],
         };
         let leaf = self.descend(s, key, &mut path);
-        let le = nd(s, leaf).count_le(0, key);
+        let le = nd(s, leaf).count_le(key);
         if le == 0 || nd(s, leaf).keys[le - 1] != key {
             return;
         }
@@ -810,7 +821,7 @@ impl Index {
         let mut node = *nd(s, n);
         let last = left.len() - 1;
         let (k, v) = (left.keys[last], left.vals[last]);
-        left.len -= 1;
+        left.remove_at(last);
         if leaf {
             node.insert_at(0, k, v);
         } else {
@@ -886,7 +897,7 @@ impl Index {
             pos: [0; MAX_HEIGHT],
         };
         let leaf = self.descend(s, old, &mut path);
-        let le = nd(s, leaf).count_le(0, old);
+        let le = nd(s, leaf).count_le(old);
         if le == 0 || nd(s, leaf).keys[le - 1] != old {
             return;
         }
@@ -959,6 +970,10 @@ impl Index {
             let node = nd(s, n);
             let len = node.len as usize;
             assert!(len <= CAP);
+            assert!(
+                node.keys[len..].iter().all(|&k| k == u64::MAX),
+                "a key slot past the length is not u64::MAX"
+            );
             if depth > 0 {
                 assert!(len >= MIN, "underfull node");
             }
@@ -1161,17 +1176,22 @@ mod tests {
                     TOp::Probe(k) => {
                         for addr in [key(k) - 1, key(k), key(k) + 1] {
                             let c = t.seek(&nodes, addr, |i| slots[i as usize].key + slots[i as usize].len);
-                            let want = model
+                            let mut from = model
                                 .iter()
-                                .find(|(&kk, &v)| kk + slots[v as usize].len > addr)
+                                .skip_while(|(&kk, &v)| kk + slots[v as usize].len <= addr)
                                 .map(|(&kk, &v)| (v, kk));
+                            let want = from.next();
+                            let want_after = from.next().unwrap_or((NIL, 0));
                             prop_assert_eq!(
                                 (t.get(&nodes, c) != NIL).then(|| t.get(&nodes, c)),
                                 want.map(|(v, _)| v)
                             );
                             let mut tm = t;
                             let got = tm.seek_mut(&nodes, addr, |i| slots[i as usize].key + slots[i as usize].len);
-                            prop_assert_eq!((got.0 != NIL).then_some(got), want);
+                            prop_assert_eq!((got[0].0 != NIL).then_some(got[0]), want);
+                            if want.is_some() {
+                                prop_assert_eq!(got[1], want_after);
+                            }
                             prop_assert_eq!(
                                 t.find(&nodes, addr),
                                 model.get(&addr).copied().unwrap_or(NIL)
@@ -1242,6 +1262,44 @@ mod tests {
             }
             t.check(&nodes, |i| slots[i as usize].key);
             assert_eq!(t.len, 0);
+        }
+    }
+
+    /// The unrolled search against a linear count, for every length, keys at both ends of
+    /// the range, and every probe between and around them; and `child` with any first key.
+    #[test]
+    fn count_le_matches_a_linear_count() {
+        for len in 0..=CAP {
+            for top in [16u64, u64::MAX] {
+                let mut node = Node::EMPTY;
+                for i in 0..len {
+                    // Keys 1, 3, 5, ... and, with `top`, the last one at the top of the range.
+                    let k = if top == u64::MAX && i + 1 == len {
+                        top
+                    } else {
+                        2 * i as u64 + 1
+                    };
+                    node.insert_at(i, k, i as u32);
+                }
+                let mut probes: Vec<u64> = (0..=2 * CAP as u64 + 1).collect();
+                probes.extend([u64::MAX - 1, u64::MAX]);
+                for key in probes {
+                    let linear = node.keys[..len].iter().filter(|&&k| k <= key).count();
+                    assert_eq!(node.count_le(key), linear, "len {len}, key {key}");
+                    if len >= 2 {
+                        for first in [0, 7, u64::MAX] {
+                            let mut inner = node;
+                            inner.keys[0] = first;
+                            let seps = node.keys[1..len].iter().filter(|&&k| k <= key).count();
+                            assert_eq!(
+                                inner.child(key),
+                                seps,
+                                "len {len}, key {key}, first {first}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -574,13 +574,13 @@ where
             Some(obj) => core.obtain_bo(obj).0,
             None => NIL,
         };
-        let mut cur = core.first_overlap(req.addr, end);
+        let mut walk = core.overlaps(req.addr, end);
         let result = (|| {
-            while cur != NIL {
-                let next = core.next_overlap(cur, end);
+            while walk.cur != NIL {
+                let cur = walk.cur;
                 let step = map_step(req.addr, req.range, bo, req.offset, &core.vas[cur as usize]);
                 core.run_step(ops, cur, step)?;
-                cur = next;
+                core.advance(&mut walk);
             }
             let op = core.op_map(&req, bo, NIL);
             ops.sm_step_map(op).map(|_| ())
@@ -601,13 +601,13 @@ where
     ) -> Result<(), T::Error> {
         let end = self.precheck_unmap(addr, range, 1)?;
         let mut core = self.core();
-        let mut cur = core.first_overlap(addr, end);
+        let mut walk = core.overlaps(addr, end);
         let result = (|| {
-            while cur != NIL {
-                let next = core.next_overlap(cur, end);
+            while walk.cur != NIL {
+                let cur = walk.cur;
                 let step = unmap_step(addr, end, &core.vas[cur as usize]);
                 core.run_step(ops, cur, step)?;
-                cur = next;
+                core.advance(&mut walk);
             }
             Ok(())
         })();
@@ -661,14 +661,14 @@ where
             Some(obj) => core.obtain_bo(obj).0,
             None => NIL,
         };
-        let mut cur = core.first_overlap(req.addr, end);
+        let mut walk = core.overlaps(req.addr, end);
         let result = (|| {
             let mut map_req = false;
-            while cur != NIL {
-                let next = core.next_overlap(cur, end);
+            while walk.cur != NIL {
+                let cur = walk.cur;
                 let va = &core.vas[cur as usize];
                 if va.bo != NIL {
-                    cur = next;
+                    core.advance(&mut walk);
                     continue;
                 }
                 let (addr, vend, offset) = (va.addr, va.addr + va.range, va.offset);
@@ -684,7 +684,7 @@ where
                 });
                 if prev.is_none() && tail.is_none() {
                     // Inside the request: nothing to split.
-                    cur = next;
+                    core.advance(&mut walk);
                     continue;
                 }
                 let step = Step::Remap {
@@ -706,7 +706,7 @@ where
                 if addr > req.addr {
                     return Ok(());
                 }
-                cur = next;
+                core.advance(&mut walk);
             }
             if map_req {
                 let _ = ops.sm_step_map(core.op_map(&req, bo, NIL))?;

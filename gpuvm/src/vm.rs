@@ -403,6 +403,25 @@ pub(crate) struct Core<'a, O, D> {
     pub(crate) st: &'a mut State,
 }
 
+/// A walk over the VAs overlapping a range, kept one VA ahead ([`Core::overlaps`]).
+///
+/// A step may remove or split the current VA, so the walk learns the next one before the
+/// current one is handed to the step.
+pub(crate) struct Overlaps {
+    /// The VA to process, or `NIL` at the end.
+    pub(crate) cur: u32,
+    next: u32,
+    end: u64,
+}
+
+impl Overlaps {
+    const DONE: Overlaps = Overlaps {
+        cur: NIL,
+        next: NIL,
+        end: 0,
+    };
+}
+
 impl<O: GemObject, D> Core<'_, O, D> {
     pub(crate) fn reborrow(&mut self) -> Core<'_, O, D> {
         Core {
@@ -413,26 +432,42 @@ impl<O: GemObject, D> Core<'_, O, D> {
         }
     }
 
-    /// The first VA overlapping `[addr, end)`, or `NIL`.
+    /// Starts a walk over the VAs overlapping `[addr, end)`, in address order.
     ///
     /// The index keys are the VAs' start addresses, so only the VA starting below `addr` has
     /// its slot read (for its end): a request that overlaps nothing reads at most that slot.
-    pub(crate) fn first_overlap(&mut self, addr: u64, end: u64) -> u32 {
+    /// The one search also yields the VA after the first, so a request overlapping one VA
+    /// searches once.
+    pub(crate) fn overlaps(&mut self, addr: u64, end: u64) -> Overlaps {
         let vas = &*self.vas;
-        let (i, start) = self.st.tree.seek_mut(self.nodes, addr, |i| {
+        let [(i, start), (n, next_start)] = self.st.tree.seek_mut(self.nodes, addr, |i| {
             let s = &vas[i as usize];
             s.addr.wrapping_add(s.range)
         });
-        if i != NIL && start < end {
-            i
-        } else {
-            NIL
+        if i == NIL || start >= end {
+            return Overlaps::DONE;
         }
+        Overlaps {
+            cur: i,
+            next: if n != NIL && next_start < end { n } else { NIL },
+            end,
+        }
+    }
+
+    /// Moves the walk to the next overlapping VA. The current VA may have been changed or
+    /// removed since the walk reached it: its successor was found while it was still there.
+    pub(crate) fn advance(&mut self, w: &mut Overlaps) {
+        w.cur = w.next;
+        w.next = if w.cur == NIL {
+            NIL
+        } else {
+            self.next_overlap(w.cur, w.end)
+        };
     }
 
     /// The VA after VA `i` (which is in the tree) if it starts before `end`, or `NIL`, without
     /// reading the next VA's slot.
-    pub(crate) fn next_overlap(&mut self, i: u32, end: u64) -> u32 {
+    fn next_overlap(&mut self, i: u32, end: u64) -> u32 {
         let key = self.vas[i as usize].addr;
         let (n, start) = self.st.tree.next(self.nodes, key);
         if n != NIL && start < end {
