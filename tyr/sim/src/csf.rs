@@ -41,9 +41,14 @@
 //!   read in the group's address space; the insert/extract words (`RINGBUF_INPUT`,
 //!   `RINGBUF_OUTPUT`) are MCU addresses, as panthor programs them.
 //!
-//! Not simulated: suspend buffers, protected mode, tiler heaps, performance counters,
-//! timers, priorities (all running streams advance round-robin), and every instruction not
-//! listed in [`instr`] (those stop the stream with a fatal `CS_INSTR_INVALID`).
+//! - tiler heaps: `HEAP_SET` names a stream's heap context and the simulator's tiling
+//!   instruction (`RUN_IDVS`, see [`heap`]) writes into the heap's chunks; when the chunk list
+//!   runs out the stream raises the `TILER_OOM` event and waits for the driver's answer.
+//!
+//! Not simulated: suspend buffers, protected mode, fragment work (and with it incremental
+//! rendering), performance counters, timers, priorities (all running streams advance
+//! round-robin), and every instruction not listed in [`instr`] (those stop the stream with a
+//! fatal `CS_INSTR_INVALID`).
 //!
 //! The firmware reacts to a doorbell within the register write that rings it; streams then
 //! run as simulated time advances ([`Timings::cs_step_ns`](super::Timings::cs_step_ns) per
@@ -224,6 +229,12 @@ pub mod cs {
     pub const RINGBUF_BASE: u64 = 0x10;
     /// Input: ring buffer size in bytes (a power of two).
     pub const RINGBUF_SIZE: u64 = 0x18;
+    /// Input: the chunk the driver gives a stream stalled on `TILER_OOM`, encoded as a chunk
+    /// link (see [`heap`](super::heap)); 0 when it has none.
+    pub const HEAP_START: u64 = 0x20;
+    /// Input: the end of that chunk (panthor writes the same link as `HEAP_START`; the
+    /// simulator reads only `HEAP_START`).
+    pub const HEAP_END: u64 = 0x28;
     /// Input: MCU address of the `{insert, extract}` words the driver writes.
     pub const RINGBUF_INPUT: u64 = 0x30;
     /// Input: MCU address of the `{extract, active}` words the firmware writes.
@@ -246,12 +257,23 @@ pub mod cs {
     pub const FAULT_INFO: u64 = 0x88;
     /// Output: fatal information (the instruction address).
     pub const FATAL_INFO: u64 = 0x90;
+    /// Output, with `TILER_OOM`: tiling passes started on the heap.
+    pub const HEAP_VT_START: u64 = 0xc0;
+    /// Output, with `TILER_OOM`: tiling passes finished on the heap.
+    pub const HEAP_VT_END: u64 = 0xc4;
+    /// Output, with `TILER_OOM`: fragment passes finished on the heap.
+    pub const HEAP_FRAG_END: u64 = 0xcc;
+    /// Output, with `TILER_OOM`: GPU address of the heap context that ran out.
+    pub const HEAP_ADDRESS: u64 = 0xd0;
     /// State request field.
     pub const STATE_MASK: u32 = 0x7;
     /// State: stop.
     pub const STATE_STOP: u32 = 0;
     /// State: start.
     pub const STATE_START: u32 = 1;
+    /// Event: the tiler ran out of heap memory; the stream waits until the driver
+    /// acknowledges it (having written `HEAP_START`/`HEAP_END`) and rings the stream's doorbell.
+    pub const TILER_OOM: u32 = 1 << 26;
     /// Event: fatal error.
     pub const FATAL_EVENT: u32 = 1 << 30;
     /// Event: fault.
@@ -288,6 +310,67 @@ pub mod exception {
     pub const CS_CALL_STACK_OVERFLOW: u8 = 0x4a;
     /// A memory access hit memory that does not exist.
     pub const CS_BUS_FAULT: u8 = 0x48;
+    /// The tiler found no heap memory: the driver answered a `TILER_OOM` with no chunk.
+    pub const OUT_OF_MEMORY: u8 = 0x60;
+}
+
+/// Tiler heaps as the simulated tiler reads them.
+///
+/// # The hardware
+///
+/// The tiler sorts the primitives of a render pass into per-tile lists, which it writes into
+/// a *heap*: a singly linked list of *chunks* in GPU memory that the kernel driver allocates.
+/// Every chunk starts with a 64-byte header whose first word links to the next chunk: its
+/// GPU address in bits 63:12 and its size in 4 KiB pages in bits 11:0 (0 ends the list). The
+/// tiler also keeps a small *heap context* in GPU memory, whose address a stream sets with
+/// `HEAP_SET`; the driver only zeroes it. When the tiler has used every chunk, the firmware
+/// raises the stream's `TILER_OOM` event with the heap context address and the heap's
+/// render-pass counters in the stream's output block, and stalls the stream; the driver
+/// either links a new chunk (its link in `HEAP_START`) or answers 0, and acknowledges the
+/// event. With no chunk the tiler cannot go on: the stream faults with `OUT_OF_MEMORY`.
+///
+/// # The simulation
+///
+/// The heap context is [`CONTEXT_SIZE`] bytes in the simulator's own layout (the real one is
+/// not public): the current chunk's link ([`CTX_CHUNK`], 0 before the first use), the next
+/// free byte ([`CTX_TOP`]) and the tiling passes started and finished ([`CTX_VT_START`],
+/// [`CTX_VT_END`]). A zeroed context is an unused heap.
+///
+/// Tiling is [`instr::RUN_IDVS`]: `RUN_IDVS first, count, tag` writes `count` 64-bit words
+/// (`tag + i` for word `i`, `tag` a register pair) one after the other into the heap, starting
+/// in the chunk whose link is in the pair `first` (what `TILER_HEAP_CREATE` returned, with the
+/// chunk size in bits 11:0) when the heap is unused, else where the last run stopped. A full
+/// chunk is left for the next one in its header's link; at the end of the list the stream
+/// raises `TILER_OOM` (`HEAP_FRAG_END` reads as `HEAP_VT_END`: there is no fragment work, so
+/// every finished tiling pass counts as rendered). A chunk the driver hands over is linked
+/// into the header of the last chunk, as the list grows, and the run goes on in it. Writes go
+/// through the stream's address space; a chunk that is not mapped faults the stream as any
+/// access does.
+pub mod heap {
+    /// Bytes of a heap context.
+    pub const CONTEXT_SIZE: u64 = 32;
+    /// Context: link of the chunk in use (0: the heap is unused).
+    pub const CTX_CHUNK: u64 = 0x00;
+    /// Context: GPU address of the next free byte in that chunk.
+    pub const CTX_TOP: u64 = 0x08;
+    /// Context: tiling passes started.
+    pub const CTX_VT_START: u64 = 0x10;
+    /// Context: tiling passes finished.
+    pub const CTX_VT_END: u64 = 0x14;
+    /// Bytes of a chunk header (the link, then 56 bytes that must be zero).
+    pub const CHUNK_HEADER_SIZE: u64 = 64;
+    /// Most words one `RUN_IDVS` writes (more is an invalid instruction).
+    pub const MAX_RUN_WORDS: u32 = 1 << 16;
+
+    /// The GPU address of the chunk a link names.
+    pub const fn link_addr(link: u64) -> u64 {
+        link & !0xfff
+    }
+
+    /// The size in bytes of the chunk a link names.
+    pub const fn link_size(link: u64) -> u64 {
+        (link & 0xfff) << 12
+    }
 }
 
 /// The command-stream instruction set as the simulated engine reads it.
@@ -314,6 +397,12 @@ pub mod exception {
 /// | `SYNC_ADD32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] += d`, then the group's `SYNC_UPDATE` event |
 /// | `SYNC_SET32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] = d`, then `SYNC_UPDATE` |
 /// | `SYNC_WAIT32/64 cond [a], d`       | a 47:40, d 39:32, condition 31:28                | block until `mem[a] cond d` |
+/// | `HEAP_SET a`                       | a 47:40                                          | the stream's heap context is at `a:a+1` |
+/// | `RUN_IDVS f, n, t`                 | f 55:48, n 47:40, t 39:32                        | tiling: `n` (a register) words `t:t+1 + i` into the heap (see [`heap`](super::heap)) |
+///
+/// `RUN_IDVS` is the simulator's stand-in for tiling work: the hardware's instruction (same
+/// opcode) takes its draw from many registers and runs shaders; the simulated one only
+/// consumes heap memory, which is what the driver takes part in.
 ///
 /// Bits the table does not name (scopes, error propagation, the `WAIT` of a `SYNC_*`) are read
 /// as zero would be: the engine has no caches, scopes or deferred operations. Any other opcode,
@@ -344,6 +433,10 @@ pub mod instr {
     pub const MOVE32: u8 = 2;
     /// Opcode of `WAIT`.
     pub const WAIT: u8 = 3;
+    /// Opcode of `RUN_IDVS` (the simulator's tiling; see [`heap`](super::heap)).
+    pub const RUN_IDVS: u8 = 6;
+    /// Opcode of `HEAP_SET`.
+    pub const HEAP_SET: u8 = 48;
     /// Opcode of `ADD_IMMEDIATE32`.
     pub const ADD_IMMEDIATE32: u8 = 16;
     /// Opcode of `ADD_IMMEDIATE64`.
@@ -534,6 +627,20 @@ pub mod instr {
             /// Pair holding the value compared with.
             data: u8,
         },
+        /// `HEAP_SET addr`.
+        HeapSet {
+            /// Pair holding the heap context's address.
+            addr: u8,
+        },
+        /// `RUN_IDVS first, count, tag`.
+        RunIdvs {
+            /// Pair holding the link of the heap's first chunk.
+            first: u8,
+            /// Register holding the number of words.
+            count: u8,
+            /// Pair holding the first word's value.
+            tag: u8,
+        },
     }
 
     /// Why a word is not an instruction the engine runs.
@@ -602,6 +709,12 @@ pub mod instr {
                 mask,
             },
             CALL => Op::Call { addr: s, len: t },
+            HEAP_SET => Op::HeapSet { addr: s },
+            RUN_IDVS => Op::RunIdvs {
+                first: d,
+                count: s,
+                tag: t,
+            },
             SYNC_ADD32 => Op::SyncAdd32 { addr: s, data: t },
             SYNC_SET32 => Op::SyncSet32 { addr: s, data: t },
             SYNC_ADD64 => Op::SyncAdd64 { addr: s, data: t },
@@ -648,6 +761,8 @@ pub mod instr {
                 Op::SyncAdd64 { .. } => SYNC_ADD64,
                 Op::SyncSet64 { .. } => SYNC_SET64,
                 Op::SyncWait64 { .. } => SYNC_WAIT64,
+                Op::HeapSet { .. } => HEAP_SET,
+                Op::RunIdvs { .. } => RUN_IDVS,
             }
         }
 
@@ -682,6 +797,8 @@ pub mod instr {
                 Op::SyncWait32 { cond, addr, data } | Op::SyncWait64 { cond, addr, data } => {
                     fields(0, addr, data) | (cond as u64) << 28
                 }
+                Op::HeapSet { addr } => fields(0, addr, 0),
+                Op::RunIdvs { first, count, tag } => fields(first, count, tag),
             };
             (self.opcode() as u64) << 56 | rest
         }
@@ -738,6 +855,12 @@ pub mod instr {
                     addr: 2,
                     data: 4,
                 },
+                Op::HeapSet { addr: 6 },
+                Op::RunIdvs {
+                    first: 8,
+                    count: 10,
+                    tag: 12,
+                },
             ];
             for op in ops {
                 assert_eq!(decode(op.encode()), Ok(op), "{op:?}");
@@ -771,6 +894,8 @@ pub mod instr {
                 SYNC_ADD64,
                 SYNC_SET64,
                 SYNC_WAIT64,
+                HEAP_SET,
+                RUN_IDVS,
             ];
             for opcode in 0..=u8::MAX {
                 let r = decode(u64::from(opcode) << 56);

@@ -6,7 +6,7 @@ use pin_init::{init, init_array_from_fn};
 
 use super::{AccessError, Data, Gpu};
 use crate::csf::instr::{self, Op};
-use crate::csf::{self, cs, csg, exception, glb, ring};
+use crate::csf::{self, cs, csg, exception, glb, heap, ring};
 use crate::list::FixedList;
 use crate::mem::PhysMemory;
 use crate::regs::{gpu_irq, mcu};
@@ -33,6 +33,22 @@ pub(super) enum StreamStatus {
     Faulted,
     /// Stopped by a fatal error.
     Fatal,
+    /// Waiting for the driver's answer to a `TILER_OOM` event.
+    TilerOom,
+}
+
+/// A `RUN_IDVS` under way: where it writes next, kept across stalls and `TILER_OOM`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TilerRun {
+    /// Link of the chunk in use (0: the heap has not been used yet).
+    link: u64,
+    /// GPU address of the next free byte in it.
+    top: u64,
+    /// Words written so far.
+    done: u32,
+    /// The heap's tiling passes started (this one included) and finished.
+    vt_start: u32,
+    vt_end: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +66,12 @@ pub(super) struct Stream {
     pub(super) hang: bool,
     pub(super) inject_fault: bool,
     pub(super) executed: u64,
+    /// GPU address of the heap context (`HEAP_SET`; 0: none).
+    heap_ctx: u64,
+    /// The `RUN_IDVS` in progress.
+    tiler: Option<TilerRun>,
+    /// The driver's answer to the last `TILER_OOM` (`HEAP_START`), not yet used.
+    oom_answer: Option<u64>,
 }
 
 impl Default for Stream {
@@ -62,6 +84,9 @@ impl Default for Stream {
             hang: false,
             inject_fault: false,
             executed: 0,
+            heap_ctx: 0,
+            tiler: None,
+            oom_answer: None,
         }
     }
 }
@@ -147,6 +172,12 @@ enum Step {
     },
     Fatal {
         code: u8,
+    },
+    /// The heap whose context is at `ctx` has no chunk left: raise `TILER_OOM`.
+    TilerOom {
+        ctx: u64,
+        vt_start: u32,
+        vt_end: u32,
     },
 }
 
@@ -365,6 +396,14 @@ impl<M: PhysMemory> Gpu<M> {
             self.mcu_wr32(output + cs::FAULT, 0)?;
             self.mcu_wr32(output + cs::FATAL, 0)?;
         }
+        // The driver acknowledged a `TILER_OOM`: its answer lets the stream go on.
+        let stream = &self.csf.groups[n].streams[s];
+        if stream.status == StreamStatus::TilerOom && (req ^ ack) & cs::TILER_OOM == 0 {
+            let start = self.mcu_rd64(input + cs::HEAP_START)?;
+            let stream = &mut self.csf.groups[n].streams[s];
+            stream.oom_answer = Some(start);
+            stream.status = StreamStatus::Ready;
+        }
         if changed != 0 {
             self.mcu_wr32(output + cs::ACK, (ack & !changed) | (req & changed))?;
             let irq_mask = self.mcu_rd32(input + cs::ACK_IRQ_MASK)?;
@@ -467,6 +506,16 @@ impl<M: PhysMemory> Gpu<M> {
             .is_some_and(|st| matches!(st.status, StreamStatus::Faulted | StreamStatus::Fatal))
     }
 
+    /// Whether stream `s` of CSG slot `n` is stalled on a `TILER_OOM` the driver has not
+    /// answered yet.
+    pub fn stream_waits_for_heap(&self, n: usize, s: usize) -> bool {
+        self.csf
+            .groups
+            .get(n)
+            .and_then(|g| g.streams.get(s))
+            .is_some_and(|st| st.status == StreamStatus::TilerOom)
+    }
+
     // ------------------------------------------------------------ engine
 
     pub(super) fn kick_engine(&mut self) {
@@ -522,6 +571,11 @@ impl<M: PhysMemory> Gpu<M> {
                 return Ok(r);
             }
             if matches!(st.status, StreamStatus::Faulted | StreamStatus::Fatal) {
+                return Ok(r);
+            }
+            if st.status == StreamStatus::TilerOom {
+                // Stalled, not idle, until the driver answers.
+                r.busy = true;
                 return Ok(r);
             }
         }
@@ -626,6 +680,20 @@ impl<M: PhysMemory> Gpu<M> {
                 }
                 Step::Fatal { code } => {
                     self.stream_fatal(n, s, code, pc)?;
+                    return Ok(r);
+                }
+                Step::TilerOom {
+                    ctx,
+                    vt_start,
+                    vt_end,
+                } => {
+                    self.csf.groups[n].streams[s].status = StreamStatus::TilerOom;
+                    self.mcu_wr64(output + cs::HEAP_ADDRESS, ctx)?;
+                    self.mcu_wr32(output + cs::HEAP_VT_START, vt_start)?;
+                    self.mcu_wr32(output + cs::HEAP_VT_END, vt_end)?;
+                    // No fragment work: every finished tiling pass has been rendered.
+                    self.mcu_wr32(output + cs::HEAP_FRAG_END, vt_end)?;
+                    self.cs_event(n, s, cs::TILER_OOM)?;
                     return Ok(r);
                 }
             }
@@ -843,6 +911,131 @@ impl<M: PhysMemory> Gpu<M> {
                     return Ok(Step::Block { addr, value });
                 }
             }
+            Op::HeapSet { addr } => {
+                let ctx = get64(self, pair(addr).ok_or(invalid)?);
+                self.csf.groups[n].streams[s].heap_ctx = ctx;
+            }
+            Op::RunIdvs { first, count, tag } => {
+                let first = get64(self, pair(first).ok_or(invalid)?);
+                let count = regs(self)[reg(count).ok_or(invalid)?];
+                let tag = get64(self, pair(tag).ok_or(invalid)?);
+                let ctx = self.csf.groups[n].streams[s].heap_ctx;
+                if ctx == 0 || !ctx.is_multiple_of(8) || count > heap::MAX_RUN_WORDS {
+                    return Err(invalid);
+                }
+                return self.run_idvs(n, s, as_nr, ctx, first, count, tag);
+            }
+        }
+        Ok(Step::Next)
+    }
+
+    /// `RUN_IDVS`: writes `count` words into the heap whose context is at `ctx` (see
+    /// [`heap`]). Progress survives a stall or a `TILER_OOM` in the stream's state, so that
+    /// executing the instruction again goes on where it stopped.
+    #[allow(clippy::too_many_arguments)]
+    fn run_idvs(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        ctx: u64,
+        first: u64,
+        count: u32,
+        tag: u64,
+    ) -> Result<Step, Step> {
+        let mut run = match self.csf.groups[n].streams[s].tiler {
+            Some(run) => run,
+            None => {
+                let link = self.stream_read(n, s, as_nr, ctx + heap::CTX_CHUNK, 8)?;
+                let top = self.stream_read(n, s, as_nr, ctx + heap::CTX_TOP, 8)?;
+                let vt = self.stream_read(n, s, as_nr, ctx + heap::CTX_VT_START, 8)?;
+                TilerRun {
+                    link,
+                    top,
+                    done: 0,
+                    vt_start: (vt as u32).wrapping_add(1),
+                    vt_end: (vt >> 32) as u32,
+                }
+            }
+        };
+        let res = self.tile(n, s, as_nr, ctx, first, count, tag, &mut run);
+        let st = &mut self.csf.groups[n].streams[s];
+        st.tiler = Some(run);
+        if !matches!(res, Ok(Step::Next)) {
+            return res;
+        }
+        // Done: the context records where the next run starts and that this one finished.
+        let vt = u64::from(run.vt_start) | u64::from(run.vt_start) << 32;
+        self.stream_write(n, s, as_nr, ctx + heap::CTX_CHUNK, run.link, 8)?;
+        self.stream_write(n, s, as_nr, ctx + heap::CTX_TOP, run.top, 8)?;
+        self.stream_write(n, s, as_nr, ctx + heap::CTX_VT_START, vt, 8)?;
+        self.csf.groups[n].streams[s].tiler = None;
+        Ok(Step::Next)
+    }
+
+    /// The word loop of [`run_idvs`](Self::run_idvs).
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        ctx: u64,
+        first: u64,
+        count: u32,
+        tag: u64,
+        run: &mut TilerRun,
+    ) -> Result<Step, Step> {
+        let oom = |va: u64| Step::Fault {
+            code: exception::OUT_OF_MEMORY,
+            va,
+        };
+        while run.done < count {
+            if run.link == 0 {
+                // An unused heap starts in its first chunk.
+                if heap::link_size(first) <= heap::CHUNK_HEADER_SIZE {
+                    return Err(oom(heap::link_addr(first)));
+                }
+                run.link = first;
+                run.top = heap::link_addr(first) + heap::CHUNK_HEADER_SIZE;
+            }
+            let chunk = heap::link_addr(run.link);
+            let end = chunk.wrapping_add(heap::link_size(run.link));
+            if run.top.wrapping_add(8) > end {
+                // This chunk is full: on to the next one, if any.
+                let mut next = self.stream_read(n, s, as_nr, chunk, 8)?;
+                if next == 0 {
+                    match self.csf.groups[n].streams[s].oom_answer {
+                        None => {
+                            return Ok(Step::TilerOom {
+                                ctx,
+                                vt_start: run.vt_start,
+                                vt_end: run.vt_end,
+                            })
+                        }
+                        Some(0) => {
+                            self.csf.groups[n].streams[s].oom_answer = None;
+                            return Err(oom(ctx));
+                        }
+                        Some(new) => {
+                            // The driver's chunk joins the list behind the full one.
+                            self.stream_write(n, s, as_nr, chunk, new, 8)?;
+                            self.csf.groups[n].streams[s].oom_answer = None;
+                            next = new;
+                        }
+                    }
+                }
+                if heap::link_size(next) <= heap::CHUNK_HEADER_SIZE {
+                    return Err(oom(heap::link_addr(next)));
+                }
+                run.link = next;
+                run.top = heap::link_addr(next) + heap::CHUNK_HEADER_SIZE;
+                continue;
+            }
+            let word = tag.wrapping_add(u64::from(run.done));
+            self.stream_write(n, s, as_nr, run.top, word, 8)?;
+            run.top += 8;
+            run.done += 1;
         }
         Ok(Step::Next)
     }

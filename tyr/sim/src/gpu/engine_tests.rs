@@ -60,6 +60,12 @@ mod instr {
     pub(super) const fn sync_wait64(cond: Condition, addr: u8, data: u8) -> u64 {
         Op::SyncWait64 { cond, addr, data }.encode()
     }
+    pub(super) const fn heap_set(addr: u8) -> u64 {
+        Op::HeapSet { addr }.encode()
+    }
+    pub(super) const fn run_idvs(first: u8, count: u8, tag: u8) -> u64 {
+        Op::RunIdvs { first, count, tag }.encode()
+    }
 }
 
 /// MCU address of the queue's ring input/output words.
@@ -70,6 +76,8 @@ const RING_OUT: u64 = QUEUE_IFACE + 0x100;
 const RING: u64 = 0x10_0000;
 const DATA: u64 = 0x20_0000;
 const CALLEE: u64 = 0x30_0000;
+/// Two pages for heap chunks.
+const HEAP: u64 = 0x40_0000;
 /// Bytes of ring per stream (stream `s` uses `RING + s * RING_SIZE`).
 const RING_SIZE: u64 = 0x400;
 
@@ -115,6 +123,7 @@ impl Fw {
         map_range(&user, &mem, RING, 1);
         map_range(&user, &mem, DATA, 1);
         map_range(&user, &mem, CALLEE, 1);
+        map_range(&user, &mem, HEAP, 2);
         enable_as(&mut gpu, 0, mcu_tables.root);
         enable_as(&mut gpu, 1, user.root);
         gpu.write32(regs::JOB_IRQ_MASK, u32::MAX);
@@ -156,6 +165,10 @@ impl Fw {
 
     fn user_rd64(&self, va: u64) -> u64 {
         self.mem.read_u64(self.pa(1, va)).unwrap()
+    }
+
+    fn user_rd32(&self, va: u64) -> u32 {
+        self.mem.read_u32(self.pa(1, va)).unwrap()
     }
 
     fn user_wr64(&self, va: u64, v: u64) {
@@ -694,4 +707,137 @@ proptest::proptest! {
             proptest::prop_assert_eq!(got, *want, "register {}", i);
         }
     }
+}
+
+/// The heap context of the tiler tests, and a chunk link of one page.
+const CTX: u64 = DATA + 0x800;
+const fn page_link(va: u64) -> u64 {
+    va | 1
+}
+
+impl Fw {
+    /// Answers stream `s` of CSG `n`'s `TILER_OOM` with `link` (0: no memory), as a driver
+    /// does: `HEAP_START`/`HEAP_END`, the acknowledgement, the stream's doorbell.
+    fn answer_oom(&mut self, n: usize, s: usize, link: u64) {
+        let si = Fw::shared(csf::cs_input(n, s));
+        let so = Fw::shared(csf::cs_output(n, s));
+        self.wr64(si + cs::HEAP_START, link);
+        self.wr64(si + cs::HEAP_END, link);
+        let ack = self.rd32(so + cs::ACK);
+        let req = self.rd32(si + cs::REQ);
+        self.wr32(si + cs::REQ, (req & !cs::TILER_OOM) | (ack & cs::TILER_OOM));
+        let ci = Fw::shared(csf::csg_input(n));
+        let co = Fw::shared(csf::csg_output(n));
+        self.toggle(ci + csg::DOORBELL_REQ, co + csg::DOORBELL_ACK, 1 << s);
+        self.glb_doorbell_csg(n);
+    }
+
+    /// Whether stream `s` of CSG `n` has an unacknowledged `TILER_OOM`.
+    fn oom_pending(&self, n: usize, s: usize) -> bool {
+        let ack = self.rd32(Fw::shared(csf::cs_output(n, s) + cs::ACK));
+        let req = self.rd32(Fw::shared(csf::cs_input(n, s) + cs::REQ));
+        (ack ^ req) & cs::TILER_OOM != 0
+    }
+}
+
+#[test]
+fn tiler_oom_waits_for_a_chunk_and_faults_without_one() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    // A heap three passes old whose only chunk has room for two more words.
+    fw.user_wr64(CTX + csf::heap::CTX_CHUNK, page_link(HEAP));
+    fw.user_wr64(CTX + csf::heap::CTX_TOP, HEAP + 0x1000 - 16);
+    fw.user_wr64(CTX + csf::heap::CTX_VT_START, 3 | 3 << 32);
+    let tile = |count: u32| {
+        [
+            instr::move48(2, CTX),
+            instr::heap_set(2),
+            instr::move48(4, page_link(HEAP)),
+            instr::move32(6, count),
+            instr::move48(8, 0x100),
+            instr::run_idvs(4, 6, 8),
+            instr::move32(10, 0x77),
+            instr::store_multiple(10, 2, 0x100, 1),
+        ]
+    };
+    fw.submit(0, &tile(4));
+    fw.run();
+    assert!(fw.gpu.stream_waits_for_heap(0, 0));
+    assert!(fw.oom_pending(0, 0));
+    assert_eq!(fw.user_rd64(HEAP + 0x1000 - 16), 0x100);
+    assert_eq!(fw.user_rd64(HEAP + 0x1000 - 8), 0x101);
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_eq!(fw.rd64(so + cs::HEAP_ADDRESS), CTX);
+    assert_eq!(fw.rd32(so + cs::HEAP_VT_START), 4);
+    assert_eq!(fw.rd32(so + cs::HEAP_VT_END), 3);
+    assert_eq!(fw.rd32(so + cs::HEAP_FRAG_END), 3);
+    assert_eq!(fw.rd64(so + cs::STATUS_CMD_PTR), RING + 40);
+    assert_eq!(
+        fw.rd32(Fw::shared(csf::csg_output(0) + csg::CS_IRQ_REQ)) & 1,
+        1
+    );
+    // Nothing moves until the driver answers.
+    fw.run();
+    assert!(fw.gpu.stream_waits_for_heap(0, 0));
+    assert_eq!(fw.user_rd32(DATA + 0x900), 0);
+    // A second chunk: linked behind the first, the run goes on in it.
+    fw.answer_oom(0, 0, page_link(HEAP + 0x1000));
+    fw.run();
+    assert!(!fw.gpu.stream_waits_for_heap(0, 0));
+    assert_eq!(fw.user_rd64(HEAP), page_link(HEAP + 0x1000));
+    assert_eq!(fw.user_rd64(HEAP + 0x1040), 0x102);
+    assert_eq!(fw.user_rd64(HEAP + 0x1048), 0x103);
+    assert_eq!(fw.user_rd32(DATA + 0x900), 0x77);
+    assert_eq!(
+        fw.user_rd64(CTX + csf::heap::CTX_CHUNK),
+        page_link(HEAP + 0x1000)
+    );
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_TOP), HEAP + 0x1050);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_VT_START), 4 | 4 << 32);
+    // The second chunk nearly full and no memory to give: the stream faults.
+    fw.user_wr64(CTX + csf::heap::CTX_TOP, HEAP + 0x2000 - 8);
+    fw.submit(0, &tile(2));
+    fw.run();
+    assert!(fw.gpu.stream_waits_for_heap(0, 0));
+    fw.answer_oom(0, 0, 0);
+    fw.run();
+    assert!(fw.gpu.stream_faulted(0, 0));
+    assert_eq!(fw.rd32(so + cs::FAULT) & 0xff, 0x60);
+    assert_eq!(fw.rd64(so + cs::FAULT_INFO), CTX);
+    assert_eq!(fw.user_rd64(HEAP + 0x1000), 0, "nothing linked");
+}
+
+#[test]
+fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    // A fresh heap of two linked chunks; the run fills the first and starts the second.
+    fw.user_wr64(HEAP, page_link(HEAP + 0x1000));
+    let words = (0x1000 - csf::heap::CHUNK_HEADER_SIZE) / 8 + 1;
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, CTX),
+            instr::heap_set(2),
+            instr::move48(4, page_link(HEAP)),
+            instr::move32(6, words as u32),
+            instr::move48(8, 0),
+            instr::run_idvs(4, 6, 8),
+        ],
+    );
+    fw.run();
+    assert!(!fw.gpu.stream_waits_for_heap(0, 0));
+    assert!(!fw.gpu.stream_faulted(0, 0));
+    assert_eq!(fw.user_rd64(HEAP + 0x40), 0);
+    assert_eq!(fw.user_rd64(HEAP + 0xff8), words - 2);
+    assert_eq!(fw.user_rd64(HEAP + 0x1040), words - 1);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_TOP), HEAP + 0x1048);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_VT_START), 1 | 1 << 32);
+    // Tiling without a heap context is an invalid instruction.
+    fw.start_stream(0, 1);
+    fw.submit(1, &[instr::run_idvs(4, 6, 8)]);
+    fw.run();
+    assert!(fw.gpu.stream_faulted(0, 1));
+    let so = Fw::shared(csf::cs_output(0, 1));
+    assert_eq!(fw.rd32(so + cs::FATAL) & 0xff, 0x49);
 }
