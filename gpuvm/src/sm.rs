@@ -767,7 +767,9 @@ where
         self.check_idle()?;
         let end = self.check_map_req(req)?;
         if let Some(obj) = req.obj {
-            if self.vm_bo(obj).is_none() && self.st.free_bo_count == 0 {
+            if self.st.free_bo_count == 0
+                && self.st.bo_tree.find(self.bos.as_slice(), obj.id()) == NIL
+            {
                 return Err(Error::NoMemory);
             }
         }

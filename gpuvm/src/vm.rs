@@ -582,7 +582,16 @@ impl<O: GemObject, D> Core<'_, O, D> {
     }
 
     /// Destroys the queued VM-BOs that ended up with no VA.
+    #[inline]
     pub(crate) fn cleanup_deferred(&mut self) {
+        // Most requests queue none: keep that check in the caller, the loop out of line.
+        if self.st.deferred != NIL {
+            self.destroy_deferred();
+        }
+    }
+
+    #[inline(never)]
+    fn destroy_deferred(&mut self) {
         while self.st.deferred != NIL {
             let i = self.st.deferred;
             let slot = &mut self.bos[i as usize];
