@@ -15,6 +15,12 @@
 //! (`vm_bind_async`). `GROUP_SUBMIT` prepares every job (its done fence, callback nodes,
 //! dependencies and hardware fence) before any is visible, then commits them all.
 //!
+//! The sync ops of both take binary and timeline syncobjs (`SyncCtx`, panthor's submit
+//! context): the signal ops of every job of the call are collected first (a timeline point's
+//! chain link allocated then), each job's waits then resolve to an earlier job of the call that
+//! signals the same `(handle, point)` or to the syncobj's fence for the point, and the fences
+//! are installed in the syncobjs only after every job is committed.
+//!
 //! A sparse map op (`DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE`, with no BO handle, no BO offset and
 //! `DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC`, else `EINVAL`) maps its range onto the file's 2 MiB
 //! sparse backing ([`crate::vm`] describes how); the backing is made at the file's first
@@ -26,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
-use drm_ctx::host::syncobj::FenceRef;
+use drm_ctx::host::syncobj::{for_each_unwrapped, ChainPoint, FenceRef, SyncobjTable};
 use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
@@ -125,7 +131,9 @@ pub(crate) fn read_array<T: UObj>(
 /// Largest number of sync operations per job.
 pub const MAX_SYNCS: u32 = 64;
 
-/// Checks a sync op as panthor does; only binary syncobjs are supported.
+/// Checks a sync op as panthor does: no unknown flag, a binary or a timeline syncobj, and no
+/// point on a binary one (`EINVAL` otherwise). A timeline op on point 0 stands for the
+/// syncobj as a whole, as a binary op does.
 pub(crate) fn check_sync_op(op: &uapi::SyncOp) -> Result {
     let known = uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_MASK | uapi::DRM_PANTHOR_SYNC_OP_SIGNAL;
     if op.flags & !known != 0 {
@@ -133,42 +141,181 @@ pub(crate) fn check_sync_op(op: &uapi::SyncOp) -> Result {
     }
     match op.flags & uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_MASK {
         uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ if op.timeline_value == 0 => Ok(()),
-        // Timeline syncobjs are not supported by the host DRM core.
+        uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ => Ok(()),
         _ => Err(Error::Invalid),
     }
 }
 
-/// Splits the sync ops of one job into the fences it waits on and the syncobjs it signals.
+fn is_signal(op: &&uapi::SyncOp) -> bool {
+    op.flags & uapi::DRM_PANTHOR_SYNC_OP_SIGNAL != 0
+}
+
+fn is_wait(op: &&uapi::SyncOp) -> bool {
+    op.flags & uapi::DRM_PANTHOR_SYNC_OP_SIGNAL == 0
+}
+
+/// The fence a signal operation of a call stands for while the call is prepared.
+enum Signal {
+    /// The `(handle, point)` had no fence when the call collected its signals.
+    Nothing,
+    /// What the syncobj held for the point when the call collected its signals.
+    Current(FenceRef),
+    /// The done fence of the latest job of the call that signals it, and the same fence as
+    /// the syncobj will hold it.
+    Job(HostFence, FenceRef),
+}
+
+/// One `(handle, point)` that a call signals.
+struct SyncSignal {
+    handle: u32,
+    point: u64,
+    /// The chain link of a timeline point (point above 0), set aside while preparing.
+    link: Option<ChainPoint>,
+    fence: Signal,
+}
+
+/// The syncobj side of a `GROUP_SUBMIT` or an asynchronous `VM_BIND` (panthor's submit
+/// context): every `(handle, point)` the call signals, collected for all its jobs before any
+/// job's dependencies are resolved, so that a job waiting on what an earlier job of the same
+/// call signals depends on that job.
 ///
-/// A wait on a syncobj that an earlier job of the same call signals depends on that job
-/// (`earlier` finds its done fence); otherwise the syncobj must exist (`ENOENT`) and hold a fence
-/// (`EINVAL`). Signalled syncobjs must exist (`EINVAL`), as panthor checks them.
-pub(crate) fn resolve_syncs(
-    syncs: &[uapi::SyncOp],
-    table: &drm_ctx::host::syncobj::SyncobjTable,
-    earlier: impl Fn(u32) -> Option<HostFence>,
-) -> Result<(Vec<HostFence>, Vec<u32>)> {
-    let mut waits = Vec::new();
-    let mut signals = Vec::new();
-    for op in syncs {
-        check_sync_op(op)?;
-        if op.flags & uapi::DRM_PANTHOR_SYNC_OP_SIGNAL != 0 {
-            if !table.contains(op.handle) {
-                return Err(Error::Invalid);
-            }
-            signals.push(op.handle);
-        } else {
-            let fence = match earlier(op.handle) {
-                Some(f) => f,
-                None => match table.fence(op.handle)? {
-                    Some(f) => job_fence(&f)?,
-                    None => return Err(Error::Invalid),
-                },
-            };
-            waits.push(fence);
+/// Preparing may fail and changes no syncobj; [`push`](Self::push), once every job is
+/// committed, installs the fences and allocates nothing. Dropping the context instead (a call
+/// that fails) frees the chain links it set aside.
+pub(crate) struct SyncCtx<'a> {
+    table: &'a SyncobjTable,
+    signals: Vec<SyncSignal>,
+}
+
+impl<'a> SyncCtx<'a> {
+    pub(crate) fn new(table: &'a SyncobjTable) -> Self {
+        Self {
+            table,
+            signals: Vec::new(),
         }
     }
-    Ok((waits, signals))
+
+    fn find(&self, handle: u32, point: u64) -> Option<&SyncSignal> {
+        self.signals
+            .iter()
+            .find(|s| s.handle == handle && s.point == point)
+    }
+
+    /// Records the signal operations of one job (`panthor_submit_ctx_collect_job_signal_ops`):
+    /// each must be well formed (`EINVAL`) and name a syncobj (`EINVAL`, as panthor); a
+    /// timeline point gets its chain link here (`ENOMEM`).
+    pub(crate) fn collect_signals(&mut self, syncs: &[uapi::SyncOp]) -> Result {
+        for op in syncs.iter().filter(is_signal) {
+            check_sync_op(op)?;
+            if self.find(op.handle, op.timeline_value).is_some() {
+                continue;
+            }
+            self.signals.try_reserve(1).map_err(|_| Error::NoMemory)?;
+            let link = match op.timeline_value {
+                0 => None,
+                _ => Some(self.table.alloc_point()?),
+            };
+            if !self.table.contains(op.handle) {
+                return Err(Error::Invalid);
+            }
+            // No fence for the point yet is fine for a signal.
+            let fence = match self.table.find_fence(op.handle, op.timeline_value, 0) {
+                Ok(f) => Signal::Current(f),
+                Err(_) => Signal::Nothing,
+            };
+            self.signals.push(SyncSignal {
+                handle: op.handle,
+                point: op.timeline_value,
+                link,
+                fence,
+            });
+        }
+        Ok(())
+    }
+
+    /// The fences a job waits on (`panthor_submit_ctx_add_sync_deps_to_job`), resolved after
+    /// the signals of every job were collected and those of the earlier jobs set.
+    ///
+    /// A `(handle, point)` the call signals resolves to what the call knows of it: the done
+    /// fence of the latest earlier job signalling it, or else what the syncobj held for it at
+    /// collection (none: `EINVAL`). Any other resolves through the syncobj
+    /// ([`SyncobjTable::find_fence`]: `ENOENT` for an unknown handle, `EINVAL` for a point
+    /// without a fence). A syncobj's fence is unwrapped into the job fences it is made of (a
+    /// timeline point waits for its own and every earlier point's).
+    pub(crate) fn waits(&self, syncs: &[uapi::SyncOp]) -> Result<Vec<HostFence>> {
+        let mut out = Vec::new();
+        for op in syncs.iter().filter(is_wait) {
+            check_sync_op(op)?;
+            match self.find(op.handle, op.timeline_value).map(|s| &s.fence) {
+                Some(Signal::Job(done, _)) => {
+                    out.try_reserve(1).map_err(|_| Error::NoMemory)?;
+                    out.push(done.clone());
+                }
+                Some(Signal::Current(f)) => unwrap_into(&mut out, f)?,
+                Some(Signal::Nothing) => return Err(Error::Invalid),
+                None => {
+                    let f = self.table.find_fence(op.handle, op.timeline_value, 0)?;
+                    unwrap_into(&mut out, &f)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes the job whose done fence is `done` the one that signals its signal operations
+    /// (`panthor_submit_ctx_update_job_sync_signal_fences`); later jobs of the call waiting on
+    /// them depend on it.
+    pub(crate) fn set_signaller(&mut self, syncs: &[uapi::SyncOp], done: &HostFence) -> Result {
+        let mut published: Option<FenceRef> = None;
+        for op in syncs.iter().filter(is_signal) {
+            let Some(s) = self
+                .signals
+                .iter_mut()
+                .find(|s| s.handle == op.handle && s.point == op.timeline_value)
+            else {
+                // Every signal op was collected before.
+                return Err(Error::Invalid);
+            };
+            let f = published
+                .get_or_insert_with(|| Arc::new(JobSyncFence(done.clone())))
+                .clone();
+            s.fence = Signal::Job(done.clone(), f);
+        }
+        Ok(())
+    }
+
+    /// Installs the fence of every signal (`panthor_submit_ctx_push_fences`), once the jobs are
+    /// committed: a timeline point is added with its link, a binary syncobj's fence replaced.
+    /// Allocates nothing and cannot fail (a syncobj destroyed since the call looked it up
+    /// just gets nothing).
+    pub(crate) fn push(self) {
+        for s in self.signals {
+            let Signal::Job(_, fence) = s.fence else {
+                continue;
+            };
+            let _ = match s.link {
+                Some(link) => self.table.add_point(s.handle, link, fence, s.point),
+                None => self.table.replace(s.handle, Some(fence)),
+            };
+        }
+    }
+}
+
+/// Appends the job fences `f` is made of (a timeline link stands for the fences of its point
+/// and of every earlier one still pending); [`Error::Invalid`] for a fence not of this driver.
+fn unwrap_into(out: &mut Vec<HostFence>, f: &FenceRef) -> Result {
+    let mut res = Ok(());
+    for_each_unwrapped(f, |part| {
+        if res.is_err() {
+            return;
+        }
+        res = job_fence(part).and_then(|h| {
+            out.try_reserve(1).map_err(|_| Error::NoMemory)?;
+            out.push(h);
+            Ok(())
+        });
+    });
+    res
 }
 
 // ---------------------------------------------------------------- DEV_QUERY, VM_*, BO_*
@@ -832,7 +979,6 @@ pub(crate) fn group_get_state<B: Backend>(
 struct Prep {
     queue: usize,
     job: PreparedJob<HostFence, HostAlloc, JobPayload>,
-    signals: Vec<u32>,
 }
 
 pub(crate) fn group_submit<B: Backend>(
@@ -856,13 +1002,13 @@ pub(crate) fn group_submit<B: Backend>(
     }
     let subs: Vec<uapi::QueueSubmit> =
         read_array(file.user(), &args.queue_submits, JOB_SLOTS as u32)?;
-    let alloc = HostAlloc::new();
-    let table = file.syncobjs();
-    let mut preps: Vec<Prep> = Vec::new();
-    preps
+    // Panthor's order: every job checked and its sync ops read, then the signal ops of all
+    // jobs collected, then each job's waits resolved (an earlier job of the call signalling
+    // what it waits on is its dependency) before its own signals are set.
+    let mut syncs: Vec<Vec<uapi::SyncOp>> = Vec::new();
+    syncs
         .try_reserve(subs.len())
         .map_err(|_| DrmError::NoMemory)?;
-    // Prepare every job; nothing is visible until all are prepared.
     for qs in &subs {
         if qs.pad != 0
             || (qs.stream_size == 0) != (qs.stream_addr == 0)
@@ -874,15 +1020,20 @@ pub(crate) fn group_submit<B: Backend>(
         {
             return Err(DrmError::Invalid);
         }
-        let syncs: Vec<uapi::SyncOp> = read_array(file.user(), &qs.syncs, MAX_SYNCS)?;
-        let (waits, signals) = resolve_syncs(&syncs, table, |h| {
-            // A syncobj an earlier job of this submission signals: depend on that job.
-            preps
-                .iter()
-                .rev()
-                .find(|p| p.signals.contains(&h))
-                .map(|p| p.job.done_fence().clone())
-        })?;
+        syncs.push(read_array(file.user(), &qs.syncs, MAX_SYNCS)?);
+    }
+    let mut ctx = SyncCtx::new(file.syncobjs());
+    for s in &syncs {
+        ctx.collect_signals(s)?;
+    }
+    let alloc = HostAlloc::new();
+    let mut preps: Vec<Prep> = Vec::new();
+    preps
+        .try_reserve(subs.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    // Prepare every job; nothing is visible until all are prepared.
+    for (qs, s) in subs.iter().zip(&syncs) {
+        let waits = ctx.waits(s)?;
         let q = &g.queues[qs.queue_index as usize];
         let payload = JobPayload {
             stream_addr: qs.stream_addr,
@@ -901,10 +1052,10 @@ pub(crate) fn group_submit<B: Backend>(
             job.add_dependency(f)
                 .map_err(|e| Error::from_errno(e.to_errno()))?;
         }
+        ctx.set_signaller(s, job.done_fence())?;
         preps.push(Prep {
             queue: qs.queue_index as usize,
             job,
-            signals,
         });
     }
     // Lock the queues involved (in index order) and check there is room for every job.
@@ -930,27 +1081,25 @@ pub(crate) fn group_submit<B: Backend>(
         };
         let Ok(r) = jq.reserve() else {
             // Ruled out above (room checked, queue not killed, under its lock); should it
-            // happen anyway, later jobs of this submission depending on this one fail too.
+            // happen anyway, the job's done fence (and so later jobs of this submission and
+            // its syncobjs) signals with an error.
             p.job.done_fence().signal(Err(FenceError::CANCELED));
             continue;
         };
-        let done = r.commit(p.job).done;
-        for h in p.signals {
-            let fence: FenceRef = Arc::new(JobSyncFence(done.clone()));
-            let _ = table.replace(h, Some(fence));
-        }
+        r.commit(p.job);
     }
     drop(locks);
+    ctx.push();
     dev.backend.executor().waker().wake_by_ref();
     Ok(0)
 }
 
 // ---------------------------------------------------------------- asynchronous VM_BIND
 
-/// A decoded asynchronous op.
-struct BindPrep<B: Backend> {
-    job: PreparedJob<HostFence, HostAlloc, BindPayload<B>>,
-    signals: Vec<u32>,
+/// An op of an asynchronous bind, checked and with its VM change reserved.
+struct BindJob<B: Backend> {
+    payload: BindPayload<B>,
+    syncs: Vec<uapi::SyncOp>,
     /// Whether the op maps sparsely (and so needs the VM's sparse backing).
     sparse: bool,
 }
@@ -979,20 +1128,46 @@ pub(crate) fn vm_bind_async<B: Backend>(
             return Err(DrmError::Busy);
         }
     }
-    let table = file.syncobjs();
-    let alloc = HostAlloc::new();
-    let mut preps: Vec<BindPrep<B>> = Vec::new();
-    preps
-        .try_reserve(ops.len())
-        .map_err(|_| DrmError::NoMemory)?;
     // Unlike a synchronous bind, a failing asynchronous one leaves `ops.count` alone (as
-    // panthor does); nothing of the call is queued.
+    // panthor does); nothing of the call is queued. Panthor's order: every op checked (and
+    // its change reserved) and its sync ops read, the signal ops of all collected, then each
+    // op's waits resolved before its own signals are set.
+    let mut jobs: Vec<BindJob<B>> = Vec::new();
+    jobs.try_reserve(ops.len())
+        .map_err(|_| DrmError::NoMemory)?;
     for op in ops {
-        preps.push(prepare_op(op, file, &vm, &alloc, &preps, table)?);
+        jobs.push(prepare_op(op, file, &vm)?);
+    }
+    let mut ctx = SyncCtx::new(file.syncobjs());
+    for j in &jobs {
+        ctx.collect_signals(&j.syncs)?;
+    }
+    let sparse = jobs.iter().any(|j| j.sparse);
+    let alloc = HostAlloc::new();
+    let mut preps: Vec<PreparedJob<HostFence, HostAlloc, BindPayload<B>>> = Vec::new();
+    preps
+        .try_reserve(jobs.len())
+        .map_err(|_| DrmError::NoMemory)?;
+    for j in jobs {
+        let waits = ctx.waits(&j.syncs)?;
+        let mut job = PreparedJob::new(
+            &alloc,
+            &BIND_CONFIG,
+            Cost(1),
+            MaxDeps(waits.len()),
+            j.payload,
+        )
+        .map_err(|r| Error::from_errno(r.error.to_errno()))?;
+        for f in &waits {
+            job.add_dependency(f)
+                .map_err(|e| Error::from_errno(e.to_errno()))?;
+        }
+        ctx.set_signaller(&j.syncs, job.done_fence())?;
+        preps.push(job);
     }
     // A sparse map needs the file's sparse backing by the time it applies: made once every
     // op is known to be good (a malformed call leaves no memory behind).
-    if preps.iter().any(|p| p.sparse) {
+    if sparse {
         file.inner().give_sparse_backing(dev, &mut lock(&vm))?;
     }
     let mut q = lock(&queue);
@@ -1002,34 +1177,30 @@ pub(crate) fn vm_bind_async<B: Backend>(
     if q.pending_jobs() + preps.len() > JOB_SLOTS {
         return Err(DrmError::Busy);
     }
-    for p in preps {
+    for job in preps {
         let Ok(r) = q.reserve() else {
             // Ruled out above (room checked under the queue's lock); should it happen anyway,
-            // later binds of this call depending on this one fail too.
-            p.job.done_fence().signal(Err(FenceError::CANCELED));
+            // the bind's done fence (and so later binds of this call and its syncobjs)
+            // signals with an error.
+            job.done_fence().signal(Err(FenceError::CANCELED));
             continue;
         };
-        let done = r.commit(p.job).done;
-        for h in p.signals {
-            let fence: FenceRef = Arc::new(JobSyncFence(done.clone()));
-            let _ = table.replace(h, Some(fence));
-        }
+        r.commit(job);
     }
     drop(q);
+    ctx.push();
     dev.backend.executor().waker().wake_by_ref();
     Ok(0)
 }
 
+/// Checks one op of an asynchronous bind, reserves its change of the VM and reads its sync
+/// ops (panthor's `panthor_vm_bind_job_create`, then the job's sync array).
 fn prepare_op<B: Backend>(
     op: &uapi::VmBindOp,
     file: &File<B>,
     vm: &Arc<Mutex<TyrVm<B>>>,
-    alloc: &HostAlloc,
-    earlier: &[BindPrep<B>],
-    table: &drm_ctx::host::syncobj::SyncobjTable,
-) -> Result<BindPrep<B>> {
+) -> Result<BindJob<B>> {
     use uapi::*;
-    let syncs: Vec<SyncOp> = read_array(file.user(), &op.syncs, MAX_SYNCS)?;
     let decoded =
         if op.flags & DRM_PANTHOR_VM_BIND_OP_TYPE_MASK == DRM_PANTHOR_VM_BIND_OP_TYPE_SYNC_ONLY {
             if op.flags & !DRM_PANTHOR_VM_BIND_OP_TYPE_MASK != 0
@@ -1046,32 +1217,21 @@ fn prepare_op<B: Backend>(
         } else {
             decode_op(op, file)?
         };
-    let (waits, signals) = resolve_syncs(&syncs, table, |h| {
-        earlier
-            .iter()
-            .rev()
-            .find(|p| p.signals.contains(&h))
-            .map(|p| p.job.done_fence().clone())
-    })?;
-    let (va, size, op) = decoded.unwrap_or((0, 0, BindOp::Unmap));
+    let (va, size, op_kind) = decoded.unwrap_or((0, 0, BindOp::Unmap));
     let res = {
         let mut v = lock(vm);
         if v.is_unusable() {
             return Err(Error::Invalid);
         }
-        v.reserve_bind(&[op.req(va, size)]).map_err(|(_, e)| e)?
+        v.reserve_bind(&[op_kind.req(va, size)])
+            .map_err(|(_, e)| e)?
     };
-    let sparse = matches!(op, BindOp::MapSparse { .. }) && size != 0;
-    let payload = BindPayload::new(vm.clone(), va, size, op, res);
-    let mut job = PreparedJob::new(alloc, &BIND_CONFIG, Cost(1), MaxDeps(waits.len()), payload)
-        .map_err(|r| Error::from_errno(r.error.to_errno()))?;
-    for f in &waits {
-        job.add_dependency(f)
-            .map_err(|e| Error::from_errno(e.to_errno()))?;
-    }
-    Ok(BindPrep {
-        job,
-        signals,
+    let sparse = matches!(op_kind, BindOp::MapSparse { .. }) && size != 0;
+    let payload = BindPayload::new(vm.clone(), va, size, op_kind, res);
+    let syncs: Vec<SyncOp> = read_array(file.user(), &op.syncs, MAX_SYNCS)?;
+    Ok(BindJob {
+        payload,
+        syncs,
         sparse,
     })
 }

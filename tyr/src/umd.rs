@@ -98,6 +98,8 @@ pub struct Job {
     pub waits: Vec<u32>,
     /// Syncobjs to signal.
     pub signals: Vec<u32>,
+    /// Timeline points to wait on and signal (after the binary waits and signals).
+    pub points: Vec<SyncOp>,
 }
 
 impl Job {
@@ -122,6 +124,49 @@ impl Job {
         self.signals.push(syncobj);
         self
     }
+
+    /// Also waits on point `point` of the timeline syncobj `syncobj`.
+    pub fn wait_point(mut self, syncobj: u32, point: u64) -> Self {
+        self.points.push(timeline_op(false, syncobj, point));
+        self
+    }
+
+    /// Also signals point `point` of the timeline syncobj `syncobj`.
+    pub fn signal_point(mut self, syncobj: u32, point: u64) -> Self {
+        self.points.push(timeline_op(true, syncobj, point));
+        self
+    }
+}
+
+/// A sync op on point `point` of the timeline syncobj `handle`, signalling or waiting.
+pub fn timeline_op(signal: bool, handle: u32, point: u64) -> SyncOp {
+    SyncOp {
+        flags: DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ
+            | if signal {
+                DRM_PANTHOR_SYNC_OP_SIGNAL
+            } else {
+                DRM_PANTHOR_SYNC_OP_WAIT
+            },
+        handle,
+        timeline_value: point,
+    }
+}
+
+/// Binary sync ops: waits on `waits`, then signals of `signals`.
+fn binary_ops(waits: &[u32], signals: &[u32]) -> Vec<SyncOp> {
+    waits
+        .iter()
+        .map(|h| SyncOp {
+            flags: DRM_PANTHOR_SYNC_OP_WAIT | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
+            handle: *h,
+            timeline_value: 0,
+        })
+        .chain(signals.iter().map(|h| SyncOp {
+            flags: DRM_PANTHOR_SYNC_OP_SIGNAL | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
+            handle: *h,
+            timeline_value: 0,
+        }))
+        .collect()
 }
 
 fn bytes_of<A: IoctlArg>(items: &[A]) -> Vec<u8> {
@@ -251,19 +296,13 @@ impl Umd {
 
     /// The sync-op array of a job.
     pub fn sync_ops(&self, waits: &[u32], signals: &[u32]) -> Result<ObjArray> {
-        let ops: Vec<SyncOp> = waits
-            .iter()
-            .map(|h| SyncOp {
-                flags: DRM_PANTHOR_SYNC_OP_WAIT | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
-                handle: *h,
-                timeline_value: 0,
-            })
-            .chain(signals.iter().map(|h| SyncOp {
-                flags: DRM_PANTHOR_SYNC_OP_SIGNAL | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
-                handle: *h,
-                timeline_value: 0,
-            }))
-            .collect();
+        self.array(&binary_ops(waits, signals))
+    }
+
+    /// The sync-op array of `job`: its binary waits and signals, then its timeline points.
+    fn job_syncs(&self, job: &Job) -> Result<ObjArray> {
+        let mut ops = binary_ops(&job.waits, &job.signals);
+        ops.extend_from_slice(&job.points);
         self.array(&ops)
     }
 
@@ -323,7 +362,7 @@ impl Umd {
                 stream_addr: j.addr,
                 latest_flush: 0,
                 pad: 0,
-                syncs: self.sync_ops(&j.waits, &j.signals)?,
+                syncs: self.job_syncs(j)?,
             });
         }
         let mut a = GroupSubmit {
@@ -400,5 +439,72 @@ impl Umd {
     pub fn write_stream(&self, bo: &Bo, offset: u64, instrs: &[u64]) -> Result {
         let bytes: Vec<u8> = instrs.iter().flat_map(|i| i.to_le_bytes()).collect();
         bo.write(offset, &bytes)
+    }
+
+    /// `SYNCOBJ_TIMELINE_WAIT` for `points[i]` of `handles[i]` with `flags`, for at most
+    /// `timeout_ns` nanoseconds; the `first_signaled` the call reports.
+    pub fn timeline_wait(
+        &self,
+        handles: &[u32],
+        points: &[u64],
+        flags: u32,
+        timeout_ns: i64,
+    ) -> Result<u32> {
+        let hs = self.array(handles)?;
+        let ps = self.array(points)?;
+        let mut a = syncobj::DrmSyncobjTimelineWait {
+            handles: hs.array,
+            points: ps.array,
+            timeout_nsec: monotonic_ns().saturating_add(timeout_ns),
+            count_handles: hs.count,
+            flags,
+            ..Default::default()
+        };
+        let r = self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &mut a);
+        self.free_array(&hs);
+        self.free_array(&ps);
+        r.map(|_| a.first_signaled)
+    }
+
+    /// `SYNCOBJ_QUERY`: the last signalled point of each syncobj (the last submitted one with
+    /// `last_submitted`).
+    pub fn syncobj_query(&self, handles: &[u32], last_submitted: bool) -> Result<Vec<u64>> {
+        let hs = self.array(handles)?;
+        let zeros: Vec<u64> = handles.iter().map(|_| 0).collect();
+        let ps = self.array(&zeros)?;
+        let mut a = syncobj::DrmSyncobjTimelineArray {
+            handles: hs.array,
+            points: ps.array,
+            count_handles: hs.count,
+            flags: if last_submitted {
+                syncobj::DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED
+            } else {
+                0
+            },
+        };
+        let r = self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_QUERY, &mut a);
+        let out = r.and_then(|_| self.mem().read_vec(ps.array, handles.len() * 8));
+        self.free_array(&hs);
+        self.free_array(&ps);
+        Ok(out?
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect())
+    }
+
+    /// `SYNCOBJ_TIMELINE_SIGNAL`: signals `points[i]` of `handles[i]` from the CPU.
+    pub fn timeline_signal(&self, handles: &[u32], points: &[u64]) -> Result {
+        let hs = self.array(handles)?;
+        let ps = self.array(points)?;
+        let mut a = syncobj::DrmSyncobjTimelineArray {
+            handles: hs.array,
+            points: ps.array,
+            count_handles: hs.count,
+            flags: 0,
+        };
+        let r = self.ioctl(syncobj::DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL, &mut a);
+        self.free_array(&hs);
+        self.free_array(&ps);
+        r.map(|_| ())
     }
 }

@@ -455,10 +455,10 @@ fn malformed_submissions_fail_with_the_right_errno_and_change_nothing() {
         errno(umd.ioctl(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut arg)),
         EINVAL
     );
-    // A timeline sync op is refused.
+    // A binary sync op with a point is refused (timeline ops are tested in driver_timeline.rs).
     let mut bad_sync = umd.sync_ops(&[], &[sig]).unwrap();
     let op = SyncOp {
-        flags: DRM_PANTHOR_SYNC_OP_SIGNAL | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ,
+        flags: DRM_PANTHOR_SYNC_OP_SIGNAL | DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
         handle: sig,
         timeline_value: 1,
     };
