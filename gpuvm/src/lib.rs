@@ -139,20 +139,21 @@
 //! preallocated slots; C through `drm_gpuvm_sm_unmap` / `drm_gpuvm_sm_map` with callbacks that
 //! allocate and free their `struct drm_gpuva`, as C drivers do). Under QEMU without KVM the
 //! figures compare the two under identical conditions, not on hardware. Ratio = C time / Rust
-//! time, one run each (as of commit `cc8bdc6`): `cargo xtask kernel-test` (lockdep and DMA-API
+//! time, one run each (as of commit `422b9bd`): `cargo xtask kernel-test` (lockdep and DMA-API
 //! debugging, host clock), `cargo xtask kernel-bench` (no checkers, QEMU's instruction
 //! counter as the clock) and `kernel-bench --wall-clock`:
 //!
 //! | mappings | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
 //! |---------:|------------:|----------------------------:|--------------------------:|
-//! | 10^3     | 2.73x       | 0.76x                       | 1.05x                     |
-//! | 10^4     | 2.90x       | 0.82x                       | 1.57x                     |
-//! | 10^5     | 3.23x       | 0.87x                       | 2.37x                     |
-//! | 10^6     | 3.73x       | 0.92x                       | 2.95x                     |
+//! | 10^3     | 3.64x       | 0.93x                       | 1.05x                     |
+//! | 10^4     | 3.71x       | 1.01x                       | 1.49x                     |
+//! | 10^5     | 4.12x       | 1.08x                       | 2.83x                     |
+//! | 10^6     | 4.54x       | 1.14x                       | 3.04x                     |
 //!
-//! This crate executes more instructions per unmap + map than C and wins where memory access
-//! dominates (C's interval rbtree walks about twenty scattered nodes at 10^6 mappings, this
-//! B+tree four or five dense ones), which instruction counting does not see.
+//! This crate executes about as many instructions per unmap + map as C (1212 against 1131 at
+//! 10^3, 1353 against 1550 at 10^6) and wins where memory access dominates (C's interval
+//! rbtree walks about twenty scattered nodes at 10^6 mappings, this B+tree four or five dense
+//! ones), which instruction counting does not see.
 
 #![no_std]
 #![forbid(unsafe_code)]
