@@ -41,6 +41,8 @@ pub mod csg {
     pub const ACK_IRQ_MASK: u64 = 0x04;
     /// Input: one toggle bit per stream whose requests should be looked at.
     pub const DOORBELL_REQ: u64 = 0x08;
+    /// Output: the stream doorbells the firmware has seen.
+    pub const DOORBELL_ACK: u64 = 0x08;
     /// Input: acknowledged stream interrupts (output: requested ones).
     pub const CS_IRQ_ACK: u64 = 0x0c;
     /// Output: stream interrupt requests.
@@ -75,6 +77,11 @@ pub mod cs {
     pub const RINGBUF_BASE: u64 = 0x10;
     /// Input: ring buffer size in bytes.
     pub const RINGBUF_SIZE: u64 = 0x18;
+    /// Input: the chunk given to a stream that reported `TILER_OOM` (a heap chunk link: GPU
+    /// address in bits 63:12, size in pages in bits 11:0), 0 for none.
+    pub const HEAP_START: u64 = 0x20;
+    /// Input: the end of that chunk (panthor writes the same link as `HEAP_START`).
+    pub const HEAP_END: u64 = 0x28;
     /// Input: MCU address of the `{insert, extract}` words the driver writes.
     pub const RINGBUF_INPUT: u64 = 0x30;
     /// Input: MCU address of the `{extract, active}` words the firmware writes.
@@ -85,10 +92,20 @@ pub mod cs {
     pub const FATAL: u64 = 0x84;
     /// Output: faulting address.
     pub const FAULT_INFO: u64 = 0x88;
+    /// Output: render passes whose tiling started on the heap that ran out.
+    pub const HEAP_VT_START: u64 = 0xc0;
+    /// Output: render passes whose tiling finished.
+    pub const HEAP_VT_END: u64 = 0xc4;
+    /// Output: render passes whose fragment work finished.
+    pub const HEAP_FRAG_END: u64 = 0xcc;
+    /// Output: GPU address of the heap context that ran out.
+    pub const HEAP_ADDRESS: u64 = 0xd0;
     /// State request field of `REQ`.
     pub const STATE_MASK: u32 = 0x7;
     /// State: start.
     pub const STATE_START: u32 = 1;
+    /// Event: the tiler needs another heap chunk (acknowledged once it is answered).
+    pub const TILER_OOM: u32 = 1 << 26;
     /// Event: fatal error.
     pub const FATAL_EVENT: u32 = 1 << 30;
     /// Event: fault.
@@ -113,6 +130,8 @@ pub mod cs {
 /// | `SYNC_ADD32/64 [a], d` | `mem[a] += d`, then signal `SYNC_UPDATE`                       |
 /// | `SYNC_SET32/64 [a], d` | `mem[a] = d`, then signal `SYNC_UPDATE`                        |
 /// | `SYNC_WAIT32/64 cond [a], d` | block until `mem[a] cond d` holds                        |
+/// | `HEAP_SET a`           | the stream's tiler heap context is at `a:a+1`                  |
+/// | `RUN_IDVS f, n, t`     | tiling (the simulator's reading): `n` words into the heap, starting in the chunk linked by `f:f+1` if the heap is unused |
 pub mod instr {
     /// `NOP`.
     pub const NOP: u8 = 0;
@@ -144,6 +163,10 @@ pub mod instr {
     pub const SYNC_SET64: u8 = 52;
     /// `SYNC_WAIT64`.
     pub const SYNC_WAIT64: u8 = 53;
+    /// `RUN_IDVS`.
+    pub const RUN_IDVS: u8 = 6;
+    /// `HEAP_SET`.
+    pub const HEAP_SET: u8 = 48;
 
     /// Conditions of `SYNC_WAIT` (bits 31:28).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -287,5 +310,17 @@ pub mod instr {
     /// `SYNC_WAIT64 cond [addr], data`.
     pub const fn sync_wait64(cond: Condition, addr: u8, data: u8) -> u64 {
         op(SYNC_WAIT64) | (addr as u64) << 40 | (data as u64) << 32 | (cond as u64) << 28
+    }
+
+    /// `HEAP_SET addr`: `addr` names the register pair holding the heap context's address.
+    pub const fn heap_set(addr: u8) -> u64 {
+        op(HEAP_SET) | (addr as u64) << 40
+    }
+
+    /// `RUN_IDVS first, count, tag`: pairs `first` (the link of the heap's first chunk) and
+    /// `tag` (the value of the first word), register `count` (words to write). The simulated
+    /// GPU's tiling: it writes `count` words `tag + i` into the heap set by `HEAP_SET`.
+    pub const fn run_idvs(first: u8, count: u8, tag: u8) -> u64 {
+        op(RUN_IDVS) | (first as u64) << 48 | (count as u64) << 40 | (tag as u64) << 32
     }
 }

@@ -22,6 +22,7 @@ use drm_ctx::Result as DrmResult;
 
 use crate::backend::{Backend, Words, PAGE_SIZE};
 use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrDriver, TyrVm};
+use crate::heap::HeapBudget;
 use crate::mmu::{self, AsUpdate};
 use crate::sched::{
     self, DevInner, Group, GroupQueue, GroupState, QueueMem, RingHw, NO_SLOT, QUEUE_IFACE_BASE,
@@ -49,6 +50,8 @@ pub struct TyrFile<B: Backend> {
     /// What the sparse ranges of the file's VMs are backed with, made at the first sparse
     /// bind (see [`TyrFile::sparse_backing`]).
     sparse: Mutex<Option<BoRef<B>>>,
+    /// What the tiler heaps of the file's VMs may hold together (see [`crate::heap`]).
+    pub heap_budget: Arc<HeapBudget>,
 }
 
 /// Groups per file.
@@ -181,6 +184,7 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
                 uapi::DRM_PANTHOR_USER_MMIO_OFFSET,
             ),
             sparse: Mutex::new(None),
+            heap_budget: Arc::new(HeapBudget::default()),
         })
     }
 
@@ -196,9 +200,11 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
     }
 }
 
-/// Takes the address space away from a VM that is going away.
+/// Takes the address space away from a VM that is going away, and its tiler heaps (their
+/// chunks are unmapped before they are freed, so a job still using them faults).
 pub(crate) fn release_vm<B: Backend>(dev: &DevInner<B>, vm: &Mutex<TyrVm<B>>) {
     let key = lock(vm).key();
+    dev.heaps.destroy_pool(&dev.backend, &dev.slots, key);
     dev.sched.binds.remove(key);
     let mut slots = lock(&dev.slots);
     if slots.is_pinned(key) {

@@ -5,8 +5,9 @@
 //! The driver brings a Mali CSF GPU up ([`gpu`]: reset, L2, identification; [`fw`]: the MCU
 //! and its interface), describes its registers with `register!` ([`regs`]), manages GPU
 //! virtual memory with `gpuvm` and `io-pgtable` ([`vm`]: VMs and all-or-nothing VM_BIND;
-//! [`mmu`]: address-space slots and MMU commands; `gem`: buffer objects), runs GPU work
-//! through `jobqueue` onto the firmware's command-stream rings ([`csf`]; `job`, `bindq`,
+//! [`mmu`]: address-space slots and MMU commands; `gem`: buffer objects; `heap`: tiler
+//! heaps), runs GPU work through `jobqueue` onto the firmware's command-stream rings
+//! ([`csf`]; `job`, `bindq`,
 //! `sched`, feature `std`) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the
 //! handlers) through the `drm-ctx` DRM core (`file`, `driver`, feature `std`). Everything it
 //! needs from its environment goes through a [`backend::Backend`], as it would on silicon;
@@ -36,14 +37,15 @@
 //! nothing below calls up. Top first:
 //!
 //! ```text
-//! 13  umd                       | a Mesa-like client of the ioctls (feature host)
-//! 12  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
-//! 11  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
-//! 10  file                      | a client's VMs and groups; group creation
-//!  9  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
-//!  8  bindq                     | bind queues: asynchronous VM_BIND jobs
-//!  7  job                       | what all queues share: clock, sizes, syncobj fences
-//!  6  fw                        | the MCU and its interface (panthor_fw)
+//! 14  umd                       | a Mesa-like client of the ioctls (feature host)
+//! 13  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
+//! 12  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
+//! 11  file                      | a client's VMs and groups; group creation
+//! 10  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
+//!  9  bindq                     | bind queues: asynchronous VM_BIND jobs
+//!  8  job                       | what all queues share: clock, sizes, syncobj fences
+//!  7  fw                        | the MCU and its interface (panthor_fw)
+//!  6  heap                      | tiler heaps: contexts and chunk lists per VM (panthor_heap)
 //!  5  gem                       | buffer objects (panthor_gem)
 //!  4  mmu                       | address-space slots, MMU commands (panthor_mmu)
 //!  3  vm                        | VMs: gpuvm + io-pgtable, all-or-nothing VM_BIND
@@ -90,6 +92,8 @@ pub mod fw;
 #[cfg(feature = "std")]
 pub mod gem;
 pub mod gpu;
+#[cfg(feature = "std")]
+pub mod heap;
 #[cfg(feature = "std")]
 pub mod ioctl;
 #[cfg(feature = "std")]

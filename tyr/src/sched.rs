@@ -40,6 +40,11 @@
 //!   are untouched.
 //! - A group that is dead refuses new submissions with `EINVAL` (as panthor does for a group
 //!   that cannot run).
+//! - A stream whose tiler runs out of heap memory raises `TILER_OOM`: the interrupt handler
+//!   notes it, the work item grows the heap ([`crate::heap`]) and hands the new chunk to the
+//!   stream, or 0 when the heap may not grow (the stream then faults with `OUT_OF_MEMORY` and
+//!   the job fails as on any fault); a `TILER_OOM` the driver cannot make sense of (no heap
+//!   context at that address, inconsistent counters) kills the group, as panthor does.
 //!
 //! Every done fence signals: completed, failed, or cancelled when its queue is killed.
 //!
@@ -72,6 +77,7 @@ use crate::bindq::{BindDevice, BindQueues};
 use crate::csf::{cs, csg, glb, instr};
 use crate::fw::FwIface;
 use crate::gem::{BoRef, McuVm, TyrBo, TyrVm};
+use crate::heap::HeapPools;
 use crate::mmu::{self, AsSlots, AsUpdate};
 use crate::regs::{
     mcu, AS_FAULTADDRESS, AS_FAULTSTATUS, DOORBELL, GPU_IRQ_CLEAR, GPU_IRQ_STATUS, JOB_IRQ_CLEAR,
@@ -136,6 +142,8 @@ pub struct GroupState {
     pub slot: AtomicUsize,
     /// Jobs were written to a ring while the group had no slot.
     pub wants_slot: AtomicBool,
+    /// Queues with a `TILER_OOM` the work item has to answer.
+    pub tiler_oom: AtomicU32,
 }
 
 /// Value of [`GroupState::slot`] for a group without a slot.
@@ -592,6 +600,8 @@ pub struct DevInner<B: Backend> {
     pub sched: Sched<B>,
     /// Destroyed VMs whose address space a running group still pins (released at unpin).
     pub(crate) zombie_vms: Mutex<BTreeSet<u64>>,
+    /// The tiler heap pools of every VM.
+    pub heaps: HeapPools<B>,
 }
 
 impl<B: Backend> DevInner<B> {
@@ -611,6 +621,7 @@ impl<B: Backend> DevInner<B> {
             sched: Sched::new(csif_info.csg_slot_count as usize),
             fw,
             zombie_vms: Mutex::new(BTreeSet::new()),
+            heaps: HeapPools::default(),
             gpu_info,
             csif_info,
             fw_objects,
@@ -779,6 +790,9 @@ impl<B: Backend> Events for DevInner<B> {
         self.sched.binds.run();
         let groups = self.sched.group_list();
         for g in &groups {
+            self.answer_tiler_oom(g);
+        }
+        for g in &groups {
             for q in &g.queues {
                 lock(&q.jq).run();
             }
@@ -832,6 +846,12 @@ impl<B: Backend> DevInner<B> {
             }
             let sreq = w.rd32(base + sin + cs::REQ);
             let sack = w.rd32(base + sout + cs::REQ);
+            // Answered (and acknowledged) by the work item, which may allocate.
+            if (sreq ^ sack) & cs::TILER_OOM != 0 {
+                if let Some(g) = &group {
+                    g.state.tiler_oom.fetch_or(1 << s, Ordering::AcqRel);
+                }
+            }
             let ev = (sreq ^ sack) & (cs::FAULT_EVENT | cs::FATAL_EVENT);
             if ev == 0 {
                 continue;
@@ -858,6 +878,79 @@ impl<B: Backend> DevInner<B> {
             }
         }
         w.wr32(base + cin + csg::CS_IRQ_ACK, irq_req);
+    }
+
+    /// Answers the `TILER_OOM` events of `g`'s streams (panthor's `group_process_tiler_oom`):
+    /// grows the heap the stream names and hands it the new chunk, or 0 if the heap may not
+    /// grow, then acknowledges the event and rings the stream's doorbell. The chunk's memory
+    /// comes from the backend's DMA allocation, which fails rather than waits (see
+    /// [`crate::heap`]). A group that lost its slot meanwhile has nothing to answer: its streams
+    /// were stopped with it.
+    fn answer_tiler_oom(&self, g: &Group<B>) {
+        if g.state.tiler_oom.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // Binding and unbinding take this too: the slot stays the group's while we answer.
+        let _serial = lock(&g.teardown);
+        let pending = g.state.tiler_oom.swap(0, Ordering::AcqRel);
+        let n = g.state.slot.load(Ordering::Acquire);
+        let (Some(&(cin, cout)), Some(streams)) = (self.fw.csg.get(n), self.fw.cs.get(n)) else {
+            return;
+        };
+        let w = self.fw_words();
+        let base = self.fw.base;
+        let mut answered = 0u32;
+        for (s, &(sin, sout)) in streams.iter().enumerate() {
+            let sreq = w.rd32(base + sin + cs::REQ);
+            let sack = w.rd32(base + sout + cs::REQ);
+            if pending & (1 << s) == 0 || (sreq ^ sack) & cs::TILER_OOM == 0 {
+                continue;
+            }
+            let ctx = w.rd64(base + sout + cs::HEAP_ADDRESS);
+            let vt_start = w.rd32(base + sout + cs::HEAP_VT_START);
+            let vt_end = w.rd32(base + sout + cs::HEAP_VT_END);
+            let frag_end = w.rd32(base + sout + cs::HEAP_FRAG_END);
+            let grown = if frag_end > vt_end || vt_end >= vt_start {
+                Err(Error::Invalid)
+            } else {
+                let in_flight = vt_start - frag_end;
+                (self.heaps).grow(&self.backend, &self.slots, g.vm_key, ctx, in_flight)
+            };
+            let link = match grown {
+                Ok(link) => link,
+                // No memory for the heap: the firmware fails the job with OUT_OF_MEMORY.
+                Err(Error::NoMemory) => 0,
+                Err(e) => {
+                    dev_err!(
+                        &self.backend,
+                        "CSG slot {n} CS {s}: cannot grow the tiler heap at {ctx:#x}: {e}"
+                    );
+                    g.state.fatal_queues.fetch_or(1 << s, Ordering::AcqRel);
+                    g.state
+                        .state
+                        .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_FATAL_FAULT, Ordering::AcqRel);
+                    g.state.dead.store(true, Ordering::Release);
+                    continue;
+                }
+            };
+            w.wr64(base + sin + cs::HEAP_START, link);
+            w.wr64(base + sin + cs::HEAP_END, link);
+            w.wr32(
+                base + sin + cs::REQ,
+                (sreq & !cs::TILER_OOM) | (sack & cs::TILER_OOM),
+            );
+            answered |= 1 << s;
+        }
+        if answered != 0 {
+            // The streams' doorbell bits end up opposite to their acknowledgements.
+            let db = w.rd32(base + cin + csg::DOORBELL_REQ);
+            let db_ack = w.rd32(base + cout + csg::DOORBELL_ACK);
+            w.wr32(
+                base + cin + csg::DOORBELL_REQ,
+                (db & !answered) | (!db_ack & answered),
+            );
+            self.glb_doorbell(1 << n);
+        }
     }
 
     /// Page faults: the VM of the faulting address space becomes unusable.

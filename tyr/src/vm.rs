@@ -634,6 +634,33 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         }
     }
 
+    /// Reserves `count` consecutive [`KERNEL_CHUNK`]s of the kernel region (a mapping larger
+    /// than one chunk: a tiler heap chunk of up to 8 MiB) and returns the first one's address;
+    /// [`Error::NoSpace`] if there is no such run free (or `count` is 0).
+    pub fn alloc_kernel_range(&mut self, count: usize) -> Result<u64> {
+        let used = |k: &[u64; KERNEL_CHUNKS / 64], i: usize| k[i / 64] & (1 << (i % 64)) != 0;
+        let mut start = 0;
+        while count > 0 && start + count <= KERNEL_CHUNKS {
+            match (start..start + count).find(|&i| used(&self.kchunks, i)) {
+                Some(taken) => start = taken + 1,
+                None => {
+                    for i in start..start + count {
+                        self.kchunks[i / 64] |= 1 << (i % 64);
+                    }
+                    return Ok(self.layout.kernel_start + start as u64 * KERNEL_CHUNK);
+                }
+            }
+        }
+        Err(Error::NoSpace)
+    }
+
+    /// Returns `count` chunks from [`alloc_kernel_range`](Self::alloc_kernel_range).
+    pub fn free_kernel_range(&mut self, va: u64, count: usize) {
+        for i in 0..count as u64 {
+            self.free_kernel_va(va.wrapping_add(i * KERNEL_CHUNK));
+        }
+    }
+
     /// Checks the requests of a bind as [`bind`](Self::bind) and
     /// [`reserve_bind`](Self::reserve_bind) do, except that a sparse request is accepted
     /// whether or not the VM has a sparse backing yet (so that a caller can find out before

@@ -26,6 +26,8 @@ const FLOORS: &[&[&str]] = &[
     &["vm"],
     &["mmu"],
     &["gem"],
+    // Tiler heaps: contexts and chunks in DMA memory mapped in a VM.
+    &["heap"],
     // Firmware: the MCU and its interface.
     &["fw"],
     // Scheduling: what every queue shares (clock, sizes, syncobj fences), the bind queues,
