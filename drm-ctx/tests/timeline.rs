@@ -742,3 +742,38 @@ fn unwrapping_a_point_gives_the_fences_it_waits_for() {
     m3.signal();
     assert!(t.find_fence(h, 3, 0).unwrap().status().is_some());
 }
+
+/// Keys name one syncobj: a fence or point for a syncobj destroyed since (its handle perhaps
+/// reused) goes nowhere.
+#[test]
+fn keyed_replace_and_add_point_reach_only_their_syncobj() {
+    let (_p, _reg, client) = open();
+    let t = client.file().syncobjs();
+    let h = create(&client);
+    let key = t.key(h).unwrap();
+    assert_eq!(key.handle(), h);
+    assert_eq!(t.key(99).err(), Some(Error::NotFound));
+    t.add_point_keyed(key, t.alloc_point().unwrap(), Arc::new(SignalledFence), 2)
+        .unwrap();
+    assert_eq!(q(&client, h), 2);
+    t.replace_keyed(key, None).unwrap();
+    assert!(t.fence(h).unwrap().is_none());
+    // Destroyed, and the handle given to a new syncobj: nothing reaches the new one.
+    t.destroy(h).unwrap();
+    let again = create(&client);
+    assert_eq!(again, h);
+    assert_eq!(
+        t.replace_keyed(key, Some(Arc::new(SignalledFence))),
+        Err(Error::NotFound)
+    );
+    assert_eq!(
+        t.add_point_keyed(key, t.alloc_point().unwrap(), Arc::new(SignalledFence), 3),
+        Err(Error::NotFound)
+    );
+    assert!(t.fence(again).unwrap().is_none());
+    // The new syncobj has its own key.
+    let k2 = t.key(again).unwrap();
+    assert_ne!(k2, key);
+    t.replace_keyed(k2, Some(Arc::new(SignalledFence))).unwrap();
+    assert!(t.fence(again).unwrap().is_some());
+}

@@ -201,6 +201,22 @@ struct Syncobj {
     fence: Option<FenceRef>,
 }
 
+/// A syncobj as a driver names it between preparing a job and committing it (where the kernel
+/// driver holds a reference to the syncobj): its handle, and an identity that a syncobj created
+/// later under the same handle does not share ([`SyncobjTable::key`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncobjKey {
+    handle: u32,
+    id: u64,
+}
+
+impl SyncobjKey {
+    /// The handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+}
+
 struct Objects {
     idr: Idr<Syncobj>,
     next_id: u64,
@@ -302,9 +318,27 @@ impl SyncobjTable {
 
     /// Replaces the fence of a syncobj; [`Error::NotFound`] for an unknown handle.
     pub fn replace(&self, handle: u32, fence: Option<FenceRef>) -> Result {
+        self.replace_if(handle, None, fence)
+    }
+
+    /// The syncobj `handle` names now, as a [`SyncobjKey`]; [`Error::NotFound`] for an unknown
+    /// handle.
+    pub fn key(&self, handle: u32) -> Result<SyncobjKey> {
+        self.lookup(handle)
+            .map(|(id, _)| SyncobjKey { handle, id })
+            .ok_or(Error::NotFound)
+    }
+
+    /// [`replace`](Self::replace) on the syncobj of `key`: [`Error::NotFound`], changing
+    /// nothing, once it has been destroyed (even if its handle names another syncobj since).
+    pub fn replace_keyed(&self, key: SyncobjKey, fence: Option<FenceRef>) -> Result {
+        self.replace_if(key.handle, Some(key.id), fence)
+    }
+
+    fn replace_if(&self, handle: u32, id: Option<u64>, fence: Option<FenceRef>) -> Result {
         let old = match self.lock().idr.get_mut(handle) {
-            Some(s) => core::mem::replace(&mut s.fence, fence),
-            None => return Err(Error::NotFound),
+            Some(s) if id.is_none_or(|id| id == s.id) => core::mem::replace(&mut s.fence, fence),
+            _ => return Err(Error::NotFound),
         };
         drop(old);
         self.waiters.wake_all();
@@ -365,19 +399,55 @@ impl SyncobjTable {
     /// assert!(t.find_fence(h, 4, 0).is_err()); // not submitted
     /// ```
     pub fn add_point(&self, handle: u32, link: ChainPoint, fence: FenceRef, point: u64) -> Result {
-        self.add_contained(handle, link, Contained::One(fence), point)
+        self.add_contained(handle, None, link, Contained::One(fence), point)
+    }
+
+    /// [`add_point`](Self::add_point) on the syncobj of `key`: [`Error::NotFound`] (the link
+    /// is then freed) once it has been destroyed, even if its handle names another syncobj
+    /// since.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use drm_ctx::host::syncobj::{SignalledFence, SyncobjTable};
+    /// use drm_ctx::Error;
+    /// use std::sync::Arc;
+    ///
+    /// let t = SyncobjTable::default();
+    /// let key = t.key(t.create(None).unwrap()).unwrap(); // while preparing
+    /// let link = t.alloc_point().unwrap();
+    /// t.destroy(key.handle()).unwrap();
+    /// let again = t.create(None).unwrap(); // the same handle, another syncobj
+    /// assert_eq!(again, key.handle());
+    /// let r = t.add_point_keyed(key, link, Arc::new(SignalledFence), 1); // at commit
+    /// assert_eq!(r, Err(Error::NotFound));
+    /// assert!(t.fence(again).unwrap().is_none());
+    /// ```
+    pub fn add_point_keyed(
+        &self,
+        key: SyncobjKey,
+        link: ChainPoint,
+        fence: FenceRef,
+        point: u64,
+    ) -> Result {
+        self.add_contained(key.handle, Some(key.id), link, Contained::One(fence), point)
     }
 
     fn add_contained(
         &self,
         handle: u32,
+        id: Option<u64>,
         link: ChainPoint,
         contained: Contained,
         point: u64,
     ) -> Result {
         let prev = {
             let mut o = self.lock();
-            let s = o.idr.get_mut(handle).ok_or(Error::NotFound)?;
+            let s = o
+                .idr
+                .get_mut(handle)
+                .filter(|s| id.is_none_or(|id| id == s.id))
+                .ok_or(Error::NotFound)?;
             let prev = s.fence.take();
             s.fence = Some(link.init(prev.clone(), contained, point));
             prev
@@ -813,7 +883,7 @@ pub(super) fn transfer(table: &SyncobjTable, arg: &DrmSyncobjTransfer) -> Result
     } else {
         let contained = chain::flatten(fence)?;
         let link = table.alloc_point()?;
-        table.add_contained(arg.dst_handle, link, contained, arg.dst_point)?;
+        table.add_contained(arg.dst_handle, None, link, contained, arg.dst_point)?;
     }
     Ok(0)
 }
