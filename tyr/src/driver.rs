@@ -92,7 +92,7 @@ impl<B: Backend> TyrDriver<B> {
     /// driver does not enable the firmware's global counters (`GLB_COUNTER_EN`), so the later
     /// minors cannot be claimed either, although their 1.7 items (`BO_WB_MMAP`, BO_SYNC,
     /// BO_QUERY_INFO, `selected_coherency`) and 1.8 item (TIMESTAMP_INFO flags) are served.
-    /// Tiler heaps, part of 1.0, are missing too (TILER_HEAP_CREATE answers `EINVAL`).
+    /// Everything of 1.0 is served, tiler heaps (TILER_HEAP_CREATE/DESTROY) included.
     const DRIVER_INFO: drm::DriverInfo = drm::DriverInfo {
         name: c"panthor",
         desc: c"ARM Mali Tyr DRM driver",

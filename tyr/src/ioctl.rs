@@ -45,6 +45,7 @@ use crate::backend::{Backend, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrVm};
+use crate::heap;
 use crate::job::{job_fence, JobSyncFence};
 use crate::mmu::AsUpdate;
 use crate::regs::{CYCLE_COUNT, LATEST_FLUSH_ID, TIMESTAMP, TIMESTAMP_OFFSET};
@@ -808,24 +809,61 @@ pub(crate) fn bo_query_info<B: Backend>(
     Ok(0)
 }
 
-/// `TILER_HEAP_CREATE`: not implemented (the driver has no tiler heaps); `EINVAL`, what the
-/// DRM core answers for a table entry without a handler. The entry exists so that the later
-/// ioctls keep panthor's numbers.
+/// `TILER_HEAP_CREATE`: a tiler heap in VM `vm_id` ([`crate::heap`]), as panthor makes one:
+/// `EINVAL` for an unknown VM or bad arguments (no initial chunk, more than `max_chunks`, a
+/// chunk size that is not page aligned or outside 128 KiB..=8 MiB), `EBUSY` when the VM has
+/// 128 heaps, `ENOMEM` when memory or the file's heap budget runs out. The handle is
+/// `vm_id << 16 | index`; on failure nothing changes and the arguments are not written.
 pub(crate) fn tiler_heap_create<B: Backend>(
-    _dev: &TyrDevice<B>,
-    _args: &mut uapi::TilerHeapCreate,
-    _file: &File<B>,
+    dev: &TyrDevice<B>,
+    args: &mut uapi::TilerHeapCreate,
+    file: &File<B>,
 ) -> DrmResult<u32> {
-    Err(DrmError::Invalid)
+    let vm = file.inner().vm(args.vm_id)?;
+    let heap_args = heap::HeapArgs {
+        initial_chunks: args.initial_chunk_count,
+        chunk_size: args.chunk_size,
+        max_chunks: args.max_chunks,
+        target_in_flight: args.target_in_flight,
+    };
+    let stride = heap::context_stride(dev.gpu_info.raw.l2_features);
+    // A VM destroyed while the heap is made gets no heap pool.
+    let live = || {
+        file.inner()
+            .vm(args.vm_id)
+            .is_ok_and(|v| Arc::ptr_eq(&v, &vm))
+    };
+    let made = dev.heaps.create(
+        &dev.backend,
+        &dev.slots,
+        &vm,
+        &file.inner().heap_budget,
+        stride,
+        heap_args,
+        live,
+    )?;
+    args.handle = args.vm_id << 16 | made.index;
+    args.tiler_heap_ctx_gpu_va = made.context_va;
+    args.first_heap_chunk_gpu_va = made.first_chunk_va;
+    Ok(0)
 }
 
-/// `TILER_HEAP_DESTROY`: not implemented, as [`tiler_heap_create`].
+/// `TILER_HEAP_DESTROY`: destroys heap `handle` as panthor does: `EINVAL` for a non-zero
+/// `pad`, an unknown VM (`handle >> 16`) or heap; `ENOENT` for a VM that never had a heap.
+/// A job still tiling into the heap faults on its unmapped chunks.
 pub(crate) fn tiler_heap_destroy<B: Backend>(
-    _dev: &TyrDevice<B>,
-    _args: &mut uapi::TilerHeapDestroy,
-    _file: &File<B>,
+    dev: &TyrDevice<B>,
+    args: &mut uapi::TilerHeapDestroy,
+    file: &File<B>,
 ) -> DrmResult<u32> {
-    Err(DrmError::Invalid)
+    if args.pad != 0 {
+        return Err(DrmError::Invalid);
+    }
+    let vm = file.inner().vm(args.handle >> 16)?;
+    let key = lock(&vm).key();
+    dev.heaps
+        .destroy(&dev.backend, &dev.slots, key, args.handle & 0xffff)?;
+    Ok(0)
 }
 
 // ---------------------------------------------------------------- mmap

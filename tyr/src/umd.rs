@@ -508,3 +508,83 @@ impl Umd {
         r.map(|_| ())
     }
 }
+
+/// A tiler heap (`TILER_HEAP_CREATE`) and what a stream needs to tile into it.
+///
+/// A render pass's tiling names the heap twice: `HEAP_SET` with the heap context's address
+/// (so that the firmware can report which heap ran out of memory) and, in the tiling
+/// instruction, the heap's first chunk as a chunk link (GPU address | size in pages), from
+/// which an unused heap starts. The simulated GPU's tiling is `RUN_IDVS first, count, tag`,
+/// which writes `count` words `tag + i` into the heap; [`TilerHeap::tile`] builds that
+/// sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TilerHeap {
+    /// The handle (`vm_id << 16 | index`).
+    pub handle: u32,
+    /// GPU address of the heap context.
+    pub context_va: u64,
+    /// GPU address of the first chunk.
+    pub first_chunk_va: u64,
+    /// Bytes per chunk.
+    pub chunk_size: u32,
+}
+
+impl TilerHeap {
+    /// The first chunk's link, as chunk headers and tiling instructions hold it.
+    pub fn first_chunk_link(&self) -> u64 {
+        (self.first_chunk_va & !0xfff) | u64::from(self.chunk_size >> 12)
+    }
+
+    /// Instructions that tile `words` words (`tag`, `tag + 1`, ...) into the heap. They use
+    /// registers 64 to 71.
+    pub fn tile(&self, words: u32, tag: u64) -> [u64; 6] {
+        use crate::csf::instr;
+        [
+            instr::move48(64, self.context_va),
+            instr::heap_set(64),
+            instr::move48(66, self.first_chunk_link()),
+            instr::move32(68, words),
+            instr::move48(70, tag),
+            instr::run_idvs(66, 68, 70),
+        ]
+    }
+}
+
+impl Umd {
+    /// Creates a tiler heap in `vm` with `initial` chunks of `chunk_size` bytes, growing to
+    /// at most `max_chunks`, and `target_in_flight` render passes in flight at most.
+    pub fn tiler_heap_create(
+        &self,
+        vm: u32,
+        initial: u32,
+        chunk_size: u32,
+        max_chunks: u32,
+        target_in_flight: u32,
+    ) -> Result<TilerHeap> {
+        let mut a = TilerHeapCreate {
+            vm_id: vm,
+            initial_chunk_count: initial,
+            chunk_size,
+            max_chunks,
+            target_in_flight,
+            ..Default::default()
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_TILER_HEAP_CREATE, &mut a)?;
+        Ok(TilerHeap {
+            handle: a.handle,
+            context_va: a.tiler_heap_ctx_gpu_va,
+            first_chunk_va: a.first_heap_chunk_gpu_va,
+            chunk_size,
+        })
+    }
+
+    /// Destroys a tiler heap.
+    pub fn tiler_heap_destroy(&self, heap: &TilerHeap) -> Result {
+        let mut a = TilerHeapDestroy {
+            handle: heap.handle,
+            pad: 0,
+        };
+        self.ioctl(DRM_IOCTL_PANTHOR_TILER_HEAP_DESTROY, &mut a)
+            .map(|_| ())
+    }
+}
