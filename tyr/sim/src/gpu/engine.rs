@@ -946,9 +946,9 @@ impl<M: PhysMemory> Gpu<M> {
         let mut run = match self.csf.groups[n].streams[s].tiler {
             Some(run) => run,
             None => {
-                let link = self.stream_read(n, s, as_nr, ctx + heap::CTX_CHUNK, 8)?;
-                let top = self.stream_read(n, s, as_nr, ctx + heap::CTX_TOP, 8)?;
-                let vt = self.stream_read(n, s, as_nr, ctx + heap::CTX_VT_START, 8)?;
+                let link = self.stream_read(n, s, as_nr, ctx.wrapping_add(heap::CTX_CHUNK), 8)?;
+                let top = self.stream_read(n, s, as_nr, ctx.wrapping_add(heap::CTX_TOP), 8)?;
+                let vt = self.stream_read(n, s, as_nr, ctx.wrapping_add(heap::CTX_VT_START), 8)?;
                 TilerRun {
                     link,
                     top,
@@ -966,9 +966,9 @@ impl<M: PhysMemory> Gpu<M> {
         }
         // Done: the context records where the next run starts and that this one finished.
         let vt = u64::from(run.vt_start) | u64::from(run.vt_start) << 32;
-        self.stream_write(n, s, as_nr, ctx + heap::CTX_CHUNK, run.link, 8)?;
-        self.stream_write(n, s, as_nr, ctx + heap::CTX_TOP, run.top, 8)?;
-        self.stream_write(n, s, as_nr, ctx + heap::CTX_VT_START, vt, 8)?;
+        self.stream_write(n, s, as_nr, ctx.wrapping_add(heap::CTX_CHUNK), run.link, 8)?;
+        self.stream_write(n, s, as_nr, ctx.wrapping_add(heap::CTX_TOP), run.top, 8)?;
+        self.stream_write(n, s, as_nr, ctx.wrapping_add(heap::CTX_VT_START), vt, 8)?;
         self.csf.groups[n].streams[s].tiler = None;
         Ok(Step::Next)
     }
@@ -997,7 +997,7 @@ impl<M: PhysMemory> Gpu<M> {
                     return Err(oom(heap::link_addr(first)));
                 }
                 run.link = first;
-                run.top = heap::link_addr(first) + heap::CHUNK_HEADER_SIZE;
+                run.top = heap::link_addr(first).wrapping_add(heap::CHUNK_HEADER_SIZE);
             }
             let chunk = heap::link_addr(run.link);
             let end = chunk.wrapping_add(heap::link_size(run.link));
@@ -1029,12 +1029,12 @@ impl<M: PhysMemory> Gpu<M> {
                     return Err(oom(heap::link_addr(next)));
                 }
                 run.link = next;
-                run.top = heap::link_addr(next) + heap::CHUNK_HEADER_SIZE;
+                run.top = heap::link_addr(next).wrapping_add(heap::CHUNK_HEADER_SIZE);
                 continue;
             }
             let word = tag.wrapping_add(u64::from(run.done));
             self.stream_write(n, s, as_nr, run.top, word, 8)?;
-            run.top += 8;
+            run.top = run.top.wrapping_add(8);
             run.done += 1;
         }
         Ok(Step::Next)

@@ -840,4 +840,22 @@ fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
     assert!(fw.gpu.stream_faulted(0, 1));
     let so = Fw::shared(csf::cs_output(0, 1));
     assert_eq!(fw.rd32(so + cs::FATAL) & 0xff, 0x49);
+    // A context whose next free byte is the last word of the address space: the write
+    // faults, nothing wraps.
+    fw.user_wr64(CTX + csf::heap::CTX_TOP, u64::MAX - 7);
+    fw.user_wr64(CTX + csf::heap::CTX_CHUNK, !0xfff | 1);
+    fw.start_stream(0, 2);
+    fw.submit(
+        2,
+        &[
+            instr::move48(2, CTX),
+            instr::heap_set(2),
+            instr::move32(6, 2),
+            instr::run_idvs(4, 6, 8),
+        ],
+    );
+    fw.run();
+    assert!(fw.gpu.stream_faulted(0, 2));
+    let so = Fw::shared(csf::cs_output(0, 2));
+    assert_eq!(fw.rd64(so + cs::FAULT_INFO), u64::MAX - 7);
 }
