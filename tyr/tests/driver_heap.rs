@@ -486,3 +486,49 @@ fn vm_destroy_and_file_close_release_everything() {
     drop(rig);
     assert_eq!(gpu.memory().allocated_pages(), 0);
 }
+
+#[test]
+fn creates_race_with_destroys_and_vm_destruction() {
+    let rig = rig();
+    let base = rig.pages();
+    {
+        let umd = std::sync::Arc::new(rig.umd());
+        for round in 0..32 {
+            let vm = umd.vm_create().unwrap();
+            let threads: Vec<_> = (0..3)
+                .map(|t| {
+                    let umd = umd.clone();
+                    std::thread::spawn(move || {
+                        let mut made = 0;
+                        for i in 0..20 {
+                            match umd.tiler_heap_create(vm, 1 + (i + t) % 3, K128, 4, 1) {
+                                Ok(h) if i % 2 == 0 => {
+                                    let e = errno(umd.tiler_heap_destroy(&h));
+                                    // The VM may be gone meanwhile, and its heaps with it.
+                                    assert!(e == 0 || e == EINVAL, "{e}");
+                                }
+                                Ok(_) => made += 1,
+                                Err(e) => assert_eq!(e.to_errno(), EINVAL, "round {round}"),
+                            }
+                        }
+                        made
+                    })
+                })
+                .collect();
+            std::thread::yield_now();
+            let mut a = VmDestroy { id: vm, pad: 0 };
+            umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut a).unwrap();
+            for t in threads {
+                t.join().unwrap();
+            }
+            // Whatever was made before the VM went went with it; nothing was made after.
+            assert_eq!(rig.counts(), (0, 0, 0), "round {round}");
+        }
+        // Heaps in a VM that stays live, left to the file's close.
+        let vm = umd.vm_create().unwrap();
+        umd.tiler_heap_create(vm, 2, K128, 2, 0).unwrap();
+        assert_eq!(rig.counts(), (1, 1, 2));
+    }
+    assert_eq!(rig.counts(), (0, 0, 0));
+    assert_eq!(rig.pages(), base);
+}
