@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
-use drm_ctx::host::syncobj::{for_each_unwrapped, ChainPoint, FenceRef, SyncobjTable};
+use drm_ctx::host::syncobj::{for_each_unwrapped, ChainPoint, FenceRef, SyncobjKey, SyncobjTable};
 use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
@@ -170,6 +170,9 @@ enum Signal {
 struct SyncSignal {
     handle: u32,
     point: u64,
+    /// The syncobj the handle named when the call collected its signals (the kernel holds a
+    /// reference to it): the one that gets the fence, even if the handle is reused meanwhile.
+    key: SyncobjKey,
     /// The chain link of a timeline point (point above 0), set aside while preparing.
     link: Option<ChainPoint>,
     fence: Signal,
@@ -216,9 +219,7 @@ impl<'a> SyncCtx<'a> {
                 0 => None,
                 _ => Some(self.table.alloc_point()?),
             };
-            if !self.table.contains(op.handle) {
-                return Err(Error::Invalid);
-            }
+            let key = self.table.key(op.handle).map_err(|_| Error::Invalid)?;
             // No fence for the point yet is fine for a signal.
             let fence = match self.table.find_fence(op.handle, op.timeline_value, 0) {
                 Ok(f) => Signal::Current(f),
@@ -227,6 +228,7 @@ impl<'a> SyncCtx<'a> {
             self.signals.push(SyncSignal {
                 handle: op.handle,
                 point: op.timeline_value,
+                key,
                 link,
                 fence,
             });
@@ -287,16 +289,16 @@ impl<'a> SyncCtx<'a> {
 
     /// Installs the fence of every signal (`panthor_submit_ctx_push_fences`), once the jobs are
     /// committed: a timeline point is added with its link, a binary syncobj's fence replaced.
-    /// Allocates nothing and cannot fail (a syncobj destroyed since the call looked it up
-    /// just gets nothing).
+    /// Allocates nothing and cannot fail (a syncobj destroyed since the call looked it up gets
+    /// nothing, and a syncobj created since under its handle is not touched).
     pub(crate) fn push(self) {
         for s in self.signals {
             let Signal::Job(_, fence) = s.fence else {
                 continue;
             };
             let _ = match s.link {
-                Some(link) => self.table.add_point(s.handle, link, fence, s.point),
-                None => self.table.replace(s.handle, Some(fence)),
+                Some(link) => self.table.add_point_keyed(s.key, link, fence, s.point),
+                None => self.table.replace_keyed(s.key, Some(fence)),
             };
         }
     }
@@ -1272,4 +1274,41 @@ fn prepare_op<B: Backend>(
         syncs,
         sparse,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drm_ctx::host::syncobj::SignalledFence;
+
+    fn op(flags: u32, handle: u32, point: u64) -> uapi::SyncOp {
+        uapi::SyncOp {
+            flags: flags | uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ,
+            handle,
+            timeline_value: point,
+        }
+    }
+
+    /// A syncobj destroyed between the collection of a call's signals and its commit gets
+    /// nothing, and neither does a syncobj created meanwhile under the same handle.
+    #[test]
+    fn a_reused_handle_gets_nothing_at_commit() {
+        let t = SyncobjTable::default();
+        let h = t.create(None).unwrap();
+        let kept = t.create(Some(Arc::new(SignalledFence))).unwrap();
+        let syncs = [
+            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 1),
+            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 0),
+            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, kept, 4),
+        ];
+        let mut ctx = SyncCtx::new(&t);
+        ctx.collect_signals(&syncs).unwrap();
+        let done = HostFence::new();
+        ctx.set_signaller(&syncs, &done).unwrap();
+        t.destroy(h).unwrap();
+        assert_eq!(t.create(None), Ok(h));
+        ctx.push();
+        assert!(t.fence(h).unwrap().is_none());
+        assert_eq!(t.query(kept, true), Ok(4));
+    }
 }
