@@ -156,6 +156,7 @@ impl HeapBudget {
 /// # Invariants
 ///
 /// `mem` is a live block of `dma` owned by this value; while `mapped`, the VM maps it at `va`.
+/// Unless `leak` is set, the block is not mapped anywhere once the value drops.
 struct Mapped<D: DmaMemory> {
     dma: D,
     mem: DmaRegion,
@@ -163,6 +164,8 @@ struct Mapped<D: DmaMemory> {
     /// Kernel VA chunks reserved at `va`.
     vchunks: usize,
     mapped: bool,
+    /// The unmap failed and the page tables may still point at the block: it is never freed.
+    leak: bool,
 }
 
 impl<D: DmaMemory + Clone> Mapped<D> {
@@ -182,6 +185,7 @@ impl<D: DmaMemory + Clone> Mapped<D> {
             va: 0,
             vchunks: 0,
             mapped: false,
+            leak: false,
         };
         m.va = vm.alloc_kernel_range(vchunks)?;
         m.vchunks = vchunks;
@@ -215,11 +219,15 @@ impl<D: DmaMemory + Clone> Mapped<D> {
                 backend,
                 slot: slots.slot_of(vm.key()),
             };
-            // A failure leaves the address space faulting (the MMU is stuck), never the
-            // memory reachable once freed: the reset that follows rebuilds the address space
-            // from the page tables, which no longer map it.
-            let _ = vm.unmap_kernel(self.va, self.mem.size(), &mut upd);
+            let unmapped = vm.unmap_kernel(self.va, self.mem.size(), &mut upd);
             self.mapped = false;
+            if unmapped.is_err() {
+                // The MMU did not take the change (the tables or its TLB may still point at
+                // the block): the GPU may still reach it, so it is leaked rather than freed,
+                // and its VA stays taken.
+                self.leak = true;
+                self.vchunks = 0;
+            }
         }
         if self.vchunks > 0 {
             vm.free_kernel_range(self.va, self.vchunks);
@@ -230,6 +238,9 @@ impl<D: DmaMemory + Clone> Mapped<D> {
 
 impl<D: DmaMemory> Drop for Mapped<D> {
     fn drop(&mut self) {
+        if self.leak {
+            return;
+        }
         // SAFETY: The block is owned by `self` (type invariant); the pool unmaps it from its
         // VM before dropping it (`unmap`), and nothing else keeps a CPU pointer into it.
         unsafe { self.dma.free(self.mem) };

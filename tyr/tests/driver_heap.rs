@@ -532,3 +532,21 @@ fn creates_race_with_destroys_and_vm_destruction() {
     assert_eq!(rig.counts(), (0, 0, 0));
     assert_eq!(rig.pages(), base);
 }
+
+#[test]
+fn a_heap_the_mmu_cannot_unmap_is_leaked_not_freed() {
+    let rig = rig();
+    let umd = rig.umd();
+    let vm = umd.vm_create().unwrap();
+    let heap = umd.tiler_heap_create(vm, 2, K128, 2, 0).unwrap();
+    // The VM holds an address space and the MMU stops completing commands: the chunks
+    // cannot be unmapped, so their memory must stay allocated (the GPU may still reach it).
+    driver::vm_activate(rig.reg.device(), umd.client().file(), vm).unwrap();
+    let gpu = rig.reg.device().backend.gpu();
+    gpu.with(|g| g.faults_mut().mmu_command_stuck = true);
+    let pages = rig.pages();
+    umd.tiler_heap_destroy(&heap).unwrap();
+    assert_eq!(rig.counts(), (1, 0, 0));
+    assert_eq!(rig.pages(), pages, "nothing freed under a stuck MMU");
+    gpu.with(|g| g.faults_mut().mmu_command_stuck = false);
+}
