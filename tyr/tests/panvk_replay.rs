@@ -17,33 +17,33 @@
 //!    `panthor_kmod_bo_get_mmap_offset`, then the CPU mapping.
 //! 4. `panthor_kmod_vm_bind` in `PAN_KMOD_VM_OP_MODE_ASYNC`: each op signals the next point
 //!    of the VM's timeline (executable BOs mapped `READONLY`, the others `NOEXEC`).
-//! 5. `panvk_per_arch(queue_init)`: the queue's own syncobj, `create_group` (three queues,
-//!    vertex/tiler, fragment and compute, 64 KiB rings, priority 1; every shader core for
-//!    compute and fragment, one tiler), then `init_subqueue` for each: a first stream signalling
-//!    the queue syncobj, waited for with `SYNCOBJ_WAIT`. (`init_tiler`'s TILER_HEAP_CREATE is
-//!    left out: see the note below.)
+//! 5. `panvk_per_arch(queue_init)`: the queue's own syncobj, `init_tiler` (TILER_HEAP_CREATE
+//!    with 2 MiB chunks, 5 initial, 64 at most, 65535 render passes in flight), `create_group`
+//!    (three queues, vertex/tiler, fragment and compute, 64 KiB rings, priority 1; every shader
+//!    core for compute and fragment, one tiler), then `init_subqueue` for each: a first stream
+//!    (which on the vertex/tiler and fragment subqueues sets the heap context with `HEAP_SET`)
+//!    signalling the queue syncobj, waited for with `SYNCOBJ_WAIT`.
 //! 6. `panvk_queue_submit` for each `vkQueueSubmit`, one `GROUP_SUBMIT`: a sync-only queue
 //!    submit per subqueue used carrying the waits (`panvk_queue_submit_init_waits`; here the
-//!    application's timeline semaphore at the previous point, and for the first submit the
-//!    VM's last bind point), the command stream (`panvk_queue_submit_init_cmdbufs`), a
-//!    sync-only queue submit per subqueue used signalling points 1, 2, ... of the queue syncobj
+//!    application's timeline semaphore at the previous point; for the first submit the VM's
+//!    last bind point and a binary semaphore imported from another device, whose fence the
+//!    test holds back until every submit is queued, so that a job running early shows), the
+//!    command stream (`panvk_queue_submit_init_cmdbufs`), a sync-only queue submit per
+//!    subqueue used signalling points 1, 2, ... of the queue syncobj
 //!    (`panvk_queue_submit_init_signals`); then `panvk_queue_submit_process_signals`:
 //!    `SYNCOBJ_TRANSFER` of the queue syncobj to the semaphore's next point, and
 //!    `SYNCOBJ_RESET` of the queue syncobj. Submits alternate between the vertex/tiler and the
-//!    compute subqueue, so only the timeline orders them.
+//!    compute subqueue, so only the timeline orders them; the vertex/tiler ones tile into the
+//!    heap first (the first tiled word is copied out by the GPU and checked).
 //! 7. `vkWaitSemaphores`: `SYNCOBJ_TIMELINE_WAIT` on the last point; the result is read in
 //!    GPU memory through the CPU mapping, and `SYNCOBJ_QUERY` tells the last point.
 //! 8. `panvk_per_arch(queue_check_status)`: `GROUP_GET_STATE` says the group is fine.
-//! 9. Teardown, `panvk_per_arch(queue_finish)` then the device's: `GROUP_DESTROY`, the queue
-//!    syncobj destroyed, asynchronous unmaps signalling further VM points (waited for), then
-//!    `VM_DESTROY`, the VM's syncobj destroyed, `GEM_CLOSE` of the BOs and the file closed.
+//! 9. Teardown, `panvk_per_arch(queue_finish)` then the device's: `GROUP_DESTROY`,
+//!    `cleanup_tiler`'s TILER_HEAP_DESTROY, the queue syncobj destroyed, asynchronous unmaps
+//!    signalling further VM points (waited for), then `VM_DESTROY`, the VM's syncobj
+//!    destroyed, `GEM_CLOSE` of the BOs and the file closed.
 //!    Nothing the client made is left alive: no syncobj, chain link, group, queue interface,
-//!    bind queue, zombie VM or DMA page.
-//!
-//! Tiler heaps: `init_tiler` creates one per queue (`TILER_HEAP_CREATE` with 2 MiB chunks, 5
-//! initial, 64 at most, 65535 in flight) before `create_group`, and `cleanup_tiler` destroys it.
-//! The driver does not have that ioctl yet when this replay was written, so the replay leaves
-//! the heap out.
+//!    bind queue, zombie VM, heap or DMA page.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,6 +73,10 @@ const SUBQUEUES: u32 = 3;
 const CODE_VA: u64 = 0x1000_0000;
 const DATA_VA: u64 = 0x2000_0000;
 const SUBMITS: u64 = 6;
+/// Where the GPU copies the first word its tiling wrote into the heap, in the data BO.
+const TILED: u64 = 0x900;
+/// Tag of the words tiled by submit `k`: `TAG + k`, then `TAG + k + 1`, ...
+const TAG: u64 = 0x7000;
 
 /// `DEV_QUERY` as panvk's probe does it: the size first, then the object.
 fn query<T: IoctlArg + Default>(umd: &Umd, type_: u32) -> T {
@@ -212,6 +216,8 @@ fn panvk_device_queue_and_submissions_replay() {
 
     // 5. Queue init: the queue syncobj, the group, a first stream per subqueue.
     let queue_sync = syncobj_create(&umd, 0);
+    let heap = umd.tiler_heap_create(vm, 5, 2 << 20, 64, 65535).unwrap();
+    assert_eq!(dev.heaps.counts(), (1, 1, 5));
     let qc: Vec<QueueCreate> = (0..SUBQUEUES)
         .map(|_| QueueCreate {
             priority: 1,
@@ -240,11 +246,14 @@ fn panvk_device_queue_and_submissions_replay() {
     for sq in 0..SUBQUEUES {
         // Each subqueue's init stream marks its context word (panvk: context and heap set-up).
         let off = 0x100 * u64::from(sq);
-        let prog = [
+        let mut prog = vec![
             instr::move48(0, DATA_VA + 0x800 + 4 * u64::from(sq)),
             instr::move32(2, 0x1000 + sq),
             instr::store_multiple(2, 0, 0, 1),
         ];
+        if sq != COMPUTE {
+            prog.extend(&heap.tile(0, 0)[..2]);
+        }
         write(off, &prog);
         let signal = SyncOp {
             flags: DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ | DRM_PANTHOR_SYNC_OP_SIGNAL,
@@ -280,14 +289,31 @@ fn panvk_device_queue_and_submissions_replay() {
         let sq = if k % 2 == 0 { COMPUTE } else { VERTEX_TILER };
         // Job k adds k + 1 to the counter and logs the running sum.
         let off = 0x1000 + 0x100 * k;
-        let prog = [
-            instr::move48(0, DATA_VA),
-            instr::load_multiple(2, 0, 0, 1),
-            instr::add_imm32(2, 2, k as i32 + 1),
-            instr::store_multiple(2, 0, 0, 1),
-            instr::move48(4, DATA_VA + 4 * (k + 1)),
-            instr::store_multiple(2, 4, 0, 1),
-        ];
+        // A vertex/tiler pass tiles 4 words tagged by its number; the GPU copies the first
+        // word of the heap out to `TILED`.
+        let tiling: Vec<u64> = if sq == VERTEX_TILER {
+            let mut t = heap.tile(4, TAG + k).to_vec();
+            t.extend([
+                instr::move48(10, heap.first_chunk_va + 64),
+                instr::load_multiple(12, 10, 0, 1),
+                instr::move48(14, DATA_VA + TILED),
+                instr::store_multiple(12, 14, 0, 1),
+            ]);
+            t
+        } else {
+            Vec::new()
+        };
+        let prog: Vec<u64> = tiling
+            .into_iter()
+            .chain([
+                instr::move48(0, DATA_VA),
+                instr::load_multiple(2, 0, 0, 1),
+                instr::add_imm32(2, 2, k as i32 + 1),
+                instr::store_multiple(2, 0, 0, 1),
+                instr::move48(4, DATA_VA + 4 * (k + 1)),
+                instr::store_multiple(2, 4, 0, 1),
+            ])
+            .collect();
         write(off, &prog);
         let waits = if k == 0 {
             vec![
@@ -368,11 +394,17 @@ fn panvk_device_queue_and_submissions_replay() {
         assert_eq!(u32::from_le_bytes(b), sum, "submit {k} ran out of order");
     }
 
+    // The first tiling pass (submit 1) wrote the heap's first word.
+    let mut b = [0u8; 4];
+    data_map.cpu_read(TILED, &mut b).unwrap();
+    assert_eq!(u64::from(u32::from_le_bytes(b)), TAG + 1);
+
     // 8. The queue's status.
     assert_eq!(umd.group_state(group).unwrap(), (0, 0));
 
     // 9. Teardown.
     umd.group_destroy(group).unwrap();
+    umd.tiler_heap_destroy(&heap).unwrap();
     umd.syncobj_destroy(queue_sync).unwrap();
     umd.syncobj_destroy(sem).unwrap();
     umd.syncobj_destroy(imported).unwrap();
@@ -412,6 +444,7 @@ fn panvk_device_queue_and_submissions_replay() {
     assert_eq!(dev.sched.ifaces_in_use(), 0);
     assert_eq!(dev.sched.bind_queue_count(), 0);
     assert_eq!(dev.zombie_vm_count(), 0);
+    assert_eq!(dev.heaps.counts(), (0, 0, 0));
     assert_eq!(live_chain_links(), links_before);
     let t0 = Instant::now();
     while memory.live_allocations() != dma_before {
