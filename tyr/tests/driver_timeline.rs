@@ -225,6 +225,53 @@ fn a_job_waits_for_a_point_that_other_work_holds_back() {
     assert_eq!(points(&umd, t), (4, 4));
 }
 
+/// A point whose fence failed fails the jobs waiting on it (as a failed binary wait does, the
+/// jobqueue's rule); the points and syncobjs they signal still signal, with the error, and the
+/// group lives on.
+#[test]
+fn a_failed_point_fails_the_jobs_waiting_on_it() {
+    let _s = serial();
+    let r = rig();
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let t = umd.syncobj_create(false).unwrap();
+    let b = umd.syncobj_create(false).unwrap();
+    let gate = held_point(&umd, t, 1);
+    umd.timeline_signal(&[t], &[2]).unwrap();
+    // Waits on point 2, which stands for point 1's failing fence too.
+    umd.submit(
+        g,
+        &[job(&umd, &s, 0, 0)
+            .wait_point(t, 2)
+            .signal_point(t, 3)
+            .signal(b)],
+    )
+    .unwrap();
+    gate.signal(Err(jobqueue::FenceError::IO));
+    umd.timeline_wait(&[t], &[3], WAIT_ALL, WAIT).unwrap();
+    let status = fence(&umd, b).unwrap().status();
+    assert_eq!(status, Some(Err(-5)));
+    assert_eq!(s.bo.read_u32(DATA).unwrap(), 0);
+    assert_eq!(points(&umd, t), (3, 3));
+    // A job waiting on the failed job's point fails in turn, as one waiting on `b` would.
+    umd.submit(g, &[job(&umd, &s, 0, 0).wait_point(t, 3).signal(b)])
+        .unwrap();
+    umd.wait(&[b], WAIT).unwrap();
+    assert_eq!(fence(&umd, b).unwrap().status(), Some(Err(-5)));
+    // Once a later point is signalled, the failed ones are behind it: a job waiting on it
+    // runs, and the group is fine.
+    umd.timeline_signal(&[t], &[4]).unwrap();
+    umd.submit(
+        g,
+        &[job(&umd, &s, 0, 0).wait_point(t, 4).signal_point(t, 5)],
+    )
+    .unwrap();
+    umd.timeline_wait(&[t], &[5], WAIT_ALL, WAIT).unwrap();
+    check_in_order(&s, 1);
+    assert_eq!(umd.group_state(g).unwrap(), (0, 0));
+}
+
 fn bind_op(flags: u32, bo: u32, va: u64, size: u64, syncs: ObjArray) -> VmBindOp {
     VmBindOp {
         flags,
