@@ -808,31 +808,40 @@ fn tiler_oom_waits_for_a_chunk_and_faults_without_one() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the tiler's memory paths are covered by the OOM test.
 fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
-    // A fresh heap of two linked chunks; the run fills the first and starts the second.
+    // A fresh heap of two linked chunks: the first run starts after the first chunk's header.
     fw.user_wr64(HEAP, page_link(HEAP + 0x1000));
-    let words = (0x1000 - csf::heap::CHUNK_HEADER_SIZE) / 8 + 1;
-    fw.submit(
-        0,
-        &[
+    let tile = |count: u32, tag: u64| {
+        [
             instr::move48(2, CTX),
             instr::heap_set(2),
             instr::move48(4, page_link(HEAP)),
-            instr::move32(6, words as u32),
-            instr::move48(8, 0),
+            instr::move32(6, count),
+            instr::move48(8, tag),
             instr::run_idvs(4, 6, 8),
-        ],
-    );
+        ]
+    };
+    fw.submit(0, &tile(2, 0x40));
+    fw.run();
+    assert_eq!(fw.user_rd64(HEAP + 0x40), 0x40);
+    assert_eq!(fw.user_rd64(HEAP + 0x48), 0x41);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_CHUNK), page_link(HEAP));
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_TOP), HEAP + 0x50);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_VT_START), 1 | 1 << 32);
+    // With the first chunk (made) nearly full, the next run crosses into the linked one.
+    fw.user_wr64(CTX + csf::heap::CTX_TOP, HEAP + 0xff8);
+    fw.submit(0, &tile(3, 0x80));
     fw.run();
     assert!(!fw.gpu.stream_waits_for_heap(0, 0));
     assert!(!fw.gpu.stream_faulted(0, 0));
-    assert_eq!(fw.user_rd64(HEAP + 0x40), 0);
-    assert_eq!(fw.user_rd64(HEAP + 0xff8), words - 2);
-    assert_eq!(fw.user_rd64(HEAP + 0x1040), words - 1);
-    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_TOP), HEAP + 0x1048);
-    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_VT_START), 1 | 1 << 32);
+    assert_eq!(fw.user_rd64(HEAP + 0xff8), 0x80);
+    assert_eq!(fw.user_rd64(HEAP + 0x1040), 0x81);
+    assert_eq!(fw.user_rd64(HEAP + 0x1048), 0x82);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_TOP), HEAP + 0x1050);
+    assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_VT_START), 2 | 2 << 32);
     // Tiling without a heap context is an invalid instruction.
     fw.start_stream(0, 1);
     fw.submit(1, &[instr::run_idvs(4, 6, 8)]);
