@@ -8,7 +8,13 @@
 //!    asynchronous binds, two groups with two queues each, and a chain of 64 jobs where each
 //!    job waits for the previous one (through syncobjs, across queues and groups) and adds
 //!    `k²` to a running sum it stores in GPU memory. The result is read back and checked.
-//! 3. Throughput: synchronous and asynchronous binds per second, and submissions per second
+//! 3. What a Vulkan driver adds on top: a timeline syncobj whose points order an asynchronous
+//!    sparse bind (a 6 MiB range backed by one 2 MiB dummy, so a write through one block reads
+//!    back through another) and three jobs, the first of which tiles 32,762 words into a tiler
+//!    heap created with one 128 KiB chunk, so the GPU runs out of heap twice and the driver
+//!    grows it. The later jobs follow the chunk list the GPU linked and copy words out of the
+//!    new chunks; the CPU waits on timeline points in between and checks every value.
+//! 4. Throughput: synchronous and asynchronous binds per second, and submissions per second
 //!    (each a job that runs a small stream on the simulated GPU).
 //!
 //! Exits with status 1 if anything is wrong. Run it with
@@ -22,7 +28,7 @@ use tyr::csf::instr;
 use tyr::driver;
 use tyr::host::HostBackend;
 use tyr::uapi::*;
-use tyr::umd::{Job, Umd};
+use tyr::umd::{timeline_op, Job, Umd};
 
 /// Jobs in the dependency chain.
 const CHAIN: u64 = 64;
@@ -35,6 +41,14 @@ const SECOND: i64 = 1_000_000_000;
 
 const CODE_VA: u64 = 0x100_0000;
 const DATA_VA: u64 = 0x4000_0000;
+const SPARSE_VA: u64 = 0x6000_0000;
+const SZ_2M: u64 = 0x20_0000;
+/// Tiler heap chunks: 128 KiB, the smallest panthor accepts; each starts with a 64-byte header
+/// whose first word links the next chunk.
+const CHUNK: u32 = 128 << 10;
+const WORDS_PER_CHUNK: u32 = (CHUNK - 64) / 8;
+/// Where the heap and sparse jobs leave what they read, in the data BO.
+const OUT: u64 = 0x1000;
 
 fn main() -> ExitCode {
     match run() {
@@ -154,6 +168,13 @@ fn run() -> Result<(), String> {
         chain_time.as_secs_f64() * 1e3
     );
 
+    // ---------------------------------------------------------------- timeline, sparse, heap
+    let (grown, sparse_word) = timeline_sparse_and_heap(&umd, vm, &code, &data, groups[1])?;
+    println!(
+        "timeline: sparse bind of 3 x 2 MiB onto one dummy block (0x{sparse_word:x} written through block 0, read through block 2); tiler heap grown by the driver from 1 to {grown} chunks of 128 KiB while a job tiled {} words, the last of them read back from the third chunk; timeline at point 4 (a bind and three jobs, the CPU waiting on points 2 to 4)",
+        2 * WORDS_PER_CHUNK + 10
+    );
+
     // ---------------------------------------------------------------- binds per second
     let page = umd.bo_create(0x1000).map_err(e("BO_CREATE"))?;
     // Map one page at `va`, then unmap it.
@@ -248,4 +269,131 @@ fn run() -> Result<(), String> {
     drop(reg);
     println!("mali_g610: OK");
     Ok(())
+}
+
+/// The timeline, sparse and tiler-heap part of the workload (step 3 of the module docs).
+/// Returns the number of heap chunks and the word read back through the sparse range.
+fn timeline_sparse_and_heap(
+    umd: &Umd,
+    vm: u32,
+    code: &tyr::umd::Bo,
+    data: &tyr::umd::Bo,
+    group: u32,
+) -> Result<(u32, u32), String> {
+    let tl = umd.syncobj_create(false).map_err(e("SYNCOBJ_CREATE"))?;
+    let wait_point = |point: u64| {
+        umd.timeline_wait(&[tl], &[point], 0, 10 * SECOND)
+            .map_err(e("SYNCOBJ_TIMELINE_WAIT"))
+    };
+    // Point 1: three 2 MiB blocks of sparse range, bound asynchronously.
+    let op = VmBindOp {
+        flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP
+            | DRM_PANTHOR_VM_BIND_OP_MAP_SPARSE
+            | DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
+        va: SPARSE_VA,
+        size: 3 * SZ_2M,
+        syncs: umd
+            .array(&[timeline_op(true, tl, 1)])
+            .map_err(e("syncs"))?,
+        ..Default::default()
+    };
+    umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op])
+        .map_err(e("VM_BIND sparse"))?;
+    let heap = umd
+        .tiler_heap_create(vm, 1, CHUNK, 4, 8)
+        .map_err(e("TILER_HEAP_CREATE"))?;
+    let words = 2 * WORDS_PER_CHUNK + 10;
+    let tag = 0x7a00_0000u64;
+
+    // Point 2 (after point 1): tile `words` words, which needs two more chunks; copy the first
+    // chunk's link to the next one out; write a word through sparse block 0 and copy what
+    // block 2 holds at the same offset out.
+    let mut a = heap.tile(words, tag).to_vec();
+    a.extend([
+        instr::move48(0, heap.first_chunk_va),
+        instr::load_multiple(2, 0, 0, 0b11),
+        instr::move48(4, DATA_VA + OUT),
+        instr::store_multiple(2, 4, 0, 0b11),
+        instr::move48(0, SPARSE_VA + 0x1230),
+        instr::move32(2, 0x5ca1_ab1e),
+        instr::store_multiple(2, 0, 0, 1),
+        instr::move48(4, SPARSE_VA + 2 * SZ_2M + 0x1230),
+        instr::load_multiple(6, 4, 0, 1),
+        instr::move48(8, DATA_VA + OUT + 8),
+        instr::store_multiple(6, 8, 0, 1),
+    ]);
+    let run = |at: u64, prog: &[u64], wait: u64, signal: u64| -> Result<(), String> {
+        umd.write_stream(code, at, prog).map_err(e("stream"))?;
+        let job = Job::new(0, CODE_VA + at, (prog.len() * 8) as u32)
+            .wait_point(tl, wait)
+            .signal_point(tl, signal);
+        umd.submit(group, &[job]).map_err(e("GROUP_SUBMIT"))
+    };
+    run(0x9000, &a, 1, 2)?;
+    wait_point(2)?;
+    let link1 = data.read_u64(OUT).map_err(e("read back"))?;
+    let sparse_word = data.read_u32(OUT + 8).map_err(e("read back"))?;
+    check(
+        sparse_word == 0x5ca1_ab1e,
+        &format!("sparse block 2 reads {sparse_word:#x}, block 0 was written 0x5ca1ab1e"),
+    )?;
+    check(
+        link1 & 0xfff == u64::from(CHUNK >> 12) && link1 & !0xfff != 0,
+        &format!("the first chunk links {link1:#x}, not a grown 128 KiB chunk"),
+    )?;
+
+    // Point 3: the first word of the second chunk and that chunk's own link.
+    let chunk2 = link1 & !0xfff;
+    let b = [
+        instr::move48(0, chunk2),
+        instr::load_multiple(2, 0, 0, 0b11),
+        instr::move48(4, chunk2 + 64),
+        instr::load_multiple(6, 4, 0, 0b11),
+        instr::move48(8, DATA_VA + OUT + 16),
+        instr::store_multiple(2, 8, 0, 0b11),
+        instr::store_multiple(6, 8, 8, 0b11),
+    ];
+    run(0x9400, &b, 2, 3)?;
+    wait_point(3)?;
+    let link2 = data.read_u64(OUT + 16).map_err(e("read back"))?;
+    let first2 = data.read_u64(OUT + 24).map_err(e("read back"))?;
+    check(
+        first2 == tag + u64::from(WORDS_PER_CHUNK),
+        &format!("the second chunk starts with {first2:#x}"),
+    )?;
+    check(
+        link2 & 0xfff == u64::from(CHUNK >> 12) && link2 & !0xfff != 0,
+        &format!("the second chunk links {link2:#x}, not a grown 128 KiB chunk"),
+    )?;
+
+    // Point 4: the last word tiled, tenth of the third chunk, and that chunk's link.
+    let chunk3 = link2 & !0xfff;
+    let c = [
+        instr::move48(0, chunk3 + 64 + 8 * 9),
+        instr::load_multiple(2, 0, 0, 0b11),
+        instr::move48(4, chunk3),
+        instr::load_multiple(6, 4, 0, 0b11),
+        instr::move48(8, DATA_VA + OUT + 32),
+        instr::store_multiple(2, 8, 0, 0b11),
+        instr::store_multiple(6, 8, 8, 0b11),
+    ];
+    run(0x9800, &c, 3, 4)?;
+    wait_point(4)?;
+    let last = data.read_u64(OUT + 32).map_err(e("read back"))?;
+    let link3 = data.read_u64(OUT + 40).map_err(e("read back"))?;
+    check(
+        last == tag + u64::from(words) - 1,
+        &format!("the last word tiled reads {last:#x}"),
+    )?;
+    check(link3 == 0, &format!("the third chunk links {link3:#x}, not the end"))?;
+    // The chunks the GPU went through: the first, and one per link it followed.
+    let chunks = 1 + [link1, link2, link3].iter().filter(|&&l| l != 0).count() as u32;
+    let points = umd.syncobj_query(&[tl], false).map_err(e("SYNCOBJ_QUERY"))?;
+    check(points == [4], &format!("the timeline is at {points:?}, not 4"))?;
+    let (state, fatal) = umd.group_state(group).map_err(e("GROUP_GET_STATE"))?;
+    check(state == 0 && fatal == 0, "the heap group reports a fault")?;
+    umd.tiler_heap_destroy(&heap)
+        .map_err(e("TILER_HEAP_DESTROY"))?;
+    umd.syncobj_destroy(tl).map_err(e("SYNCOBJ_DESTROY"))?;
+    Ok((chunks, sparse_word))
 }
