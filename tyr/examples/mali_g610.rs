@@ -292,9 +292,7 @@ fn timeline_sparse_and_heap(
             | DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
         va: SPARSE_VA,
         size: 3 * SZ_2M,
-        syncs: umd
-            .array(&[timeline_op(true, tl, 1)])
-            .map_err(e("syncs"))?,
+        syncs: umd.array(&[timeline_op(true, tl, 1)]).map_err(e("syncs"))?,
         ..Default::default()
     };
     umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op])
@@ -385,11 +383,19 @@ fn timeline_sparse_and_heap(
         last == tag + u64::from(words) - 1,
         &format!("the last word tiled reads {last:#x}"),
     )?;
-    check(link3 == 0, &format!("the third chunk links {link3:#x}, not the end"))?;
+    check(
+        link3 == 0,
+        &format!("the third chunk links {link3:#x}, not the end"),
+    )?;
     // The chunks the GPU went through: the first, and one per link it followed.
     let chunks = 1 + [link1, link2, link3].iter().filter(|&&l| l != 0).count() as u32;
-    let points = umd.syncobj_query(&[tl], false).map_err(e("SYNCOBJ_QUERY"))?;
-    check(points == [4], &format!("the timeline is at {points:?}, not 4"))?;
+    let points = umd
+        .syncobj_query(&[tl], false)
+        .map_err(e("SYNCOBJ_QUERY"))?;
+    check(
+        points == [4],
+        &format!("the timeline is at {points:?}, not 4"),
+    )?;
     let (state, fatal) = umd.group_state(group).map_err(e("GROUP_GET_STATE"))?;
     check(state == 0 && fatal == 0, "the heap group reports a fault")?;
     umd.tiler_heap_destroy(&heap)
