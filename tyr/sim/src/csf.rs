@@ -314,39 +314,40 @@ pub mod exception {
     pub const OUT_OF_MEMORY: u8 = 0x60;
 }
 
-/// Tiler heaps as the simulated tiler reads them.
-///
-/// # The hardware
-///
-/// The tiler sorts the primitives of a render pass into per-tile lists, which it writes into
-/// a *heap*: a singly linked list of *chunks* in GPU memory that the kernel driver allocates.
-/// Every chunk starts with a 64-byte header whose first word links to the next chunk: its
-/// GPU address in bits 63:12 and its size in 4 KiB pages in bits 11:0 (0 ends the list). The
-/// tiler also keeps a small *heap context* in GPU memory, whose address a stream sets with
-/// `HEAP_SET`; the driver only zeroes it. When the tiler has used every chunk, the firmware
-/// raises the stream's `TILER_OOM` event with the heap context address and the heap's
-/// render-pass counters in the stream's output block, and stalls the stream; the driver
-/// either links a new chunk (its link in `HEAP_START`) or answers 0, and acknowledges the
-/// event. With no chunk the tiler cannot go on: the stream faults with `OUT_OF_MEMORY`.
-///
-/// # The simulation
-///
-/// The heap context is [`CONTEXT_SIZE`] bytes in the simulator's own layout (the real one is
-/// not public): the current chunk's link ([`CTX_CHUNK`], 0 before the first use), the next
-/// free byte ([`CTX_TOP`]) and the tiling passes started and finished ([`CTX_VT_START`],
-/// [`CTX_VT_END`]). A zeroed context is an unused heap.
-///
-/// Tiling is [`instr::RUN_IDVS`]: `RUN_IDVS first, count, tag` writes `count` 64-bit words
-/// (`tag + i` for word `i`, `tag` a register pair) one after the other into the heap, starting
-/// in the chunk whose link is in the pair `first` (what `TILER_HEAP_CREATE` returned, with the
-/// chunk size in bits 11:0) when the heap is unused, else where the last run stopped. A full
-/// chunk is left for the next one in its header's link; at the end of the list the stream
-/// raises `TILER_OOM` (`HEAP_FRAG_END` reads as `HEAP_VT_END`: there is no fragment work, so
-/// every finished tiling pass counts as rendered). A chunk the driver hands over is linked
-/// into the header of the last chunk, as the list grows, and the run goes on in it. Writes go
-/// through the stream's address space; a chunk that is not mapped faults the stream as any
-/// access does.
 pub mod heap {
+    //! Tiler heaps as the simulated tiler reads them.
+    //!
+    //! # The hardware
+    //!
+    //! The tiler sorts the primitives of a render pass into per-tile lists, which it writes into
+    //! a *heap*: a singly linked list of *chunks* in GPU memory that the kernel driver allocates.
+    //! Every chunk starts with a 64-byte header whose first word links to the next chunk: its
+    //! GPU address in bits 63:12 and its size in 4 KiB pages in bits 11:0 (0 ends the list). The
+    //! tiler also keeps a small *heap context* in GPU memory, whose address a stream sets with
+    //! `HEAP_SET`; the driver only zeroes it. When the tiler has used every chunk, the firmware
+    //! raises the stream's `TILER_OOM` event with the heap context address and the heap's
+    //! render-pass counters in the stream's output block, and stalls the stream; the driver
+    //! either links a new chunk (its link in `HEAP_START`) or answers 0, and acknowledges the
+    //! event. With no chunk the tiler cannot go on: the stream faults with `OUT_OF_MEMORY`.
+    //!
+    //! # The simulation
+    //!
+    //! The heap context is [`CONTEXT_SIZE`] bytes in the simulator's own layout (the real one is
+    //! not public): the current chunk's link ([`CTX_CHUNK`], 0 before the first use), the next
+    //! free byte ([`CTX_TOP`]) and the tiling passes started and finished ([`CTX_VT_START`],
+    //! [`CTX_VT_END`]). A zeroed context is an unused heap.
+    //!
+    //! Tiling is [`RUN_IDVS`](super::instr::RUN_IDVS): `RUN_IDVS first, count, tag` writes
+    //! `count` 64-bit words (`tag + i` for word `i`, `tag` a register pair) one after the other
+    //! into the heap, starting in the chunk whose link is in the pair `first` (what
+    //! `TILER_HEAP_CREATE` returned, with the chunk size in bits 11:0) when the heap is unused,
+    //! else where the last run stopped. A full chunk is left for the next one in its header's
+    //! link; at the end of the list the stream raises `TILER_OOM` (`HEAP_FRAG_END` reads as
+    //! `HEAP_VT_END`: there is no fragment work, so every finished tiling pass counts as
+    //! rendered). A chunk the driver hands over is linked into the header of the last chunk, as
+    //! the list grows, and the run goes on in it. Writes go through the stream's address space;
+    //! a chunk that is not mapped faults the stream as any access does.
+
     /// Bytes of a heap context.
     pub const CONTEXT_SIZE: u64 = 32;
     /// Context: link of the chunk in use (0: the heap is unused).
@@ -398,7 +399,7 @@ pub mod heap {
 /// | `SYNC_SET32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] = d`, then `SYNC_UPDATE` |
 /// | `SYNC_WAIT32/64 cond [a], d`       | a 47:40, d 39:32, condition 31:28                | block until `mem[a] cond d` |
 /// | `HEAP_SET a`                       | a 47:40                                          | the stream's heap context is at `a:a+1` |
-/// | `RUN_IDVS f, n, t`                 | f 55:48, n 47:40, t 39:32                        | tiling: `n` (a register) words `t:t+1 + i` into the heap (see [`heap`](super::heap)) |
+/// | `RUN_IDVS f, n, t`                 | f 55:48, n 47:40, t 39:32                        | tiling: `n` (a register) words `t:t+1 + i` into the heap (see [`heap`]) |
 ///
 /// `RUN_IDVS` is the simulator's stand-in for tiling work: the hardware's instruction (same
 /// opcode) takes its draw from many registers and runs shaders; the simulated one only
