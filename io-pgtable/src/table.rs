@@ -521,6 +521,22 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         cursor: &mut Option<Cursor>,
     ) -> Result<usize, Error> {
         let (mut table, mut lvl) = self.walk_start(cursor, iova, leaf_lvl);
+        // The common case first: descend through table descriptors that exist and have been
+        // made visible to the walker, touching nothing. The loop below does the rest (and
+        // everything else: empty slots, races, unsynced descriptors, leaves in the way).
+        let synced = if self.coherent() { 0 } else { pte::SW_SYNC };
+        while lvl < leaf_lvl {
+            // SAFETY: As in the loop below.
+            let v = unsafe { self.table(table, lvl) }[self.geo.index(iova, lvl)]
+                .load(Ordering::Acquire);
+            // Above the leaf level (so below level 3) a table descriptor is of type TABLE.
+            if v & (pte::TYPE_MASK | synced) != pte::TYPE_TABLE | synced {
+                break;
+            }
+            *cursor = Some(Cursor { table, lvl, iova });
+            table = self.child(v);
+            lvl += 1;
+        }
         loop {
             let idx = self.geo.index(iova, lvl);
             // SAFETY: `table` is the PGD or was read from a table descriptor of this page
@@ -714,6 +730,19 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             return Err(Error::Misaligned);
         }
         let (mut table, mut lvl) = self.walk_start(cursor, iova, leaf_lvl);
+        // Through the table descriptors above the leaf level first, as `map_in_one_table`
+        // does; the loop below handles whatever else it meets.
+        while lvl < leaf_lvl {
+            // SAFETY: As in the loop below.
+            let v = unsafe { self.table(table, lvl) }[self.geo.index(iova, lvl)]
+                .load(Ordering::Acquire);
+            if v & pte::TYPE_MASK != pte::TYPE_TABLE {
+                break;
+            }
+            *cursor = Some(Cursor { table, lvl, iova });
+            table = self.child(v);
+            lvl += 1;
+        }
         loop {
             let idx = self.geo.index(iova, lvl);
             // SAFETY: As in `map_in_one_table`: a live table of this page table at `lvl`,
