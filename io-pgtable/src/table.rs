@@ -779,7 +779,11 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 let mut frees = FreeBatch::new();
                 // Then entry by entry: each leaf is read and cleared; only a table descriptor
                 // (at most a few, where tables were left empty) takes the slow path.
-                for (i, s) in slots.iter().enumerate().skip(cleared) {
+                let grouped = cleared;
+                // (An index range, not `enumerate().skip()`: the kernel build called
+                // `Iterator::nth` out of line for the skip.)
+                for (j, s) in slots.get(grouped..).unwrap_or_default().iter().enumerate() {
+                    let i = grouped + j;
                     let v = s.load(Ordering::Relaxed);
                     if v == 0 {
                         break;
@@ -943,7 +947,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// # Safety
     ///
     /// `table` is a live table of this page table and holds those entries.
-    #[inline]
+    #[inline(always)]
     unsafe fn sync_slots(&self, table: TableMem, first: usize, count: usize) {
         if !self.coherent() {
             // SAFETY: A live table of this page table came from `alloc_table` of `self.alloc`
