@@ -25,6 +25,13 @@ pub mod glb {
     pub const ACK_IRQ_MASK: u64 = 0x04;
     /// Input: one toggle bit per group slot whose requests should be looked at.
     pub const DOORBELL_REQ: u64 = 0x08;
+    /// Output: MCU halt status.
+    pub const HALT_STATUS: u64 = 0x10;
+    /// `REQ` bit, a level: halt the MCU (panthor's `GLB_HALT`).
+    pub const REQ_HALT: u32 = 1 << 0;
+    /// `REQ` bit, a level: let command streams sample the timestamp and cycle counters
+    /// (panthor's `GLB_COUNTER_EN`, set at boot since uAPI 1.6).
+    pub const REQ_COUNTER_EN: u32 = 1 << 7;
 }
 
 /// Command-stream group (CSG) block fields.
@@ -132,6 +139,7 @@ pub mod cs {
 /// | `SYNC_WAIT32/64 cond [a], d` | block until `mem[a] cond d` holds                        |
 /// | `HEAP_SET a`           | the stream's tiler heap context is at `a:a+1`                  |
 /// | `RUN_IDVS f, n, t`     | tiling (the simulator's reading): `n` words into the heap, starting in the chunk linked by `f:f+1` if the heap is unused |
+/// | `STORE_STATE [a + off], sel` | `mem64[a + off]` = the GPU timestamp (`sel` [`STATE_TIMESTAMP`](instr::STATE_TIMESTAMP)) or cycle count ([`STATE_CYCLE_COUNT`](instr::STATE_CYCLE_COUNT)); needs `COUNTER_EN` |
 pub mod instr {
     /// `NOP`.
     pub const NOP: u8 = 0;
@@ -167,6 +175,12 @@ pub mod instr {
     pub const RUN_IDVS: u8 = 6;
     /// `HEAP_SET`.
     pub const HEAP_SET: u8 = 48;
+    /// `STORE_STATE`.
+    pub const STORE_STATE: u8 = 40;
+    /// `STORE_STATE` selector: the system timestamp (`TIMESTAMP`).
+    pub const STATE_TIMESTAMP: u8 = 0;
+    /// `STORE_STATE` selector: the GPU cycle counter (`CYCLE_COUNT`).
+    pub const STATE_CYCLE_COUNT: u8 = 1;
 
     /// Conditions of `SYNC_WAIT` (bits 31:28).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -322,5 +336,12 @@ pub mod instr {
     /// GPU's tiling: it writes `count` words `tag + i` into the heap set by `HEAP_SET`.
     pub const fn run_idvs(first: u8, count: u8, tag: u8) -> u64 {
         op(RUN_IDVS) | (first as u64) << 48 | (count as u64) << 40 | (tag as u64) << 32
+    }
+
+    /// `STORE_STATE [addr + offset], state`: stores the counter `state` selects
+    /// ([`STATE_TIMESTAMP`], [`STATE_CYCLE_COUNT`]) as a 64-bit word at the address in pair
+    /// `addr` plus `offset` (8-byte aligned), as panthor's job profiling does.
+    pub const fn store_state(addr: u8, state: u8, offset: i16) -> u64 {
+        op(STORE_STATE) | (addr as u64) << 40 | (state as u64) << 32 | offset as u16 as u64
     }
 }

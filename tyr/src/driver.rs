@@ -87,17 +87,18 @@ pub fn probe<B: Backend>(
 impl<B: Backend> TyrDriver<B> {
     /// What `DRM_IOCTL_VERSION` reports: panthor's name and uAPI version, so Mesa picks it up.
     ///
-    /// Minor 5: panthor's 1.1 (TIMESTAMP_INFO), 1.2 (GROUP_PRIORITIES_INFO, REALTIME), 1.3
-    /// (group state INNOCENT), 1.4 (BO_SET_LABEL) and 1.5 (SET_USER_MMIO_OFFSET). Not 1.6: the
-    /// driver does not enable the firmware's global counters (`GLB_COUNTER_EN`), so the later
-    /// minors cannot be claimed either, although their 1.7 items (`BO_WB_MMAP`, BO_SYNC,
-    /// BO_QUERY_INFO, `selected_coherency`) and 1.8 item (TIMESTAMP_INFO flags) are served.
-    /// Everything of 1.0 is served, tiler heaps (TILER_HEAP_CREATE/DESTROY) included.
+    /// Minor 8, Linux 7.2's panthor: 1.1 (TIMESTAMP_INFO), 1.2 (GROUP_PRIORITIES_INFO,
+    /// REALTIME), 1.3 (group state INNOCENT), 1.4 (BO_SET_LABEL), 1.5 (SET_USER_MMIO_OFFSET),
+    /// 1.6 (the firmware's global counters enabled at every boot, `GLB_COUNTER_EN`, so that
+    /// command streams sample the timestamp and cycle counters with `STORE_STATE`; see
+    /// [`crate::fw::boot`]), 1.7 (`BO_WB_MMAP`, BO_SYNC, BO_QUERY_INFO,
+    /// `gpu_info.selected_coherency`) and 1.8 (TIMESTAMP_INFO flags). Everything of 1.0 is
+    /// served, tiler heaps (TILER_HEAP_CREATE/DESTROY) included.
     const DRIVER_INFO: drm::DriverInfo = drm::DriverInfo {
         name: c"panthor",
         desc: c"ARM Mali Tyr DRM driver",
         major: 1,
-        minor: 5,
+        minor: 8,
         patchlevel: 0,
     };
 }

@@ -15,6 +15,15 @@
 //! MCU's own VM (address space 0) and boots the MCU, and `FwIface` reads where the firmware put
 //! the input and output blocks of the global interface, of each group slot and of each stream.
 //!
+//! Once the MCU runs, [`boot`] sets the global interface's `COUNTER_EN` request (a level the
+//! firmware follows, as panthor has done since uAPI 1.6), so that command streams may sample the
+//! GPU's timestamp and cycle counters with `STORE_STATE`; without it they read 0.
+//!
+//! Powering the GPU down stops the MCU first, as panthor's suspend does: [`halt`] asks the
+//! firmware to halt (`GLB_HALT`), waits for `MCU_STATUS` to read halted, then disables the MCU.
+//! Booting it again is a cold boot (the firmware forgets its groups); the driver clears its
+//! requests first ([`clear_requests`]) so that they agree with the fresh acknowledgements.
+//!
 //! Loading a firmware image into its sections is not done here: the simulated MCU needs none.
 
 use core::time::Duration;
@@ -23,7 +32,8 @@ use register::io::poll::read_poll_timeout;
 use register::io::Io;
 
 use crate::backend::{Backend, DmaMemory};
-use crate::regs::{mcu, JOB_IRQ_CLEAR, JOB_IRQ_RAWSTAT, MCU_CONTROL, MCU_STATUS};
+use crate::csf::{cs, csg, glb};
+use crate::regs::{mcu, DOORBELL, JOB_IRQ_CLEAR, JOB_IRQ_RAWSTAT, MCU_CONTROL, MCU_STATUS};
 use crate::{dev_err, uapi, Error, Result};
 
 /// Size of the firmware interface region allocated before registration.
@@ -66,6 +76,133 @@ fn rd32<D: DmaMemory>(dma: &D, base: u64, size: u64, offset: u64) -> Result<u32>
     // accesses (`DmaMemory` contract); the region outlives this call.
     let v = unsafe { word.as_ref() }.load(core::sync::atomic::Ordering::Acquire);
     Ok((v >> ((addr & 4) * 8)) as u32)
+}
+
+/// Writes the 32-bit word at `offset` of the shared region (device address `base`, `size`
+/// bytes).
+fn wr32<D: DmaMemory>(dma: &D, base: u64, size: u64, offset: u64, v: u32) -> Result {
+    if offset.checked_add(4).is_none_or(|end| end > size) || !offset.is_multiple_of(4) {
+        return Err(Error::Invalid);
+    }
+    let addr = base.checked_add(offset).ok_or(Error::Invalid)?;
+    let word = dma.cpu_u64(addr & !7).ok_or(Error::Fault)?;
+    // SAFETY: As in `rd32`: a live word of the shared region, valid for atomic accesses.
+    let word = unsafe { word.as_ref() };
+    let shift = (addr & 4) * 8;
+    let mask = 0xffff_ffffu64 << shift;
+    let _ = word.fetch_update(
+        core::sync::atomic::Ordering::AcqRel,
+        core::sync::atomic::Ordering::Acquire,
+        |old| Some((old & !mask) | u64::from(v) << shift),
+    );
+    Ok(())
+}
+
+/// Offset in the shared region of the block whose MCU address the control word at `offset`
+/// holds.
+fn block<D: DmaMemory>(dma: &D, base: u64, size: u64, offset: u64) -> Result<u64> {
+    let va = u64::from(rd32(dma, base, size, offset)?);
+    let o = va
+        .checked_sub(MCU_SHARED_REGION_START)
+        .ok_or(Error::Invalid)?;
+    if o.checked_add(0x20).is_none_or(|end| end > size) {
+        return Err(Error::Invalid);
+    }
+    Ok(o)
+}
+
+/// Offsets of the global input and output blocks.
+fn glb_blocks<D: DmaMemory>(dma: &D, base: u64, size: u64) -> Result<(u64, u64)> {
+    Ok((
+        block(dma, base, size, glb::INPUT_VA)?,
+        block(dma, base, size, glb::OUTPUT_VA)?,
+    ))
+}
+
+/// Sets the global request bits `set` and clears `clear` (level requests), rings the global
+/// doorbell and waits until the firmware acknowledges them.
+fn glb_update<B: Backend>(b: &B, base: u64, size: u64, set: u32, clear: u32) -> Result {
+    let dma = b.dma();
+    let (gin, gout) = glb_blocks(dma, base, size)?;
+    let req = rd32(dma, base, size, gin + glb::REQ)?;
+    let want = (req | set) & !clear;
+    wr32(dma, base, size, gin + glb::REQ, want)?;
+    if let Some(db) = DOORBELL::try_at(0) {
+        b.io().write(db, DOORBELL::zeroed().with_ring(true));
+    }
+    let bits = set | clear;
+    read_poll_timeout(
+        b.clock(),
+        || rd32(dma, base, size, gout + glb::REQ),
+        |ack| ack & bits == want & bits,
+        Duration::from_micros(10),
+        MCU_BOOT_TIMEOUT,
+    )
+    .inspect_err(|_| dev_err!(b, "The firmware did not acknowledge {bits:#x}"))?;
+    Ok(())
+}
+
+/// Clears every request word the driver writes (global, group and stream `REQ` and doorbell
+/// words, stream interrupt acknowledgements) of the interface in the shared region, so that
+/// they agree with what a freshly booted firmware acknowledges: every bit 0.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for an interface that does not fit the region.
+pub fn clear_requests<D: DmaMemory>(dma: &D, base: u64, size: u64) -> Result {
+    let (gin, _) = glb_blocks(dma, base, size)?;
+    for off in [glb::REQ, glb::DOORBELL_REQ] {
+        wr32(dma, base, size, gin + off, 0)?;
+    }
+    let groups = rd32(dma, base, size, GLB_GROUP_NUM)?.min(MAX_CSGS as u32);
+    let stride = u64::from(rd32(dma, base, size, GLB_GROUP_STRIDE)?);
+    for n in 0..u64::from(groups) {
+        let c = CSF_GROUP_CONTROL_OFFSET + n * stride;
+        let cin = block(dma, base, size, c + csg::INPUT_VA)?;
+        for off in [csg::REQ, csg::DOORBELL_REQ, csg::CS_IRQ_ACK] {
+            wr32(dma, base, size, cin + off, 0)?;
+        }
+        let streams = rd32(dma, base, size, c + CSG_STREAM_NUM)?.min(MAX_CS_PER_CSG as u32);
+        let s_stride = u64::from(rd32(dma, base, size, c + CSG_STREAM_STRIDE)?);
+        for s in 0..u64::from(streams) {
+            let sc = c + CSF_STREAM_CONTROL_OFFSET + s * s_stride;
+            let sin = block(dma, base, size, sc + cs::INPUT_VA)?;
+            wr32(dma, base, size, sin + cs::REQ, 0)?;
+        }
+    }
+    Ok(())
+}
+
+/// Halts the MCU and disables it (panthor's `panthor_fw_suspend`): the `GLB_HALT` request,
+/// a wait for `MCU_STATUS` to read halted, then `MCU_CONTROL` disabled and a wait for it.
+/// The firmware's interface must have been published ([`boot`]); nothing may run on the
+/// firmware meanwhile (the caller has taken every group off its slot).
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if the MCU does not halt or stop.
+pub fn halt<B: Backend>(b: &B, base: u64, size: u64) -> Result {
+    let io = b.io();
+    let dma = b.dma();
+    let (gin, _) = glb_blocks(dma, base, size)?;
+    let req = rd32(dma, base, size, gin + glb::REQ)?;
+    wr32(dma, base, size, gin + glb::REQ, req | glb::REQ_HALT)?;
+    if let Some(db) = DOORBELL::try_at(0) {
+        io.write(db, DOORBELL::zeroed().with_ring(true));
+    }
+    let wait = |want: u32| {
+        read_poll_timeout(
+            b.clock(),
+            || Ok::<_, Error>(io.read(MCU_STATUS).status().get()),
+            |&s| s == want,
+            Duration::from_micros(10),
+            MCU_BOOT_TIMEOUT,
+        )
+    };
+    wait(mcu::HALT).inspect_err(|_| dev_err!(b, "Timed out waiting for the MCU to halt"))?;
+    io.write_reg(MCU_CONTROL::zeroed().with_const_request::<{ mcu::DISABLED }>());
+    wait(mcu::DISABLED).inspect_err(|_| dev_err!(b, "Failed to stop the MCU"))?;
+    Ok(())
 }
 
 /// Enables the MCU, whose shared region (`size` bytes of DMA memory at `base`) must already
@@ -113,6 +250,9 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
         return Err(Error::Invalid);
     }
     let _stream_stride = rd32(dma, base, size, csg0 + CSG_STREAM_STRIDE)?;
+    // Streams may sample the GPU's counters (panthor's GLB_COUNTER_EN, uAPI 1.6); a halt
+    // request left from before a cold boot is withdrawn.
+    glb_update(b, base, size, glb::REQ_COUNTER_EN, glb::REQ_HALT)?;
     let features = rd32(
         dma,
         base,

@@ -9,7 +9,19 @@
 //! 2. powering on the **L2 cache** (`L2_PWRON`), which is ready once `L2_READY` shows it — the
 //!    MMU and the firmware need the L2;
 //! 3. reading the **identity and feature registers** into the [`GpuInfo`] that userspace later
-//!    queries, and looking the model up by architecture and product ID.
+//!    queries, and looking the model up by architecture and product ID;
+//! 4. powering the **shader cores and the tiler**, which sit behind the L2: they may only be
+//!    powered while the L2 is ready, and the L2 may only go once they are off.
+//!
+//! # Power domains
+//!
+//! Each domain (L2, shader cores, tiler) has a bit per instance: a mask written to `*_PWRON`
+//! or `*_PWROFF` starts transitions, which show in `*_PWRTRANS` until they finish and in
+//! `*_READY` once the instances are powered. As panthor's `panthor_gpu_block_power_on/off`,
+//! every request first waits for the domain's earlier transitions to finish, then waits for its
+//! own. [`power_on`] goes L2, then shader cores and tiler; [`power_off`] goes shader cores and
+//! tiler, then L2 (the MCU must be stopped by then: it runs from the L2). The simulated GPU
+//! refuses the other orders (a GPU fault), so a driver that gets it wrong fails its tests.
 //!
 //! Every wait polls with a timeout ([`read_poll_timeout`]) on the backend's clock, so a GPU
 //! that never answers is reported as [`Error::TimedOut`] instead of hanging the probe.
@@ -198,6 +210,100 @@ pub fn l2_power_on<B: Backend>(b: &B) -> Result {
     Ok(())
 }
 
+/// One power domain's registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// The L2 cache (and the MMU and memory interface behind it).
+    L2,
+    /// The shader cores.
+    Shader,
+    /// The tiler.
+    Tiler,
+}
+
+/// Waits until none of `mask` of domain `d` is in a transition.
+fn wait_settled<B: Backend>(b: &B, d: Domain, mask: u64) -> Result {
+    let io = b.io();
+    let trans = || {
+        Ok::<_, Error>(match d {
+            Domain::L2 => io.read(L2_PWRTRANS).transitioning().get(),
+            Domain::Shader => io.read(SHADER_PWRTRANS).transitioning().get(),
+            Domain::Tiler => io.read(TILER_PWRTRANS).transitioning().get(),
+        })
+    };
+    read_poll_timeout(
+        b.clock(),
+        trans,
+        |t| t & mask == 0,
+        POWER_POLL_INTERVAL,
+        POLL_TIMEOUT,
+    )
+    .map(|_| ())
+    .inspect_err(|_| dev_err!(b, "timeout waiting on {d:?}:{mask:#x} power transition"))
+}
+
+/// Powers the instances `mask` of domain `d` on (`on`) or off and waits until they are
+/// (panthor's `panthor_gpu_block_power_on/off`).
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if a transition does not finish within [`POLL_TIMEOUT`].
+pub fn block_power<B: Backend>(b: &B, d: Domain, mask: u64, on: bool) -> Result {
+    let io = b.io();
+    wait_settled(b, d, mask)?;
+    match (d, on) {
+        (Domain::L2, true) => io.write_reg(L2_PWRON::zeroed().with_request(mask)),
+        (Domain::Shader, true) => io.write_reg(SHADER_PWRON::zeroed().with_request(mask)),
+        (Domain::Tiler, true) => io.write_reg(TILER_PWRON::zeroed().with_request(mask)),
+        (Domain::L2, false) => io.write_reg(L2_PWROFF::zeroed().with_request(mask)),
+        (Domain::Shader, false) => io.write_reg(SHADER_PWROFF::zeroed().with_request(mask)),
+        (Domain::Tiler, false) => io.write_reg(TILER_PWROFF::zeroed().with_request(mask)),
+    }
+    let ready = || {
+        Ok::<_, Error>(match d {
+            Domain::L2 => io.read(L2_READY).ready().get(),
+            Domain::Shader => io.read(SHADER_READY).ready().get(),
+            Domain::Tiler => io.read(TILER_READY).ready().get(),
+        })
+    };
+    read_poll_timeout(
+        b.clock(),
+        ready,
+        |r| if on { r & mask == mask } else { r & mask == 0 },
+        POWER_POLL_INTERVAL,
+        POLL_TIMEOUT,
+    )
+    .inspect_err(|_| dev_err!(b, "timeout waiting on {d:?}:{mask:#x} readiness"))?;
+    wait_settled(b, d, mask)
+}
+
+/// Powers the GPU up: the L2 first, then the shader cores and the tiler (every instance the
+/// GPU has).
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if a domain does not come up.
+pub fn power_on<B: Backend>(b: &B, info: &uapi::GpuInfo) -> Result {
+    block_power(b, Domain::L2, info.l2_present, true)?;
+    block_power(b, Domain::Shader, info.shader_present, true)?;
+    block_power(b, Domain::Tiler, info.tiler_present, true)
+}
+
+/// Powers the GPU down: the shader cores and the tiler first, then the L2. The MCU must be
+/// stopped already.
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if a domain does not go down.
+pub fn power_off<B: Backend>(b: &B, info: &uapi::GpuInfo) -> Result {
+    block_power(b, Domain::Shader, info.shader_present, false)?;
+    block_power(b, Domain::Tiler, info.tiler_present, false)?;
+    block_power(b, Domain::L2, info.l2_present, false)
+}
+
+/// How often a power transition is polled (panthor polls every 100 µs).
+pub const POWER_POLL_INTERVAL: Duration = Duration::from_micros(1);
+
 /// Logs what was found, in the words of Tyr.
 fn log_info<B: Backend>(b: &B, info: &uapi::GpuInfo, name: &str) {
     let id = GPU_ID::from(info.gpu_id);
@@ -227,7 +333,8 @@ fn log_info<B: Backend>(b: &B, info: &uapi::GpuInfo, name: &str) {
     );
 }
 
-/// Runs the hardware part of the probe: reset, L2 power-on, identification, model lookup.
+/// Runs the hardware part of the probe: reset, L2 power-on, identification, model lookup,
+/// shader cores and tiler on.
 ///
 /// # Errors
 ///
@@ -243,5 +350,6 @@ pub fn probe<B: Backend>(b: &B) -> Result<GpuInfo> {
         dev_err!(b, "Unsupported GPU (GPU_ID {:#x}).", raw.gpu_id);
         return Err(Error::UnknownGpu { gpu_id: raw.gpu_id });
     };
+    power_on(b, &raw)?;
     Ok(GpuInfo { raw, model })
 }

@@ -264,6 +264,78 @@ register! {
         31:0 transitioning;
     }
 
+    /// Shader cores powered and ready.
+    pub SHADER_READY(u64) @ 0x140 {
+        /// One bit per instance.
+        63:0 ready;
+    }
+
+    /// Tilers powered and ready.
+    pub TILER_READY(u64) @ 0x150 {
+        /// One bit per instance.
+        63:0 ready;
+    }
+
+    /// L2 slices powered and ready (both halves).
+    pub L2_READY(u64) @ 0x160 {
+        /// One bit per instance.
+        63:0 ready;
+    }
+
+    /// Shader core power-on request.
+    pub SHADER_PWRON(u64) @ 0x180 {
+        /// One bit per instance.
+        63:0 request;
+    }
+
+    /// Tiler power-on request.
+    pub TILER_PWRON(u64) @ 0x190 {
+        /// One bit per instance.
+        63:0 request;
+    }
+
+    /// L2 power-on request (both halves).
+    pub L2_PWRON(u64) @ 0x1a0 {
+        /// One bit per instance.
+        63:0 request;
+    }
+
+    /// Shader core power-off request.
+    pub SHADER_PWROFF(u64) @ 0x1c0 {
+        /// One bit per instance.
+        63:0 request;
+    }
+
+    /// Tiler power-off request.
+    pub TILER_PWROFF(u64) @ 0x1d0 {
+        /// One bit per instance.
+        63:0 request;
+    }
+
+    /// L2 power-off request.
+    pub L2_PWROFF(u64) @ 0x1e0 {
+        /// One bit per instance.
+        63:0 request;
+    }
+
+    /// Shader cores in a power transition.
+    pub SHADER_PWRTRANS(u64) @ 0x200 {
+        /// One bit per instance.
+        63:0 transitioning;
+    }
+
+    /// Tilers in a power transition.
+    pub TILER_PWRTRANS(u64) @ 0x210 {
+        /// One bit per instance.
+        63:0 transitioning;
+    }
+
+    /// L2 slices in a power transition (both halves).
+    pub L2_PWRTRANS(u64) @ 0x220 {
+        /// One bit per instance.
+        63:0 transitioning;
+    }
+
     /// Revision ID.
     pub REVIDR(u32) @ 0x280 {
         /// Raw value.

@@ -1200,7 +1200,7 @@ impl<B: Backend> DevInner<B> {
             }
         }
         let booted = ok
-            && gpu::l2_power_on(b).is_ok()
+            && gpu::power_on(b, &self.gpu_info.raw).is_ok()
             && {
                 let regs = lock(&self.mcu_vm).as_regs();
                 regs.and_then(|r| mmu::enable(b, mmu::MCU_AS, &r)).is_ok()

@@ -873,10 +873,10 @@ fn every_panthor_ioctl_has_its_number() {
     let past = ioctl::IOWR::<BoQueryInfo>(ioctl::COMMAND_BASE + nr::BO_QUERY_INFO + 1);
     let mut q = BoQueryInfo::default();
     assert_eq!(rig.ioctl(past, &mut q), EINVAL);
-    // Version: panthor's name, uAPI 1.5.
+    // Version: panthor's name, uAPI 1.8 (Linux 7.2's).
     let mut v = ioctl::DrmVersion::default();
     assert_eq!(rig.ioctl(ioctl::DRM_IOCTL_VERSION, &mut v), 0);
-    assert_eq!((v.version_major, v.version_minor), (1, 5));
+    assert_eq!((v.version_major, v.version_minor), (1, 8));
 }
 
 // ---------------------------------------------------------------- BO_SYNC against a model

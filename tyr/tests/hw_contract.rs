@@ -96,11 +96,25 @@ proptest! {
             (instr::sync_add64(a, b), Op::SyncAdd64 { addr: a, data: b }),
             (instr::sync_set64(a, b), Op::SyncSet64 { addr: a, data: b }),
             (instr::sync_wait64(cond, a, b), Op::SyncWait64 { cond: sc, addr: a, data: b }),
+            (
+                instr::store_state(a, b, offset),
+                Op::StoreState { addr: a, state: b, offset },
+            ),
         ];
         for (word, expected) in cases {
             prop_assert_eq!(check(word, expected), Ok(()));
         }
     }
+}
+
+/// The global request bits the driver sets are those the simulated firmware knows.
+#[test]
+fn the_global_request_bits_agree() {
+    assert_eq!(tyr::csf::glb::REQ_HALT, mali_sim::csf::glb::REQ_HALT);
+    assert_eq!(
+        tyr::csf::glb::REQ_COUNTER_EN,
+        mali_sim::csf::glb::REQ_COUNTER_EN
+    );
 }
 
 #[test]
@@ -122,6 +136,9 @@ fn the_opcode_constants_agree() {
         (instr::SYNC_ADD64, sim::SYNC_ADD64),
         (instr::SYNC_SET64, sim::SYNC_SET64),
         (instr::SYNC_WAIT64, sim::SYNC_WAIT64),
+        (instr::STORE_STATE, sim::STORE_STATE),
+        (instr::STATE_TIMESTAMP, sim::STATE_TIMESTAMP),
+        (instr::STATE_CYCLE_COUNT, sim::STATE_CYCLE_COUNT),
     ];
     for (i, (driver, sim)) in pairs.into_iter().enumerate() {
         assert_eq!(driver, sim, "opcode #{i}");
@@ -269,6 +286,54 @@ fn every_register_the_driver_declares_is_where_the_simulator_has_it() {
         ("L2_PRESENT", regs::L2_PRESENT::OFFSET, sim::L2_PRESENT_LO),
         ("L2_READY_LO", regs::L2_READY_LO::OFFSET, sim::L2_READY_LO),
         ("L2_PWRON_LO", regs::L2_PWRON_LO::OFFSET, sim::L2_PWRON_LO),
+        (
+            "SHADER_READY",
+            regs::SHADER_READY::OFFSET,
+            sim::SHADER_READY_LO,
+        ),
+        (
+            "TILER_READY",
+            regs::TILER_READY::OFFSET,
+            sim::TILER_READY_LO,
+        ),
+        ("L2_READY", regs::L2_READY::OFFSET, sim::L2_READY_LO),
+        (
+            "SHADER_PWRON",
+            regs::SHADER_PWRON::OFFSET,
+            sim::SHADER_PWRON_LO,
+        ),
+        (
+            "TILER_PWRON",
+            regs::TILER_PWRON::OFFSET,
+            sim::TILER_PWRON_LO,
+        ),
+        ("L2_PWRON", regs::L2_PWRON::OFFSET, sim::L2_PWRON_LO),
+        (
+            "SHADER_PWROFF",
+            regs::SHADER_PWROFF::OFFSET,
+            sim::SHADER_PWROFF_LO,
+        ),
+        (
+            "TILER_PWROFF",
+            regs::TILER_PWROFF::OFFSET,
+            sim::TILER_PWROFF_LO,
+        ),
+        ("L2_PWROFF", regs::L2_PWROFF::OFFSET, sim::L2_PWROFF_LO),
+        (
+            "SHADER_PWRTRANS",
+            regs::SHADER_PWRTRANS::OFFSET,
+            sim::SHADER_PWRTRANS_LO,
+        ),
+        (
+            "TILER_PWRTRANS",
+            regs::TILER_PWRTRANS::OFFSET,
+            sim::TILER_PWRTRANS_LO,
+        ),
+        (
+            "L2_PWRTRANS",
+            regs::L2_PWRTRANS::OFFSET,
+            sim::L2_PWRTRANS_LO,
+        ),
         (
             "L2_PWRTRANS_LO",
             regs::L2_PWRTRANS_LO::OFFSET,
@@ -476,6 +541,7 @@ fn the_firmware_interface_fields_match() {
         (drv::glb::REQ, sim::glb::REQ),
         (drv::glb::ACK_IRQ_MASK, sim::glb::ACK_IRQ_MASK),
         (drv::glb::DOORBELL_REQ, sim::glb::DOORBELL_REQ),
+        (drv::glb::HALT_STATUS, sim::glb::HALT_STATUS),
     ];
     let csg = [
         (drv::csg::INPUT_VA, sim::csg::INPUT_VA),

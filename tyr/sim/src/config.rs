@@ -13,6 +13,11 @@
 //! when the user of the simulator advances it (see [`Gpu::advance`](super::Gpu::advance)).
 //! A delay of zero completes the operation within the register write that started it.
 //!
+//! The GPU clock runs at one of a few operating points ([`Timings::opp_table`]); the SoC's
+//! clock controller, not a GPU register, selects it
+//! ([`Gpu::set_gpu_clock_hz`](super::Gpu::set_gpu_clock_hz)). The cycle counter follows the
+//! clock; the system timestamp ticks at [`Timings::timestamp_hz`] whatever the clock.
+//!
 //! [`FaultInjection`] makes the simulated hardware misbehave in the ways a driver must
 //! survive: an unknown GPU (via [`Identity::gpu_id`]), a reset that never completes or fails
 //! once, a power domain that never comes up.
@@ -125,9 +130,15 @@ pub struct Timings {
     pub cs_step_ns: u64,
     /// Frequency of the system timestamp counter (`TIMESTAMP`), in Hz.
     pub timestamp_hz: u64,
-    /// GPU clock frequency, which drives `CYCLE_COUNT`, in Hz.
+    /// GPU clock frequency at reset, which drives `CYCLE_COUNT`, in Hz.
     pub gpu_clock_hz: u64,
+    /// The operating points the GPU clock may be set to
+    /// ([`Gpu::set_gpu_clock_hz`](super::Gpu::set_gpu_clock_hz)), in Hz, slowest first.
+    pub opp_table: [u64; OPP_COUNT],
 }
+
+/// Number of operating points of [`Timings::opp_table`].
+pub const OPP_COUNT: usize = 4;
 
 impl Default for Timings {
     fn default() -> Self {
@@ -140,6 +151,8 @@ impl Default for Timings {
             cs_step_ns: 100,
             timestamp_hz: 24_000_000,
             gpu_clock_hz: 1_000_000_000,
+            // A subset of the RK3588's G610 table.
+            opp_table: [300_000_000, 500_000_000, 800_000_000, 1_000_000_000],
         }
     }
 }

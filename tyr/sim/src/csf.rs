@@ -30,8 +30,16 @@
 //! reads the offsets from the control blocks, as the firmware publishes them); the field
 //! offsets inside each block are those of panthor's interface structures. Implemented:
 //!
-//! - global: request bits 10:0 are acknowledged (with `GLB_HALT` halting the MCU), CSG
-//!   doorbell requests are served;
+//! - global: request bits 10:0 are acknowledged (with `GLB_HALT` halting the MCU, and
+//!   `COUNTER_EN`, a level, letting streams sample the counters with `STORE_STATE`), CSG
+//!   doorbell requests are served; disabling the MCU (`MCU_CONTROL`) forgets every group and
+//!   stream, so that enabling it again is a cold boot;
+//! - power: the MCU starts only with the L2 ready, and work needs its hardware powered:
+//!   `RUN_IDVS` with the shader cores or the tiler off faults the stream with
+//!   [`CS_ENDPOINT_FAULT`](exception::CS_ENDPOINT_FAULT), and a stream doorbell rung while
+//!   the MCU is halted or disabled is reported as a GPU fault
+//!   ([`GPU_MCU_OFF_FAULT`](crate::GPU_MCU_OFF_FAULT)); the stream's work waits in its ring
+//!   until the driver boots the MCU and starts the group again;
 //! - CSG: the state request (`START`/`RESUME` run the group, `SUSPEND`/`TERMINATE` stop it),
 //!   `ENDPOINT_CONFIG` and `STATUS_UPDATE` are acknowledged (the latter refreshing
 //!   `STATUS_STATE`'s idle bit); the `SYNC_UPDATE` and `IDLE` events are raised; `CONFIG` bits 3:0 select the group's address space;
@@ -147,6 +155,10 @@ pub mod glb {
     pub const HALT_STATUS: u64 = 0x10;
     /// Request bit: halt the MCU.
     pub const REQ_HALT: u32 = 1 << 0;
+    /// Request bit, level-style (the firmware follows the bit's value, not its toggles):
+    /// let command streams sample the GPU's timestamp and cycle counters. While it is clear,
+    /// `STORE_STATE` stores 0 for either counter (see [`instr`](super::instr)).
+    pub const REQ_COUNTER_EN: u32 = 1 << 7;
     /// Request bit: ping.
     pub const REQ_PING: u32 = 1 << 8;
     /// Request bits the simulator acknowledges.
@@ -310,6 +322,8 @@ pub mod exception {
     pub const CS_CALL_STACK_OVERFLOW: u8 = 0x4a;
     /// A memory access hit memory that does not exist.
     pub const CS_BUS_FAULT: u8 = 0x48;
+    /// Work reached an endpoint (shader cores, tiler) that is powered off.
+    pub const CS_ENDPOINT_FAULT: u8 = 0x44;
     /// The tiler found no heap memory: the driver answered a `TILER_OOM` with no chunk.
     pub const OUT_OF_MEMORY: u8 = 0x60;
 }
@@ -400,6 +414,16 @@ pub mod heap {
 /// | `SYNC_WAIT32/64 cond [a], d`       | a 47:40, d 39:32, condition 31:28                | block until `mem[a] cond d` |
 /// | `HEAP_SET a`                       | a 47:40                                          | the stream's heap context is at `a:a+1` |
 /// | `RUN_IDVS f, n, t`                 | f 55:48, n 47:40, t 39:32                        | tiling: `n` (a register) words `t:t+1 + i` into the heap (see [`heap`]) |
+/// | `STORE_STATE [a + off], sel`       | a 47:40, sel 39:32, wait mask 31:16, off 15:0 (signed) | `mem64[a + off]` = the counter `sel` names ([`STATE_TIMESTAMP`](instr::STATE_TIMESTAMP), [`STATE_CYCLE_COUNT`](instr::STATE_CYCLE_COUNT)) |
+///
+/// `STORE_STATE` samples the GPU's counters as the stream reaches it: the system timestamp
+/// (`TIMESTAMP`, ticking at [`Timings::timestamp_hz`](super::Timings::timestamp_hz) whatever the
+/// GPU clock, plus `TIMESTAMP_OFFSET`) or the cycle counter (`CYCLE_COUNT`, ticking at the GPU
+/// clock), the same values a register read gives at that moment. Streams only see the counters
+/// while the driver has set the global `COUNTER_EN` request bit ([`glb::REQ_COUNTER_EN`]) and the
+/// firmware has acknowledged it: until then `STORE_STATE` stores 0 for both (the registers
+/// still count). The address must be 8-byte aligned; another selector (panthor's others, the
+/// disjoint count and the error status, are not simulated) is an invalid instruction.
 ///
 /// `RUN_IDVS` is the simulator's stand-in for tiling work: the hardware's instruction (same
 /// opcode) takes its draw from many registers and runs shaders; the simulated one only
@@ -460,6 +484,12 @@ pub mod instr {
     pub const SYNC_SET64: u8 = 52;
     /// Opcode of `SYNC_WAIT64`.
     pub const SYNC_WAIT64: u8 = 53;
+    /// Opcode of `STORE_STATE`.
+    pub const STORE_STATE: u8 = 40;
+    /// `STORE_STATE` selector (bits 39:32): the system timestamp.
+    pub const STATE_TIMESTAMP: u8 = 0;
+    /// `STORE_STATE` selector: the GPU cycle counter.
+    pub const STATE_CYCLE_COUNT: u8 = 1;
 
     /// The comparison of a `SYNC_WAIT` (bits 31:28).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -633,6 +663,16 @@ pub mod instr {
             /// Pair holding the heap context's address.
             addr: u8,
         },
+        /// `STORE_STATE [addr + offset], state`.
+        StoreState {
+            /// Pair holding the address.
+            addr: u8,
+            /// Which counter ([`STATE_TIMESTAMP`], [`STATE_CYCLE_COUNT`]; others are refused
+            /// when run).
+            state: u8,
+            /// Byte offset added to the address.
+            offset: i16,
+        },
         /// `RUN_IDVS first, count, tag`.
         RunIdvs {
             /// Pair holding the link of the heap's first chunk.
@@ -711,6 +751,11 @@ pub mod instr {
             },
             CALL => Op::Call { addr: s, len: t },
             HEAP_SET => Op::HeapSet { addr: s },
+            STORE_STATE => Op::StoreState {
+                addr: s,
+                state: t,
+                offset: word as u16 as i16,
+            },
             RUN_IDVS => Op::RunIdvs {
                 first: d,
                 count: s,
@@ -764,6 +809,7 @@ pub mod instr {
                 Op::SyncWait64 { .. } => SYNC_WAIT64,
                 Op::HeapSet { .. } => HEAP_SET,
                 Op::RunIdvs { .. } => RUN_IDVS,
+                Op::StoreState { .. } => STORE_STATE,
             }
         }
 
@@ -800,6 +846,11 @@ pub mod instr {
                 }
                 Op::HeapSet { addr } => fields(0, addr, 0),
                 Op::RunIdvs { first, count, tag } => fields(first, count, tag),
+                Op::StoreState {
+                    addr,
+                    state,
+                    offset,
+                } => fields(0, addr, state) | offset as u16 as u64,
             };
             (self.opcode() as u64) << 56 | rest
         }
@@ -862,6 +913,11 @@ pub mod instr {
                     count: 10,
                     tag: 12,
                 },
+                Op::StoreState {
+                    addr: 6,
+                    state: STATE_CYCLE_COUNT,
+                    offset: -8,
+                },
             ];
             for op in ops {
                 assert_eq!(decode(op.encode()), Ok(op), "{op:?}");
@@ -897,6 +953,7 @@ pub mod instr {
                 SYNC_WAIT64,
                 HEAP_SET,
                 RUN_IDVS,
+                STORE_STATE,
             ];
             for opcode in 0..=u8::MAX {
                 let r = decode(u64::from(opcode) << 56);

@@ -144,6 +144,13 @@ enum Data<'a> {
 
 /// `GPU_FAULTSTATUS` exception code of a bus fault.
 pub const GPU_BUS_FAULT: u32 = 0x80;
+/// `GPU_FAULTSTATUS` exception code, the simulator's own (no Mali GPU reports it): a power
+/// request out of order was refused (shader cores or tiler on while the L2 is not ready, the
+/// L2 off while they are powered or the MCU runs, the MCU enabled while the L2 is not ready).
+pub const GPU_POWER_ORDER_FAULT: u32 = 0x8e;
+/// `GPU_FAULTSTATUS` exception code, the simulator's own: a command-stream doorbell rang
+/// while the MCU was halted or disabled (work reached a firmware that is not running).
+pub const GPU_MCU_OFF_FAULT: u32 = 0x8f;
 
 /// An interrupt block: raw status and mask.
 #[derive(Clone, Copy, Debug, Default)]
@@ -232,7 +239,15 @@ pub struct Gpu<
     pwr_override: [u32; 2],
     coherency_enable: u32,
     timestamp_offset: u64,
+    /// Simulated time of the last clock change (or reset), and the cycle count then.
     cycle_base: u64,
+    cycle_base_count: u64,
+    /// The GPU clock now (see [`set_gpu_clock_hz`](Self::set_gpu_clock_hz)).
+    clock_hz: u64,
+    /// The firmware acknowledged `COUNTER_EN`: streams may sample the counters.
+    pub(super) counters_enabled: bool,
+    /// Power-order and powered-off faults reported so far.
+    power_faults: u32,
     gpu_faultstatus: u32,
     gpu_faultaddress: u64,
     mcu_control: u32,
@@ -317,6 +332,7 @@ impl<M: PhysMemory> Gpu<M> {
     /// ```
     pub fn init(cfg: Config, mem: M) -> impl pin_init::Init<Self> {
         let id = cfg.identity;
+        let clock_hz = cfg.timings.gpu_clock_hz;
         let num_as = id.num_as().min(regs::MMU_AS_SLOTS);
         let as_bits = if num_as >= 16 {
             0xffff
@@ -345,6 +361,10 @@ impl<M: PhysMemory> Gpu<M> {
             coherency_enable: COHERENCY_NONE,
             timestamp_offset: 0,
             cycle_base: 0,
+            cycle_base_count: 0,
+            clock_hz,
+            counters_enabled: false,
+            power_faults: 0,
             gpu_faultstatus: 0,
             gpu_faultaddress: 0,
             mcu_control: mcu::DISABLED,
@@ -549,6 +569,8 @@ impl<M: PhysMemory> Gpu<M> {
         self.coherency_enable = COHERENCY_NONE;
         self.timestamp_offset = 0;
         self.cycle_base = self.now;
+        self.cycle_base_count = 0;
+        self.counters_enabled = false;
         self.gpu_faultstatus = 0;
         self.gpu_faultaddress = 0;
         self.rung.clear();
@@ -607,12 +629,78 @@ impl<M: PhysMemory> Gpu<M> {
     }
 
     fn power_request(&mut self, d: Domain, mask: u64, on: bool) {
+        if mask & self.domain(d).present != 0 && !self.power_order_ok(d, on) {
+            self.power_fault(GPU_POWER_ORDER_FAULT);
+            return;
+        }
         let delay = self.cfg.timings.power_ns;
         let deadline = self.after(delay);
         let dom = self.domain_mut(d);
         if dom.request(mask, on) && dom.deadline.is_none() {
             dom.deadline = deadline;
         }
+    }
+
+    /// Whether a power request of `d` respects the order the simulated GPU insists on: shader
+    /// cores and tiler power on only while the L2 is ready (fully powered and not going off);
+    /// the L2 powers off only once shader cores and tiler are off (none ready or changing)
+    /// and the MCU is not running.
+    fn power_order_ok(&self, d: Domain, on: bool) -> bool {
+        match (d, on) {
+            (Domain::L2, true) | (Domain::Shader | Domain::Tiler, false) => true,
+            (Domain::Shader | Domain::Tiler, true) => {
+                self.l2.ready == self.l2.present && self.l2.off == 0 && self.l2.on == 0
+            }
+            (Domain::L2, false) => {
+                let cores = self.shader.ready | self.shader.trans() | self.tiler.ready;
+                cores | self.tiler.trans() == 0
+                    && matches!(self.mcu_status, mcu::DISABLED | mcu::HALT)
+            }
+        }
+    }
+
+    /// Reports a power fault: `code` in `GPU_FAULTSTATUS` (unless a fault is pending there),
+    /// the `FAULT` interrupt bit, and one more in [`power_faults`](Self::power_faults).
+    pub(super) fn power_fault(&mut self, code: u32) {
+        self.power_faults = self.power_faults.saturating_add(1);
+        if self.gpu_irq.rawstat & gpu_irq::FAULT == 0 {
+            self.gpu_faultstatus = code;
+            self.gpu_faultaddress = 0;
+        }
+        self.gpu_irq.raise(gpu_irq::FAULT);
+    }
+
+    /// How many power faults ([`GPU_POWER_ORDER_FAULT`], [`GPU_MCU_OFF_FAULT`]) the GPU
+    /// reported since it was created (resets do not clear the count).
+    pub fn power_faults(&self) -> u32 {
+        self.power_faults
+    }
+
+    /// Whether shader cores and tiler are powered, as work that runs on them needs.
+    pub(super) fn cores_powered(&self) -> bool {
+        self.shader.ready != 0 && self.tiler.ready != 0
+    }
+
+    // ---------------------------------------------------------------- clock
+
+    /// The GPU clock rate now, in Hz.
+    pub fn gpu_clock_hz(&self) -> u64 {
+        self.clock_hz
+    }
+
+    /// Sets the GPU clock to `hz`, as the SoC's clock controller would (the GPU has no
+    /// register for it). The cycle counter keeps counting from where it was, at the new
+    /// rate; the timestamp counter does not depend on the GPU clock. Rates of zero and rates
+    /// the configuration's [`opp_table`](crate::Timings::opp_table) does not list are refused
+    /// (`false`, nothing changes).
+    pub fn set_gpu_clock_hz(&mut self, hz: u64) -> bool {
+        if hz == 0 || !self.cfg.timings.opp_table.contains(&hz) {
+            return false;
+        }
+        self.cycle_base_count = self.cycles();
+        self.cycle_base = self.now;
+        self.clock_hz = hz;
+        true
     }
 
     fn stuck(&self, d: Domain) -> bool {
@@ -770,9 +858,17 @@ impl<M: PhysMemory> Gpu<M> {
         ticks_in(self.now, self.cfg.timings.timestamp_hz).wrapping_add(self.timestamp_offset)
     }
 
-    fn cycles(&self) -> u64 {
+    /// `TIMESTAMP`: the system timestamp, independent of the GPU clock.
+    pub(super) fn timestamp_now(&self) -> u64 {
+        self.timestamp()
+    }
+
+    /// `CYCLE_COUNT`: the cycles counted at the last clock change plus those since, at the
+    /// current rate.
+    pub(super) fn cycles(&self) -> u64 {
         let ns = self.now - self.cycle_base;
-        ticks_in(ns, self.cfg.timings.gpu_clock_hz)
+        self.cycle_base_count
+            .wrapping_add(ticks_in(ns, self.clock_hz))
     }
 
     fn gpu_status(&self) -> u32 {
@@ -919,6 +1015,9 @@ impl<M: PhysMemory> Gpu<M> {
             o if doorbell_index(o).is_some() => {
                 if let Some(n) = doorbell_index(o) {
                     if v & 1 != 0 {
+                        if n != 0 && self.mcu_status != mcu::ENABLED {
+                            self.power_fault(GPU_MCU_OFF_FAULT);
+                        }
                         self.doorbells[n] = self.doorbells[n].wrapping_add(1);
                         // A full log counts the doorbell instead; its counter still moves.
                         let _ = self.rung.push(n);
@@ -967,14 +1066,21 @@ impl<M: PhysMemory> Gpu<M> {
             mcu::DISABLED => {
                 self.mcu_control = v;
                 self.mcu_deadline = None;
-                self.csf.booted = false;
-                self.csf.deadline = None;
+                // A disabled MCU forgets its groups and streams: the next enable is a cold
+                // boot, after which the driver starts its groups again.
+                self.csf.reset();
+                self.counters_enabled = false;
                 if self.mcu_status != mcu::DISABLED {
                     self.mcu_status = mcu::DISABLED;
                     self.gpu_irq.raise(gpu_irq::MCU_STATUS_CHANGED);
                 }
             }
             mcu::ENABLED | mcu::AUTO => {
+                if self.l2.ready != self.l2.present || self.l2.off != 0 {
+                    // The MCU runs from the L2: refused until the L2 is ready.
+                    self.power_fault(GPU_POWER_ORDER_FAULT);
+                    return Ok(());
+                }
                 self.mcu_control = v;
                 if self.mcu_status != mcu::ENABLED
                     && !self.csf.booted

@@ -259,34 +259,91 @@ fn l2_power_transition_timing() {
     assert!(gpu.bus_errors().is_empty());
 }
 
+/// Powers the L2, then the shader cores and the tiler, in the order the simulator insists
+/// on, and waits for each.
+pub(crate) fn power_up<M: PhysMemory>(gpu: &mut Gpu<M>) {
+    let t = gpu.config().timings;
+    let id = gpu.config().identity;
+    gpu.write64(L2_PWRON_LO, id.l2_present);
+    gpu.advance(t.power_ns);
+    gpu.write64(SHADER_PWRON_LO, id.shader_present);
+    gpu.write64(TILER_PWRON_LO, id.tiler_present);
+    gpu.advance(t.power_ns);
+    assert_eq!(gpu.power_faults(), 0);
+}
+
 #[test]
-fn cores_wait_for_the_l2() {
+fn power_order_is_enforced_not_waited_for() {
     let t = timings();
     let mut gpu = Gpu::g610();
+    // Cores before the L2: refused, reported, nothing changes.
     gpu.write64(SHADER_PWRON_LO, u64::MAX);
+    assert_eq!(gpu.power_faults(), 1);
+    assert_ne!(gpu.read32(GPU_IRQ_RAWSTAT) & gpu_irq::FAULT, 0);
+    assert_eq!(gpu.read32(GPU_FAULTSTATUS), crate::GPU_POWER_ORDER_FAULT);
+    gpu.write32(GPU_COMMAND, gpu_cmd::CLEAR_FAULT);
+    gpu.write32(GPU_IRQ_CLEAR, gpu_irq::FAULT);
     gpu.write32(TILER_PWRON_LO, 1);
+    assert_eq!(gpu.power_faults(), 2);
     gpu.advance(10 * t.power_ns);
     assert_eq!(gpu.read64(SHADER_READY_LO), 0, "no L2, no cores");
-    assert_eq!(gpu.read64(SHADER_PWRTRANS_LO), 0x5_0005);
+    assert_eq!(gpu.read64(SHADER_PWRTRANS_LO), 0, "the request was dropped");
+    // While the L2 is still powering up, too.
     gpu.write32(L2_PWRON_LO, 1);
+    gpu.write32(TILER_PWRON_LO, 1);
+    assert_eq!(gpu.power_faults(), 3);
+    // So is the MCU.
+    gpu.write32(MCU_CONTROL, mcu::ENABLED);
+    assert_eq!(gpu.power_faults(), 4);
+    assert_eq!(gpu.read32(MCU_CONTROL), mcu::DISABLED);
     gpu.advance(t.power_ns);
     assert_eq!(gpu.power_ready(Domain::L2), 1);
+    // The right order passes.
+    gpu.write64(SHADER_PWRON_LO, 0x5_0005);
+    gpu.write32(TILER_PWRON_LO, 1);
     gpu.advance(t.power_ns);
     assert_eq!(gpu.read64(SHADER_READY_LO), 0x5_0005);
     assert_eq!(gpu.read32(TILER_READY_LO), 1);
     assert_ne!(gpu.read32(GPU_IRQ_RAWSTAT) & gpu_irq::POWER_CHANGED_ALL, 0);
-    // The L2 stays up until the cores are off.
+    assert_eq!(gpu.power_faults(), 4);
+    // The L2 may not go while the cores are up, nor while they are still going down.
     gpu.write32(L2_PWROFF_LO, 1);
-    gpu.advance(10 * t.power_ns);
-    assert_eq!(gpu.read32(L2_READY_LO), 1);
-    assert_eq!(gpu.read32(L2_PWRTRANS_LO), 1);
+    assert_eq!(gpu.power_faults(), 5);
     gpu.write64(SHADER_PWROFF_LO, 0x5_0005);
     gpu.write32(TILER_PWROFF_LO, 1);
+    gpu.write32(L2_PWROFF_LO, 1);
+    assert_eq!(gpu.power_faults(), 6);
+    assert_eq!(gpu.read32(L2_PWRTRANS_LO), 0);
     gpu.advance(t.power_ns);
     assert_eq!(gpu.power_ready(Domain::Shader), 0);
+    assert_eq!(gpu.power_ready(Domain::Tiler), 0);
+    gpu.write32(L2_PWROFF_LO, 1);
     gpu.advance(t.power_ns);
     assert_eq!(gpu.read32(L2_READY_LO), 0);
     assert_eq!(gpu.power_transitioning(Domain::L2), 0);
+    assert_eq!(gpu.power_faults(), 6);
+    assert!(gpu.bus_errors().is_empty());
+}
+
+#[test]
+fn a_clock_change_keeps_the_counters_continuous() {
+    let mut gpu = Gpu::g610();
+    let t = gpu.config().timings;
+    assert_eq!(gpu.gpu_clock_hz(), t.gpu_clock_hz);
+    gpu.advance(1_000_000);
+    let (ts0, cy0) = (gpu.read64(TIMESTAMP_LO), gpu.read64(CYCLE_COUNT_LO));
+    assert_eq!(cy0, 1_000_000, "1 ms at 1 GHz");
+    assert!(!gpu.set_gpu_clock_hz(123), "not an operating point");
+    assert!(gpu.set_gpu_clock_hz(t.opp_table[0]));
+    assert_eq!(gpu.read64(CYCLE_COUNT_LO), cy0, "no jump at the change");
+    assert_eq!(gpu.read64(TIMESTAMP_LO), ts0);
+    gpu.advance(1_000_000);
+    assert_eq!(gpu.read64(CYCLE_COUNT_LO), cy0 + t.opp_table[0] / 1000);
+    assert_eq!(
+        gpu.read64(TIMESTAMP_LO),
+        ts0 + t.timestamp_hz / 1000,
+        "the timestamp ignores the GPU clock"
+    );
 }
 
 #[test]
@@ -354,6 +411,7 @@ fn zero_delays_complete_within_the_write() {
 #[test]
 fn mcu_without_shared_region_is_fatal() {
     let mut gpu = Gpu::g610();
+    power_up(&mut gpu);
     gpu.write32(MCU_CONTROL, mcu::ENABLED);
     assert_eq!(gpu.read32(MCU_STATUS), mcu::DISABLED);
     gpu.advance(timings().mcu_ns);

@@ -123,14 +123,14 @@ mod proptests;
 #[cfg(all(test, feature = "std"))]
 mod testutil;
 
-pub use config::{Config, FaultInjection, Identity, Timings};
+pub use config::{Config, FaultInjection, Identity, Timings, OPP_COUNT};
 pub use error::SimError;
 pub use frames::FrameAlloc;
 #[cfg(feature = "std")]
 pub use frames::StdFrames;
 pub use gpu::{
     AccessError, BusError, BusErrorKind, Gpu, IrqLine, IrqLines, Progress, BUS_ERROR_LOG,
-    GPU_BUS_FAULT, RUNG_LOG,
+    GPU_BUS_FAULT, GPU_MCU_OFF_FAULT, GPU_POWER_ORDER_FAULT, RUNG_LOG,
 };
 pub use list::FixedList;
 #[cfg(feature = "std")]

@@ -299,7 +299,10 @@ impl<M: PhysMemory> Gpu<M> {
         let ack = self.mcu_rd32(output + glb::ACK)?;
         let changed = (req ^ ack) & glb::REQ_MASK;
         if changed != 0 {
-            self.mcu_wr32(output + glb::ACK, (ack & !changed) | (req & changed))?;
+            let new_ack = (ack & !changed) | (req & changed);
+            self.mcu_wr32(output + glb::ACK, new_ack)?;
+            // COUNTER_EN is a level: streams see the counters while it reads acknowledged set.
+            self.counters_enabled = new_ack & glb::REQ_COUNTER_EN != 0;
             let irq_mask = self.mcu_rd32(input + glb::ACK_IRQ_MASK)?;
             if changed & irq_mask != 0 {
                 self.job_irq.raise(JOB_IRQ_GLB);
@@ -911,11 +914,37 @@ impl<M: PhysMemory> Gpu<M> {
                     return Ok(Step::Block { addr, value });
                 }
             }
+            Op::StoreState {
+                addr,
+                state,
+                offset,
+            } => {
+                let va =
+                    get64(self, pair(addr).ok_or(invalid)?).wrapping_add_signed(i64::from(offset));
+                let v = match state {
+                    instr::STATE_TIMESTAMP => self.timestamp_now(),
+                    instr::STATE_CYCLE_COUNT => self.cycles(),
+                    _ => return Err(invalid),
+                };
+                if !va.is_multiple_of(8) {
+                    return Err(invalid);
+                }
+                // Without COUNTER_EN the firmware gives streams no counter: 0 is stored.
+                let v = if self.counters_enabled { v } else { 0 };
+                self.stream_write(n, s, as_nr, va, v, 8)?;
+            }
             Op::HeapSet { addr } => {
                 let ctx = get64(self, pair(addr).ok_or(invalid)?);
                 self.csf.groups[n].streams[s].heap_ctx = ctx;
             }
             Op::RunIdvs { first, count, tag } => {
+                // Tiling runs on the tiler and the shader cores: powered off, they fault it.
+                if !self.cores_powered() {
+                    return Err(Step::Fault {
+                        code: exception::CS_ENDPOINT_FAULT,
+                        va: 0,
+                    });
+                }
                 let first = get64(self, pair(first).ok_or(invalid)?);
                 let count = regs(self)[reg(count).ok_or(invalid)?];
                 let tag = get64(self, pair(tag).ok_or(invalid)?);

@@ -127,6 +127,8 @@ impl Fw {
         enable_as(&mut gpu, 0, mcu_tables.root);
         enable_as(&mut gpu, 1, user.root);
         gpu.write32(regs::JOB_IRQ_MASK, u32::MAX);
+        // The MCU needs the L2, and tiling needs the shader cores and the tiler.
+        crate::gpu::tests::power_up(&mut gpu);
         gpu.write32(regs::MCU_CONTROL, mcu::ENABLED);
         gpu.advance(gpu.config().timings.mcu_ns);
         assert_eq!(gpu.read32(regs::MCU_STATUS), mcu::ENABLED);
@@ -867,4 +869,100 @@ fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
     assert!(fw.gpu.stream_faulted(0, 2));
     let so = Fw::shared(csf::cs_output(0, 2));
     assert_eq!(fw.rd64(so + cs::FAULT_INFO), u64::MAX - 7);
+}
+
+/// `STORE_STATE` samples the counters only once the firmware acknowledged `COUNTER_EN`; tiling
+/// with the cores powered off faults the stream; a stream doorbell to a disabled MCU is
+/// reported.
+#[test]
+fn counters_need_counter_en_and_work_needs_powered_cores() {
+    use crate::csf::instr::{Op, STATE_CYCLE_COUNT, STATE_TIMESTAMP};
+    let store = |state: u8, offset: i16| {
+        Op::StoreState {
+            addr: 2,
+            state,
+            offset,
+        }
+        .encode()
+    };
+    let mut fw = Fw::boot();
+    fw.start_stream(1, 0);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            store(STATE_TIMESTAMP, 0),
+            store(STATE_CYCLE_COUNT, 8),
+        ],
+    );
+    fw.run();
+    assert_eq!((fw.user_rd64(DATA), fw.user_rd64(DATA + 8)), (0, 0));
+    // COUNTER_EN set and acknowledged: the stream sees the registers' values.
+    let gi = Fw::shared(csf::GLB_INPUT + glb::REQ);
+    fw.wr32(gi, fw.rd32(gi) | glb::REQ_COUNTER_EN);
+    fw.gpu.write32(doorbell(0), 1);
+    assert_ne!(
+        fw.rd32(Fw::shared(csf::GLB_OUTPUT + glb::ACK)) & glb::REQ_COUNTER_EN,
+        0
+    );
+    fw.gpu.advance(1_000_000);
+    let before = (
+        fw.gpu.read64(regs::TIMESTAMP_LO),
+        fw.gpu.read64(regs::CYCLE_COUNT_LO),
+    );
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            store(STATE_TIMESTAMP, 0),
+            store(STATE_CYCLE_COUNT, 8),
+        ],
+    );
+    fw.run();
+    let (ts, cy) = (fw.user_rd64(DATA), fw.user_rd64(DATA + 8));
+    assert!(
+        ts > before.0 && ts <= fw.gpu.read64(regs::TIMESTAMP_LO),
+        "{ts} {before:?}"
+    );
+    assert!(cy > before.1 && cy <= fw.gpu.read64(regs::CYCLE_COUNT_LO));
+    // An unknown selector is an invalid instruction.
+    fw.submit(0, &[store(7, 0)]);
+    fw.run();
+    assert!(fw.gpu.stream_faulted(1, 0));
+
+    // Tiling with the shader cores off faults the stream with CS_ENDPOINT_FAULT.
+    let mut fw = Fw::boot();
+    fw.start_stream(1, 0);
+    fw.gpu.write64(regs::SHADER_PWROFF_LO, u64::MAX);
+    fw.gpu.advance(fw.gpu.config().timings.power_ns);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, HEAP),
+            Op::HeapSet { addr: 2 }.encode(),
+            instr::move32(6, 1),
+            Op::RunIdvs {
+                first: 2,
+                count: 6,
+                tag: 2,
+            }
+            .encode(),
+        ],
+    );
+    fw.run();
+    assert!(fw.gpu.stream_faulted(1, 0));
+    let so = Fw::shared(csf::cs_output(1, 0));
+    assert_eq!(
+        fw.rd32(so + cs::FAULT) & 0xff,
+        u32::from(csf::exception::CS_ENDPOINT_FAULT)
+    );
+    // A stream doorbell with the MCU disabled is a GPU fault.
+    assert_eq!(fw.gpu.power_faults(), 0);
+    fw.gpu.write32(regs::MCU_CONTROL, mcu::DISABLED);
+    fw.gpu.write32(doorbell(1), 1);
+    assert_eq!(fw.gpu.power_faults(), 1);
+    assert_eq!(
+        fw.gpu.read32(regs::GPU_FAULTSTATUS),
+        crate::GPU_MCU_OFF_FAULT
+    );
 }
