@@ -40,7 +40,10 @@
 //!   the MCU is halted or disabled is reported as a GPU fault
 //!   ([`GPU_MCU_OFF_FAULT`](crate::GPU_MCU_OFF_FAULT)); the stream's work waits in its ring
 //!   until the driver boots the MCU and starts the group again;
-//! - CSG: the state request (`START`/`RESUME` run the group, `SUSPEND`/`TERMINATE` stop it),
+//! - CSG: the state request (`START` runs the group, `TERMINATE` stops it and forgets its
+//!   streams, `SUSPEND` stops it between two instructions after saving what each stream needs
+//!   to go on into the group's suspend buffer, `RESUME` runs it again from that buffer, on
+//!   whichever slot, see [`suspend`]),
 //!   `ENDPOINT_CONFIG` and `STATUS_UPDATE` are acknowledged (the latter refreshing
 //!   `STATUS_STATE`'s idle bit); the `SYNC_UPDATE` and `IDLE` events are raised; `CONFIG` bits 3:0 select the group's address space;
 //! - CS: the state request (`START`/`STOP`) and the other request bits are acknowledged;
@@ -53,10 +56,17 @@
 //!   instruction (`RUN_IDVS`, see [`heap`]) writes into the heap's chunks; when the chunk list
 //!   runs out the stream raises the `TILER_OOM` event and waits for the driver's answer.
 //!
-//! Not simulated: suspend buffers, protected mode, fragment work (and with it incremental
-//! rendering), performance counters, timers, priorities (all running streams advance
-//! round-robin), and every instruction not listed in [`instr`] (those stop the stream with a
-//! fatal `CS_INSTR_INVALID`).
+//! - priorities: the firmware reads the priority field of a group's `ENDPOINT_REQ` when the
+//!   group starts or resumes and on `ENDPOINT_CONFIG`. In each engine step the groups of the
+//!   highest priority run first; groups of a lower priority run in that step only if no group
+//!   above them executed anything (all were blocked, hung, or out of work). Groups of equal
+//!   priority all run, in an order that rotates from step to step. This is a simple model of
+//!   the firmware's scheduling among resident groups, not its real time-slicing.
+//!
+//! Not simulated: protected mode (and its suspend buffer), fragment work (and with it
+//! incremental rendering), performance counters, timers, the firmware's own CSG time-slicing,
+//! and every instruction not listed in [`instr`] (those stop the stream with a fatal
+//! `CS_INSTR_INVALID`).
 //!
 //! The firmware reacts to a doorbell within the register write that rings it; streams then
 //! run as simulated time advances ([`Timings::cs_step_ns`](super::Timings::cs_step_ns) per
@@ -195,8 +205,14 @@ pub mod csg {
     pub const CS_IRQ_ACK: u64 = 0x0c;
     /// Output: CS interrupt requests (toggled per CS with events).
     pub const CS_IRQ_REQ: u64 = 0x0c;
+    /// Input: endpoint request (bits 31:28: the group's priority, see [`EP_PRIORITY_SHIFT`]).
+    pub const ENDPOINT_REQ: u64 = 0x34;
+    /// Input: MCU address of the group's suspend buffer (64-bit; see [`super::suspend`]).
+    pub const SUSPEND_BUF: u64 = 0x40;
     /// Input: group configuration; bits 3:0 are the address space.
     pub const CONFIG: u64 = 0x50;
+    /// First bit of the priority field of `ENDPOINT_REQ` (4 bits, 15 highest).
+    pub const EP_PRIORITY_SHIFT: u32 = 28;
     /// Output: group state (bit 0: idle).
     pub const STATUS_STATE: u64 = 0x18;
     /// State request field.
@@ -219,6 +235,54 @@ pub mod csg {
     pub const IDLE: u32 = 1 << 29;
     /// Request bits the simulator acknowledges.
     pub const REQ_MASK: u32 = STATE_MASK | ENDPOINT_CONFIG | STATUS_UPDATE;
+}
+
+pub mod suspend {
+    //! The simulator's suspend-buffer layout (its own: real firmware's is opaque to the
+    //! driver).
+    //!
+    //! `STATE_SUSPEND` stops a group between two instructions and writes, for each of its
+    //! streams, one record of [`STREAM_RECORD`] bytes at `SUSPEND_BUF + s * STREAM_RECORD`
+    //! through address space 0; `STATE_RESUME` reads them back, so the group may resume on any
+    //! slot whose `SUSPEND_BUF` names the same buffer. The driver only sizes and maps the
+    //! buffer ([`SIZE`] bytes, published as the CSG control's `SUSPEND_SIZE`).
+
+    /// Bytes per stream record.
+    pub const STREAM_RECORD: u64 = 0x400;
+    /// Bytes of a whole suspend buffer.
+    pub const SIZE: u64 = STREAM_RECORD * super::STREAMS_PER_CSG as u64;
+    /// `u32` flags: [`STARTED`], [`TILER_RUN`], [`OOM_ANSWER`]; bits 15:8 the status.
+    pub const FLAGS: u64 = 0x00;
+    /// `u64`: the ring's extract position.
+    pub const EXTRACT: u64 = 0x08;
+    /// `u64`: the heap context (`HEAP_SET`).
+    pub const HEAP_CTX: u64 = 0x10;
+    /// `u32`: depth of the call stack (user streams being executed).
+    pub const DEPTH: u64 = 0x18;
+    /// Call frames, innermost last: `{pc, end}` pairs of `u64`.
+    pub const FRAMES: u64 = 0x20;
+    /// The `RUN_IDVS` in progress: chunk link and top (`u64`), words done, passes started
+    /// and finished (`u32`).
+    pub const TILER: u64 = 0x90;
+    /// `u64`: the driver's answer to a `TILER_OOM` not used yet.
+    pub const OOM: u64 = 0xb0;
+    /// The 96 registers (`u32` each).
+    pub const REGS: u64 = 0x100;
+    /// Bytes of a record actually used.
+    pub const USED: u64 = REGS + 4 * super::NUM_REGS as u64;
+    /// Flag: the stream had been started.
+    pub const STARTED: u32 = 1 << 0;
+    /// Flag: a `RUN_IDVS` is in progress.
+    pub const TILER_RUN: u32 = 1 << 1;
+    /// Flag: [`OOM`] holds an answer.
+    pub const OOM_ANSWER: u32 = 1 << 2;
+    /// Status: ready to run (a stream that waited on a sync object, or for a `TILER_OOM`
+    /// answer, resumes ready: it executes the waiting instruction again).
+    pub const STATUS_READY: u32 = 0;
+    /// Status: stopped by a fault.
+    pub const STATUS_FAULTED: u32 = 1;
+    /// Status: stopped by a fatal error.
+    pub const STATUS_FATAL: u32 = 2;
 }
 
 /// Field offsets and bits of the CS blocks.

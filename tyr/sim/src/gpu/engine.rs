@@ -6,7 +6,7 @@ use pin_init::{init, init_array_from_fn};
 
 use super::{AccessError, Data, Gpu};
 use crate::csf::instr::{self, Op};
-use crate::csf::{self, cs, csg, exception, glb, heap, ring};
+use crate::csf::{self, cs, csg, exception, glb, heap, ring, suspend};
 use crate::list::FixedList;
 use crate::mem::PhysMemory;
 use crate::regs::{gpu_irq, mcu};
@@ -95,6 +95,8 @@ impl Default for Stream {
 pub(super) struct Group {
     running: bool,
     busy: bool,
+    /// Priority from `ENDPOINT_REQ` (15 highest), read at start, resume and `ENDPOINT_CONFIG`.
+    priority: u8,
     pub(super) streams: [Stream; csf::STREAMS_PER_CSG],
 }
 
@@ -103,6 +105,8 @@ pub(super) struct Group {
 pub(super) struct Csf {
     pub(super) booted: bool,
     pub(super) deadline: Option<u64>,
+    /// The slot that goes first among groups of equal priority in the next engine step.
+    rr: usize,
     pub(super) groups: [Group; csf::NUM_CSGS],
 }
 
@@ -112,6 +116,7 @@ impl Group {
         init!(Self {
             running: false,
             busy: false,
+            priority: 0,
             streams <- init_array_from_fn(|_| Stream::default()),
         })
     }
@@ -123,6 +128,7 @@ impl Csf {
         init!(Self {
             booted: false,
             deadline: None,
+            rr: 0,
             groups <- init_array_from_fn(|_| Group::init()),
         })
     }
@@ -133,18 +139,22 @@ impl Csf {
         let Csf {
             booted,
             deadline,
+            rr,
             groups,
         } = self;
         *booted = false;
         *deadline = None;
+        *rr = 0;
         for g in groups {
             let Group {
                 running,
                 busy,
+                priority,
                 streams,
             } = g;
             *running = false;
             *busy = false;
+            *priority = 0;
             for st in streams {
                 *st = Stream::default();
             }
@@ -253,7 +263,7 @@ impl<M: PhysMemory> Gpu<M> {
             self.mcu_wr32(c + csg::FEATURES, 0)?;
             self.mcu_wr32(c + csg::INPUT_VA, shared(csf::csg_input(n)) as u32)?;
             self.mcu_wr32(c + csg::OUTPUT_VA, shared(csf::csg_output(n)) as u32)?;
-            self.mcu_wr32(c + csg::SUSPEND_SIZE, 0x1000)?;
+            self.mcu_wr32(c + csg::SUSPEND_SIZE, suspend::SIZE as u32)?;
             self.mcu_wr32(c + csg::PROTM_SUSPEND_SIZE, 0x1000)?;
             self.mcu_wr32(c + csg::STREAM_NUM, csf::STREAMS_PER_CSG as u32)?;
             self.mcu_wr32(c + csg::STREAM_STRIDE, csf::STREAM_STRIDE as u32)?;
@@ -334,10 +344,19 @@ impl<M: PhysMemory> Gpu<M> {
         let req = self.mcu_rd32(input + csg::REQ)?;
         let ack = self.mcu_rd32(output + csg::ACK)?;
         let changed = (req ^ ack) & csg::REQ_MASK;
+        if changed & (csg::STATE_MASK | csg::ENDPOINT_CONFIG) != 0 {
+            let ep = self.mcu_rd32(input + csg::ENDPOINT_REQ)?;
+            self.csf.groups[n].priority = (ep >> csg::EP_PRIORITY_SHIFT) as u8 & 0xf;
+        }
         if changed & csg::STATE_MASK != 0 {
             let group = &mut self.csf.groups[n];
             match req & csg::STATE_MASK {
-                csg::STATE_START | csg::STATE_RESUME => group.running = true,
+                csg::STATE_START => group.running = true,
+                csg::STATE_RESUME => {
+                    self.resume_group(n)?;
+                    self.csf.groups[n].running = true;
+                }
+                csg::STATE_SUSPEND => self.suspend_group(n)?,
                 csg::STATE_TERMINATE => {
                     group.running = false;
                     group.busy = false;
@@ -348,11 +367,7 @@ impl<M: PhysMemory> Gpu<M> {
                         };
                     }
                     // Terminating a group stops its streams: their state reads STOP again.
-                    for s in 0..csf::STREAMS_PER_CSG {
-                        let out = shared(csf::cs_output(n, s));
-                        let ack = self.mcu_rd32(out + cs::ACK)?;
-                        self.mcu_wr32(out + cs::ACK, ack & !cs::STATE_MASK)?;
-                    }
+                    self.stop_streams_ack(n)?;
                 }
                 _ => group.running = false,
             }
@@ -380,6 +395,74 @@ impl<M: PhysMemory> Gpu<M> {
             self.mcu_wr32(output + csg::DOORBELL_ACK, db_ack ^ pending)?;
         }
         self.kick_engine();
+        Ok(())
+    }
+
+    /// `STATE_SUSPEND` of CSG `n`: saves every stream into the suspend buffer (see
+    /// [`suspend`]), then stops the group and its streams. Streams only change state between
+    /// two instructions, so the saved state is always at an instruction boundary; an
+    /// instruction that was waiting (a sync wait, a stall, a `TILER_OOM`) runs again on resume.
+    fn suspend_group(&mut self, n: usize) -> Result<(), McuFault> {
+        let buf = self.mcu_rd64(shared(csf::csg_input(n)) + csg::SUSPEND_BUF)?;
+        for s in 0..csf::STREAMS_PER_CSG {
+            let ring_out = self.mcu_rd64(shared(csf::cs_input(n, s)) + cs::RINGBUF_OUTPUT)?;
+            let st = &self.csf.groups[n].streams[s];
+            let extract = if st.started {
+                self.mcu_rd64(ring_out + ring::EXTRACT)?
+            } else {
+                0
+            };
+            let rec = save_stream(&self.csf.groups[n].streams[s], extract);
+            let at = buf.wrapping_add(s as u64 * suspend::STREAM_RECORD);
+            self.mcu_write(at, &rec)?;
+        }
+        let group = &mut self.csf.groups[n];
+        group.running = false;
+        group.busy = false;
+        for st in &mut group.streams {
+            *st = Stream {
+                hang: st.hang,
+                ..Stream::default()
+            };
+        }
+        self.stop_streams_ack(n)
+    }
+
+    /// `STATE_RESUME` of CSG `n`: reloads every stream from the suspend buffer. A stream the
+    /// driver asks to start (`CS_REQ` state `START`, as it programs a slot) finds its request
+    /// already acknowledged, so that starting does not wipe what was restored.
+    fn resume_group(&mut self, n: usize) -> Result<(), McuFault> {
+        let buf = self.mcu_rd64(shared(csf::csg_input(n)) + csg::SUSPEND_BUF)?;
+        for s in 0..csf::STREAMS_PER_CSG {
+            let mut rec = [0u8; suspend::USED as usize];
+            let at = buf.wrapping_add(s as u64 * suspend::STREAM_RECORD);
+            self.mcu_read(at, &mut rec)?;
+            let hang = self.csf.groups[n].streams[s].hang;
+            let (st, extract) = load_stream(&rec, hang);
+            let started = st.started;
+            self.csf.groups[n].streams[s] = st;
+            let input = shared(csf::cs_input(n, s));
+            let out = shared(csf::cs_output(n, s));
+            let req = self.mcu_rd32(input + cs::REQ)?;
+            let ack = self.mcu_rd32(out + cs::ACK)?;
+            if started && req & cs::STATE_MASK == cs::STATE_START {
+                let ring_out = self.mcu_rd64(input + cs::RINGBUF_OUTPUT)?;
+                self.mcu_wr64(ring_out + ring::EXTRACT, extract)?;
+                self.mcu_wr32(out + cs::ACK, (ack & !cs::STATE_MASK) | cs::STATE_START)?;
+            } else {
+                self.csf.groups[n].streams[s].started = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the state of every stream of CSG `n` read `STOP` (the group no longer runs them).
+    fn stop_streams_ack(&mut self, n: usize) -> Result<(), McuFault> {
+        for s in 0..csf::STREAMS_PER_CSG {
+            let out = shared(csf::cs_output(n, s));
+            let ack = self.mcu_rd32(out + cs::ACK)?;
+            self.mcu_wr32(out + cs::ACK, ack & !cs::STATE_MASK)?;
+        }
         Ok(())
     }
 
@@ -535,18 +618,28 @@ impl<M: PhysMemory> Gpu<M> {
         let mut progressed = false;
         let mut synced = false;
         let mut blocked = false;
-        for n in 0..csf::NUM_CSGS {
-            if !self.csf.groups[n].running {
-                continue;
-            }
-            let mut group_busy = false;
-            for s in 0..csf::STREAMS_PER_CSG {
-                match self.run_stream(n, s) {
+        let first = self.csf.rr;
+        self.csf.rr = (first + 1) % csf::NUM_CSGS;
+        // Priority levels from the highest down; a level runs only if none above it moved.
+        let mut level = self
+            .csf
+            .groups
+            .iter()
+            .filter(|g| g.running)
+            .map(|g| g.priority)
+            .max();
+        while let Some(p) = level {
+            for k in 0..csf::NUM_CSGS {
+                let n = (first + k) % csf::NUM_CSGS;
+                let g = &self.csf.groups[n];
+                if !g.running || g.priority != p {
+                    continue;
+                }
+                match self.run_group(n) {
                     Ok(r) => {
                         progressed |= r.progressed;
                         synced |= r.synced;
                         blocked |= r.blocked;
-                        group_busy |= r.busy;
                     }
                     Err(McuFault) => {
                         self.mcu_crash();
@@ -554,15 +647,40 @@ impl<M: PhysMemory> Gpu<M> {
                     }
                 }
             }
-            let was_busy = core::mem::replace(&mut self.csf.groups[n].busy, group_busy);
-            if was_busy && !group_busy && self.csg_event(n, csg::IDLE).is_err() {
-                self.mcu_crash();
-                return;
+            if progressed {
+                break;
             }
+            level = self
+                .csf
+                .groups
+                .iter()
+                .filter(|g| g.running && g.priority < p)
+                .map(|g| g.priority)
+                .max();
         }
         if progressed || (synced && blocked) {
             self.kick_engine();
         }
+    }
+
+    /// Runs every stream of CSG `n` for one step and raises `IDLE` when the group goes idle.
+    fn run_group(&mut self, n: usize) -> Result<RunResult, McuFault> {
+        let mut all = RunResult::default();
+        {
+            let mut group_busy = false;
+            for s in 0..csf::STREAMS_PER_CSG {
+                let r = self.run_stream(n, s)?;
+                all.progressed |= r.progressed;
+                all.synced |= r.synced;
+                all.blocked |= r.blocked;
+                group_busy |= r.busy;
+            }
+            let was_busy = core::mem::replace(&mut self.csf.groups[n].busy, group_busy);
+            if was_busy && !group_busy {
+                self.csg_event(n, csg::IDLE)?;
+            }
+        }
+        Ok(all)
     }
 
     fn run_stream(&mut self, n: usize, s: usize) -> Result<RunResult, McuFault> {
@@ -1074,6 +1192,106 @@ impl<M: PhysMemory> Gpu<M> {
         regs[d] = v as u32;
         regs[d + 1] = (v >> 32) as u32;
     }
+}
+
+/// The suspend record of `st` (see [`suspend`]), whose ring extract position is `extract`.
+fn save_stream(st: &Stream, extract: u64) -> [u8; suspend::USED as usize] {
+    let mut rec = [0u8; suspend::USED as usize];
+    let mut put = |off: u64, bytes: &[u8]| {
+        let at = off as usize;
+        rec[at..at + bytes.len()].copy_from_slice(bytes);
+    };
+    let status = match st.status {
+        StreamStatus::Faulted => suspend::STATUS_FAULTED,
+        StreamStatus::Fatal => suspend::STATUS_FATAL,
+        StreamStatus::Ready | StreamStatus::Blocked | StreamStatus::TilerOom => {
+            suspend::STATUS_READY
+        }
+    };
+    let mut flags = status << 8;
+    if st.started {
+        flags |= suspend::STARTED;
+    }
+    if let Some(t) = st.tiler {
+        flags |= suspend::TILER_RUN;
+        put(suspend::TILER, &t.link.to_le_bytes());
+        put(suspend::TILER + 8, &t.top.to_le_bytes());
+        put(suspend::TILER + 16, &t.done.to_le_bytes());
+        put(suspend::TILER + 20, &t.vt_start.to_le_bytes());
+        put(suspend::TILER + 24, &t.vt_end.to_le_bytes());
+    }
+    if let Some(a) = st.oom_answer {
+        flags |= suspend::OOM_ANSWER;
+        put(suspend::OOM, &a.to_le_bytes());
+    }
+    put(suspend::FLAGS, &flags.to_le_bytes());
+    put(suspend::EXTRACT, &extract.to_le_bytes());
+    put(suspend::HEAP_CTX, &st.heap_ctx.to_le_bytes());
+    put(suspend::DEPTH, &(st.stack.len() as u32).to_le_bytes());
+    for (i, f) in st.stack.iter().enumerate() {
+        let at = suspend::FRAMES + 16 * i as u64;
+        put(at, &f.pc.to_le_bytes());
+        put(at + 8, &f.end.to_le_bytes());
+    }
+    for (i, r) in st.regs.iter().enumerate() {
+        put(suspend::REGS + 4 * i as u64, &r.to_le_bytes());
+    }
+    rec
+}
+
+/// The stream a suspend record describes (keeping the slot's injected `hang`), and its ring
+/// extract position. A record that makes no sense (a call stack deeper than the engine's)
+/// gives a stream stopped by a fatal error.
+fn load_stream(rec: &[u8; suspend::USED as usize], hang: bool) -> (Stream, u64) {
+    let u32_at = |off: u64| {
+        let at = off as usize;
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&rec[at..at + 4]);
+        u32::from_le_bytes(b)
+    };
+    let u64_at = |off: u64| u64::from(u32_at(off)) | u64::from(u32_at(off + 4)) << 32;
+    let flags = u32_at(suspend::FLAGS);
+    let mut st = Stream {
+        started: flags & suspend::STARTED != 0,
+        hang,
+        heap_ctx: u64_at(suspend::HEAP_CTX),
+        ..Stream::default()
+    };
+    st.status = match (flags >> 8) & 0xff {
+        suspend::STATUS_READY => StreamStatus::Ready,
+        suspend::STATUS_FAULTED => StreamStatus::Faulted,
+        _ => StreamStatus::Fatal,
+    };
+    if flags & suspend::TILER_RUN != 0 {
+        st.tiler = Some(TilerRun {
+            link: u64_at(suspend::TILER),
+            top: u64_at(suspend::TILER + 8),
+            done: u32_at(suspend::TILER + 16),
+            vt_start: u32_at(suspend::TILER + 20),
+            vt_end: u32_at(suspend::TILER + 24),
+        });
+    }
+    if flags & suspend::OOM_ANSWER != 0 {
+        st.oom_answer = Some(u64_at(suspend::OOM));
+    }
+    let depth = u32_at(suspend::DEPTH) as usize;
+    if depth >= csf::MAX_CALL_DEPTH {
+        st.status = StreamStatus::Fatal;
+    } else {
+        for i in 0..depth {
+            let at = suspend::FRAMES + 16 * i as u64;
+            let frame = Frame {
+                pc: u64_at(at),
+                end: u64_at(at + 8),
+            };
+            // Room for `MAX_CALL_DEPTH` frames: `depth` is below it.
+            let _ = st.stack.push(frame);
+        }
+    }
+    for (i, r) in st.regs.iter_mut().enumerate() {
+        *r = u32_at(suspend::REGS + 4 * i as u64);
+    }
+    (st, u64_at(suspend::EXTRACT))
 }
 
 /// The source ID a stream's accesses carry in `AS_FAULTSTATUS`.

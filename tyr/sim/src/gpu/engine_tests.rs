@@ -966,3 +966,201 @@ fn counters_need_counter_en_and_work_needs_powered_cores() {
         crate::GPU_MCU_OFF_FAULT
     );
 }
+
+/// MCU address of a suspend buffer the tests map in AS 0.
+const SUSPEND: u64 = 0x0600_0000;
+
+impl Fw {
+    /// Maps a suspend buffer at [`SUSPEND`] (fresh pages, zeroed).
+    fn map_suspend_buf(&mut self) {
+        let mcu = HandTables {
+            root: PhysAddr(self.gpu.read64(as_reg(0, regs::AS_TRANSTAB_LO))),
+        };
+        map_range(&mcu, &self.mem, SUSPEND, csf::suspend::SIZE / 4096);
+    }
+
+    /// Requests `state` for CSG `n` with [`SUSPEND`] as its suspend buffer and waits for the
+    /// acknowledgement (the firmware answers within the doorbell).
+    fn csg_state(&mut self, n: usize, state: u32) {
+        let ci = Fw::shared(csf::csg_input(n));
+        let co = Fw::shared(csf::csg_output(n));
+        self.wr64(ci + csg::SUSPEND_BUF, SUSPEND);
+        let req = self.rd32(ci + csg::REQ);
+        self.wr32(ci + csg::REQ, (req & !csg::STATE_MASK) | state);
+        self.glb_doorbell_csg(n);
+        assert_eq!(self.rd32(co + csg::ACK) & csg::STATE_MASK, state);
+    }
+
+    /// Programs stream `s` of CSG `n` on stream `s`'s ring (as [`Fw::start_stream`] does) and
+    /// resumes the group from [`SUSPEND`] on AS 1.
+    fn resume_stream(&mut self, n: usize, s: usize) {
+        let ci = Fw::shared(csf::csg_input(n));
+        let co = Fw::shared(csf::csg_output(n));
+        let si = Fw::shared(csf::cs_input(n, s));
+        let (ring_in, ring_out) = (RING_IN + 0x20 * s as u64, RING_OUT + 0x20 * s as u64);
+        self.wr64(si + cs::RINGBUF_BASE, RING + RING_SIZE * s as u64);
+        self.wr32(si + cs::RINGBUF_SIZE, RING_SIZE as u32);
+        self.wr64(si + cs::RINGBUF_INPUT, ring_in);
+        self.wr64(si + cs::RINGBUF_OUTPUT, ring_out);
+        let req = self.rd32(si + cs::REQ);
+        self.wr32(si + cs::REQ, (req & !cs::STATE_MASK) | cs::STATE_START);
+        self.wr32(ci + csg::CONFIG, 1);
+        self.toggle(ci + csg::DOORBELL_REQ, co + csg::DOORBELL_ACK, 1 << s);
+        self.csg_state(n, csg::STATE_RESUME);
+    }
+
+    /// Lets exactly one engine step run.
+    fn step(&mut self) {
+        let ns = self.gpu.config().timings.cs_step_ns;
+        self.gpu.advance(ns);
+    }
+}
+
+/// The program of the suspend tests: a call into a user stream that counts and stores, then a
+/// sync wait on `DATA + 0x100`, then a marker store. Returns the callee's length in words.
+fn suspend_program(fw: &mut Fw) -> u32 {
+    let mut callee = std::vec::Vec::new();
+    for i in 0..20 {
+        callee.push(instr::add_imm32(4, 4, 3));
+        callee.push(instr::store_multiple(4, 2, 0x200 + 4 * i, 1));
+    }
+    for (i, w) in callee.iter().enumerate() {
+        fw.user_wr64(CALLEE + 8 * i as u64, *w);
+    }
+    let len = 8 * callee.len() as u32;
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            instr::move32(4, 100),
+            instr::move48(6, CALLEE),
+            instr::move32(8, len),
+            instr::call(6, 8),
+            instr::store_multiple(4, 2, 0x40, 1),
+            instr::move48(10, DATA + 0x100),
+            instr::move48(12, 1),
+            instr::sync_wait64(Condition::Gequal, 10, 12),
+            instr::move32(14, 0x77),
+            instr::store_multiple(14, 2, 0x48, 1),
+        ],
+    );
+    len
+}
+
+#[test]
+fn suspended_group_resumes_on_another_slot_where_it_stopped() {
+    let mut fw = Fw::boot();
+    fw.map_suspend_buf();
+    fw.start_stream(0, 0);
+    suspend_program(&mut fw);
+    // One step: the ring's first five instructions and eleven of the callee's.
+    fw.step();
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 16);
+    assert_eq!(
+        fw.user_rd32(DATA + 0x200 + 4 * 4),
+        115,
+        "five counts stored"
+    );
+    assert_eq!(fw.user_rd32(DATA + 0x200 + 4 * 5), 0);
+    fw.csg_state(0, csg::STATE_SUSPEND);
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_eq!(
+        fw.rd32(so + cs::ACK) & cs::STATE_MASK,
+        0,
+        "the stream stopped"
+    );
+    let saved = fw.extract(0);
+    // Nothing runs while suspended, even with a doorbell.
+    fw.gpu.write32(doorbell(1), 1);
+    fw.run();
+    assert_eq!(fw.user_rd32(DATA + 0x200 + 4 * 5), 0);
+    assert_eq!(fw.extract(0), saved);
+    // The firmware forgets the slot's stream; the suspend buffer has it.
+    fw.wr64(RING_OUT + ring::EXTRACT, 0);
+    fw.resume_stream(3, 0);
+    fw.run();
+    for i in 0..20 {
+        assert_eq!(
+            fw.user_rd32(DATA + 0x200 + 4 * i),
+            103 + 3 * i as u32,
+            "count {i}"
+        );
+    }
+    assert_eq!(
+        fw.user_rd32(DATA + 0x40),
+        160,
+        "registers survived the move"
+    );
+    assert_eq!(fw.user_rd32(DATA + 0x48), 0, "blocked on the sync wait");
+    // Suspended while blocked, resumed on a third slot: the wait is still pending there.
+    fw.csg_state(3, csg::STATE_SUSPEND);
+    fw.resume_stream(5, 0);
+    fw.run();
+    assert_eq!(fw.user_rd32(DATA + 0x48), 0);
+    fw.user_wr64(DATA + 0x100, 1);
+    fw.gpu.write32(doorbell(1), 1);
+    fw.run();
+    assert_eq!(fw.user_rd32(DATA + 0x48), 0x77);
+    assert_eq!(fw.extract(0), fw.inserted);
+    assert!(fw.gpu.bus_errors().is_empty());
+}
+
+#[test]
+fn a_group_started_afresh_does_not_see_a_suspended_state() {
+    let mut fw = Fw::boot();
+    fw.map_suspend_buf();
+    fw.start_stream(0, 0);
+    suspend_program(&mut fw);
+    fw.step();
+    fw.csg_state(0, csg::STATE_SUSPEND);
+    // START instead of RESUME: the stream goes on from the ring's extract with fresh state:
+    // the callee is not continued (its frame was in the suspend buffer only) and the next
+    // store, through a register pair now 0, faults.
+    fw.start_stream(0, 0);
+    fw.run();
+    assert_eq!(fw.extract(0), 5 * 8, "right after the call");
+    assert!(fw.gpu.stream_faulted(0, 0));
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    assert_eq!(fw.user_rd32(DATA + 0x200 + 4 * 5), 0);
+}
+
+#[test]
+fn higher_priority_groups_run_first_and_equals_share() {
+    let mut fw = Fw::boot();
+    let prio = |fw: &Fw, n: usize, p: u32| {
+        let ci = Fw::shared(csf::csg_input(n));
+        fw.wr32(ci + csg::ENDPOINT_REQ, p << csg::EP_PRIORITY_SHIFT);
+    };
+    prio(&fw, 0, 3);
+    prio(&fw, 1, 15);
+    fw.start_stream(0, 0);
+    fw.start_stream(1, 1);
+    let work: std::vec::Vec<u64> = (0..40).map(|_| instr::add_imm32(4, 4, 1)).collect();
+    fw.submit(0, &work);
+    fw.submit(1, &work);
+    // Two steps: only the high-priority group (slot 1) runs while it has work.
+    fw.step();
+    fw.step();
+    assert_eq!(fw.gpu.stream_instructions(1, 1), 32);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    fw.run();
+    assert_eq!(fw.gpu.stream_instructions(1, 1), 40);
+    assert_eq!(
+        fw.gpu.stream_instructions(0, 0),
+        40,
+        "the low one ran once the high one was done"
+    );
+    // Equal priorities share every step. ENDPOINT_CONFIG makes the firmware read the field.
+    let (ci, co) = (
+        Fw::shared(csf::csg_input(0)),
+        Fw::shared(csf::csg_output(0)),
+    );
+    prio(&fw, 0, 15);
+    fw.toggle(ci + csg::REQ, co + csg::ACK, csg::ENDPOINT_CONFIG);
+    fw.glb_doorbell_csg(0);
+    fw.submit(0, &work);
+    fw.submit(1, &work);
+    fw.step();
+    assert_eq!(fw.gpu.stream_instructions(1, 1), 56);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 56);
+}
