@@ -16,6 +16,9 @@
 //!    new chunks; the CPU waits on timeline points in between and checks every value.
 //! 4. Throughput: synchronous and asynchronous binds per second, and submissions per second
 //!    (each a job that runs a small stream on the simulated GPU).
+//! 5. Power, from the driver's own accounting: how long the GPU was powered (it powers down
+//!    when idle and up again for work), how often it went down, and how long it ran at each
+//!    clock rate the governor picked from its utilisation.
 //!
 //! Exits with status 1 if anything is wrong. Run it with
 //! `cargo run --release -p gpukit-tyr --features host --example mali_g610`.
@@ -265,6 +268,39 @@ fn run() -> Result<(), String> {
     println!(
         "throughput: {sync_binds:.0} synchronous binds/s, {async_binds:.0} asynchronous binds/s, {submits:.0} submits/s ({SUBMITS} jobs, counter checked)"
     );
+    // Idle now: the GPU powers down after the idle timeout (simulated time).
+    let pm = &dev.shared().pm;
+    let gpu = dev.backend.gpu().clone();
+    let until = Instant::now();
+    while pm.is_powered() && until.elapsed().as_secs() < 10 {
+        std::thread::yield_now();
+    }
+    check(!pm.is_powered(), "the idle GPU did not power down")?;
+    let now = std::time::Duration::from_nanos(gpu.now_ns());
+    let st = pm.stats(now);
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let opps: Vec<String> = st.opp_ns[..st.opp_count]
+        .iter()
+        .map(|&(hz, ns)| format!("{} MHz {:.2} ms", hz / 1_000_000, ms(ns)))
+        .collect();
+    println!(
+        "power: GPU powered {:.2} ms of {:.2} ms (simulated), {} power-downs, {} power-ups, {} clock changes; time per clock rate: {}",
+        ms(st.powered_ns),
+        ms(now.as_nanos() as u64),
+        st.power_downs,
+        st.power_ups,
+        st.clock_changes,
+        opps.join(", ")
+    );
+    let per_opp: u64 = st.opp_ns[..st.opp_count].iter().map(|o| o.1).sum();
+    check(
+        per_opp.abs_diff(st.powered_ns) < 1_000_000,
+        "the time per clock rate does not add up to the powered time",
+    )?;
+    check(
+        gpu.with(|g| g.power_faults()) == 0,
+        "the driver powered the GPU in the wrong order",
+    )?;
     drop(umd);
     drop(reg);
     println!("mali_g610: OK");

@@ -180,6 +180,30 @@ pub trait Backend: Send + Sync + 'static {
     fn timestamp_frequency(&self) -> u64 {
         0
     }
+
+    /// The rates, in Hz, the GPU clock can be set to (its operating points), slowest first;
+    /// empty (the default) if the environment cannot change it.
+    fn gpu_clock_rates(&self) -> &[u64] {
+        &[]
+    }
+
+    /// Sets the GPU clock to `hz`, one of [`gpu_clock_rates`](Self::gpu_clock_rates).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`](crate::Error::Invalid) for a rate the clock does not have (the
+    /// default refuses every rate).
+    fn set_gpu_clock_rate(&self, hz: u64) -> crate::Result {
+        let _ = hz;
+        Err(crate::Error::Invalid)
+    }
+
+    /// The system goes to sleep (`true`) or wakes up: while it sleeps, time does not pass for
+    /// the driver's timers (as the kernel's monotonic clock stops in a system suspend). The
+    /// default does nothing; the host backend stops moving simulated time through timers.
+    fn system_sleep(&self, asleep: bool) {
+        let _ = asleep;
+    }
 }
 
 /// 32- and 64-bit CPU accesses to DMA memory by device address (little-endian words).

@@ -84,6 +84,28 @@ pub fn probe<B: Backend>(
     Ok(reg)
 }
 
+/// Suspends the device (system suspend, panthor's `panthor_device_suspend`): jobs already on
+/// the GPU complete, later ones are held in their rings and queues, every group leaves its
+/// slot, the MCU is halted and the GPU powered down (see [`crate::pm`]).
+///
+/// # Errors
+///
+/// [`Error::TimedOut`](crate::Error::TimedOut) if the work on the GPU does not complete (the
+/// device then runs on), [`Error::Busy`](crate::Error::Busy) if it is suspended already.
+pub fn suspend<B: Backend>(dev: &TyrDevice<B>) -> Result {
+    dev.shared().suspend()
+}
+
+/// Resumes a suspended device: the held jobs run, in submission order, once the scheduler has
+/// powered the GPU up and started their groups again.
+///
+/// # Errors
+///
+/// [`Error::Invalid`](crate::Error::Invalid) if the device is not suspended.
+pub fn resume<B: Backend>(dev: &TyrDevice<B>) -> Result {
+    dev.shared().resume()
+}
+
 impl<B: Backend> TyrDriver<B> {
     /// What `DRM_IOCTL_VERSION` reports: panthor's name and uAPI version, so Mesa picks it up.
     ///

@@ -268,6 +268,9 @@ struct EventState {
     timer: Option<u64>,
     events: Option<Weak<dyn Events>>,
     stop: bool,
+    /// The system sleeps ([`Backend::system_sleep`]): timers do not fire, time does not move
+    /// through them.
+    asleep: bool,
 }
 
 /// What the event thread and the executor share.
@@ -349,7 +352,7 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
         let now = gpu.now_ns();
         let run = {
             let mut s = plock(&shared.state);
-            if s.timer.is_some_and(|t| t <= now) {
+            if !s.asleep && s.timer.is_some_and(|t| t <= now) {
                 s.timer = None;
                 s.pending = true;
             }
@@ -360,14 +363,17 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
             continue;
         }
         drop(events);
-        let timer = plock(&shared.state).timer;
+        let timer = {
+            let s = plock(&shared.state);
+            s.timer.filter(|_| !s.asleep)
+        };
         match gpu.step(timer) {
             // A line came up (a register write from another thread): served next turn.
             sim::Progress::Irq(_) | sim::Progress::Advanced { .. } => {}
             sim::Progress::Idle => {
                 let s = plock(&shared.state);
                 // A wake-up or a timer that came in since is served at once.
-                if !s.pending && !s.stop && s.timer.is_none() {
+                if !s.pending && !s.stop && (s.timer.is_none() || s.asleep) {
                     let _ = shared.cv.wait_timeout(s, IDLE_WAIT);
                 }
             }
@@ -487,6 +493,8 @@ pub struct HostBackend {
     thread: Mutex<Option<EventThread>>,
     log: Mutex<LogRing>,
     echo: bool,
+    /// The simulated GPU's operating points.
+    opps: [u64; sim::OPP_COUNT],
 }
 
 impl fmt::Debug for HostBackend {
@@ -514,7 +522,9 @@ impl HostBackend {
 
     /// A backend over an existing simulated GPU.
     pub fn with_gpu(gpu: SharedGpu) -> Self {
+        let opps = gpu.with(|g| g.config().timings.opp_table);
         HostBackend {
+            opps,
             io: ModelRegion::new(SimModel(gpu.clone())),
             clock: SimClock(gpu.clone()),
             dma: SimDma::new(gpu.memory().clone()),
@@ -623,6 +633,23 @@ impl Backend for HostBackend {
 
     fn timestamp_frequency(&self) -> u64 {
         self.gpu.with(|g| g.config().timings.timestamp_hz)
+    }
+
+    fn gpu_clock_rates(&self) -> &[u64] {
+        &self.opps
+    }
+
+    fn system_sleep(&self, asleep: bool) {
+        plock(&self.exec.shared.state).asleep = asleep;
+        self.exec.shared.cv.notify_all();
+    }
+
+    fn set_gpu_clock_rate(&self, hz: u64) -> Result<()> {
+        if self.gpu.with(|g| g.set_gpu_clock_hz(hz)) {
+            Ok(())
+        } else {
+            Err(Error::Invalid)
+        }
     }
 }
 

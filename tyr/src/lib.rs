@@ -37,11 +37,12 @@
 //! nothing below calls up. Top first:
 //!
 //! ```text
-//! 14  umd                       | a Mesa-like client of the ioctls (feature host)
-//! 13  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
-//! 12  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
-//! 11  file                      | a client's VMs and groups; group creation
-//! 10  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
+//! 15  umd                       | a Mesa-like client of the ioctls (feature host)
+//! 14  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
+//! 13  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
+//! 12  file                      | a client's VMs and groups; group creation
+//! 11  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
+//! 10  pm                        | power: idle power-down and wake, accounting (runtime PM)
 //!  9  bindq                     | bind queues: asynchronous VM_BIND jobs
 //!  8  job                       | what all queues share: clock, sizes, syncobj fences
 //!  7  fw                        | the MCU and its interface (panthor_fw)
@@ -99,6 +100,8 @@ pub mod ioctl;
 #[cfg(feature = "std")]
 pub mod job;
 pub mod mmu;
+#[cfg(feature = "std")]
+pub mod pm;
 pub mod regs;
 #[cfg(feature = "std")]
 pub mod sched;

@@ -327,6 +327,8 @@ impl<B: Backend> JqBackend for RingHw<B> {
         if self.len >= JOB_SLOTS {
             return Err(FenceError::INVALID);
         }
+        // The GPU does not power down while this job reaches its ring (see `crate::pm`).
+        let _pm = dev.pm.hold();
         let dma = dev.backend.dma();
         let target = self.emitted + 1;
         let p = job.payload();
@@ -342,6 +344,12 @@ impl<B: Backend> JqBackend for RingHw<B> {
             fence: fence.clone(),
         });
         self.len += 1;
+        if dev.pm.is_holding() {
+            // The device is suspending or suspended: the job waits in the ring, unpublished,
+            // until the resume (see `crate::pm`).
+            self.group.wants_slot.store(true, Ordering::Release);
+            return Ok(fence);
+        }
         // Publish the new insert pointer, then tell the firmware.
         let fw = dev.fw.base;
         Words(dma).wr64(fw + self.iface, self.insert);
@@ -602,6 +610,8 @@ pub struct DevInner<B: Backend> {
     pub(crate) zombie_vms: Mutex<BTreeSet<u64>>,
     /// The tiler heap pools of every VM.
     pub heaps: HeapPools<B>,
+    /// Power state: idle power-down and wake (see `crate::pm`).
+    pub pm: crate::pm::Pm,
 }
 
 impl<B: Backend> DevInner<B> {
@@ -627,6 +637,7 @@ impl<B: Backend> DevInner<B> {
             fw_objects,
             mcu_vm: Mutex::new(mcu_vm),
             next_key: AtomicU64::new(2),
+            pm: crate::pm::Pm::new(&backend),
             backend,
         }
     }
@@ -806,6 +817,7 @@ impl<B: Backend> Events for DevInner<B> {
             self.reset();
         }
         self.schedule();
+        self.pm_tick();
     }
 }
 
@@ -1122,6 +1134,16 @@ impl<B: Backend> DevInner<B> {
         if !groups.iter().any(|g| waiting(g)) {
             return;
         }
+        // Groups are about to run: the GPU must be powered (see `crate::pm`).
+        match self.pm.wake(&self.backend, &self.gpu_info, self.fw.base) {
+            Ok(true) => {}
+            // Suspended: the groups wait for the resume.
+            Ok(false) => return,
+            Err(e) => {
+                dev_err!(&self.backend, "Cannot power the GPU up: {e}");
+                return;
+            }
+        }
         self.evict_idle();
         for g in groups.iter().filter(|g| waiting(g)) {
             let free = lock(&self.sched.slots).iter().position(Option::is_none);
@@ -1242,5 +1264,179 @@ impl<B: Backend> DevInner<B> {
                 g.state.wants_slot.store(true, Ordering::Release);
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------- power (see `crate::pm`)
+
+impl<B: Backend> DevInner<B> {
+    /// Whether the GPU has work: a job on a ring not complete yet, or a group waiting for a
+    /// slot. Dead groups do not count (their teardown needs no GPU).
+    fn gpu_has_work(&self) -> bool {
+        let dma = self.backend.dma();
+        self.sched.group_list().iter().any(|g| {
+            if g.state.dead.load(Ordering::Acquire) {
+                return false;
+            }
+            g.state.wants_slot.load(Ordering::Acquire)
+                || g.queues.iter().any(|q| {
+                    let mut jq = lock(&q.jq);
+                    jq.backend_mut().complete(dma);
+                    !jq.backend().is_idle()
+                })
+        })
+    }
+
+    /// After a turn of the work item: powers the GPU down once it has had no work for the idle
+    /// timeout (every group off its slot, the MCU halted, the domains off), or asks to be woken
+    /// when the timeout would expire.
+    fn pm_tick(&self) {
+        if self.sched.broken.load(Ordering::Acquire) {
+            return;
+        }
+        let seen = self.pm.activity();
+        let idle = !self.gpu_has_work();
+        let now = register::io::poll::PollClock::now(self.backend.clock());
+        let (down, recheck) = self.pm.note_idle(now, idle);
+        // The governor's utilisation report, and when it wants the next one.
+        let governor = self.pm.sample(&self.backend, !idle);
+        for t in [recheck, governor].into_iter().flatten() {
+            self.backend
+                .executor()
+                .wake_at(jobqueue::Instant::from_nanos(t));
+        }
+        if !down {
+            return;
+        }
+        let Some(gate) = self.pm.begin_power_down() else {
+            return;
+        };
+        // A job that reached a ring since the look above keeps the GPU up.
+        if self.pm.activity() != seen {
+            return;
+        }
+        for n in 0..self.fw.csg.len() {
+            if let Some(g) = self.group_in(n) {
+                self.unbind_group(&g);
+            }
+        }
+        if let Err(e) = self
+            .pm
+            .power_down(gate, &self.backend, &self.gpu_info, self.fw.base)
+        {
+            dev_err!(&self.backend, "GPU power-down failed: {e}; resetting");
+            self.sched
+                .shared
+                .reset_needed
+                .store(true, Ordering::Release);
+            self.backend.executor().waker().wake_by_ref();
+        }
+    }
+
+    /// Whether every job published on the ring of a group holding a slot has run (the
+    /// firmware's extract pointer reached the published insert pointer).
+    fn published_work_done(&self) -> bool {
+        let w = self.fw_words();
+        let base = self.fw.base;
+        self.sched.group_list().iter().all(|g| {
+            g.state.dead.load(Ordering::Acquire)
+                || g.state.slot.load(Ordering::Acquire) == NO_SLOT
+                || g.queues.iter().all(|q| {
+                    let iface = lock(&q.jq).backend().iface;
+                    w.rd64(base + iface + 0x10) >= w.rd64(base + iface)
+                })
+        })
+    }
+
+    /// Suspends the device (system suspend; see `crate::pm`): holds new jobs back, waits up
+    /// to [`crate::pm::SUSPEND_DRAIN_TIMEOUT`] for the published ones to complete, takes every
+    /// group off its slot, halts the MCU and powers the GPU down. Jobs not run yet stay in
+    /// their rings and queues for [`resume`](Self::resume).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`] if the published work does not drain (the device then runs on, as
+    /// if the suspend had not been asked for), [`Error::Busy`] if it is suspended already, and
+    /// the power-down's errors.
+    pub fn suspend(&self) -> Result {
+        if self.pm.is_suspended() || self.pm.is_holding() {
+            return Err(Error::Busy);
+        }
+        self.pm.set_holding(true);
+        let clock = self.backend.clock();
+        let start = register::io::poll::PollClock::now(clock);
+        while !self.published_work_done() {
+            let now = register::io::poll::PollClock::now(clock);
+            if now.saturating_sub(start) > crate::pm::SUSPEND_DRAIN_TIMEOUT {
+                dev_err!(&self.backend, "Suspend: the GPU did not drain; running on");
+                self.resume_rings();
+                return Err(Error::TimedOut);
+            }
+            register::io::poll::PollClock::sleep(clock, crate::pm::SUSPEND_POLL_INTERVAL);
+        }
+        if let Some(gate) = self.pm.begin_power_down() {
+            for n in 0..self.fw.csg.len() {
+                if let Some(g) = self.group_in(n) {
+                    self.unbind_group(&g);
+                }
+            }
+            if let Err(e) = self
+                .pm
+                .power_down(gate, &self.backend, &self.gpu_info, self.fw.base)
+            {
+                self.resume_rings();
+                return Err(e);
+            }
+        }
+        self.pm.set_suspended(true);
+        // The system sleeps: the driver's timers (job timeouts, the idle timer) stand still.
+        self.backend.system_sleep(true);
+        Ok(())
+    }
+
+    /// Resumes a suspended device: publishes every ring's held jobs and lets the scheduler
+    /// start the groups with work, which powers the GPU up.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] if the device is not suspended.
+    pub fn resume(&self) -> Result {
+        if !self.pm.is_suspended() {
+            return Err(Error::Invalid);
+        }
+        // The held jobs are published before the scheduler may start a group again, so that
+        // no stream starts with an insert pointer that is about to move.
+        self.resume_rings();
+        self.pm.set_suspended(false);
+        self.backend.executor().waker().wake_by_ref();
+        // Time moves again for the driver's timers once the work is back on its way.
+        self.backend.system_sleep(false);
+        Ok(())
+    }
+
+    /// Ends holding jobs back: publishes every ring's insert pointer and makes the groups with
+    /// work ask for a slot.
+    fn resume_rings(&self) {
+        self.pm.set_holding(false);
+        let w = self.fw_words();
+        let base = self.fw.base;
+        let dma = self.backend.dma();
+        for g in self.sched.group_list() {
+            let mut pending = false;
+            for q in &g.queues {
+                let mut jq = lock(&q.jq);
+                let r = jq.backend_mut();
+                r.complete(dma);
+                w.wr64(base + r.iface, r.insert());
+                pending |= !r.is_idle();
+            }
+            match g.state.slot.load(Ordering::Acquire) {
+                NO_SLOT if pending => g.state.wants_slot.store(true, Ordering::Release),
+                NO_SLOT => {}
+                // A resident group (a suspend that did not drain) sees its new work now.
+                slot => ring_doorbell(&self.backend, slot),
+            }
+        }
+        self.backend.executor().waker().wake_by_ref();
     }
 }

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Counters through the ioctl layer: jobs that store the GPU timestamp and cycle counters
-//! (uAPI 1.6's `GLB_COUNTER_EN`).
+//! Counters and power, through the ioctl layer: jobs that store the GPU timestamp and cycle
+//! counters (uAPI 1.6's `GLB_COUNTER_EN`), and the GPU's power state around the work.
 
 use drm_ctx::device;
 use drm_ctx::drm::Registration;
 use drm_ctx::types::ARef;
-use mali_sim::Config;
+use mali_sim::{Config, Domain};
 use tyr::csf::instr;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
 use tyr::uapi::*;
-use tyr::umd::{Bo, Job, Umd};
+use tyr::umd::{Bo, Job, TilerHeap, Umd};
 
 const WAIT: i64 = 600_000_000_000;
 
@@ -43,6 +43,8 @@ struct Space {
 
 const VA: u64 = 0x100_0000;
 const DATA: u64 = 0x8000;
+/// Where the governor test maps its block of NOPs.
+const NOPS: u64 = 0x200_0000;
 
 fn space(umd: &Umd) -> Space {
     let vm = umd.vm_create().unwrap();
@@ -106,4 +108,315 @@ fn jobs_store_timestamps_consistent_with_dev_query() {
         after.current_timestamp
     );
     assert_eq!(umd.group_state(g).unwrap(), (0, 0));
+}
+
+/// The simulated GPU's power state: L2, shader cores, tiler ready masks and `MCU_STATUS`.
+fn power_state(r: &Rig) -> (u64, u64, u64, u32) {
+    r.reg.device().backend.gpu().with(|g| {
+        (
+            g.power_ready(Domain::L2),
+            g.power_ready(Domain::Shader),
+            g.power_ready(Domain::Tiler),
+            g.read32(mali_sim::regs::MCU_STATUS),
+        )
+    })
+}
+
+fn power_faults(r: &Rig) -> u32 {
+    r.reg.device().backend.gpu().with(|g| g.power_faults())
+}
+
+/// Waits (in real time; the event thread moves simulated time to the idle deadline) until the
+/// driver says the GPU is powered `on`.
+fn wait_powered(r: &Rig, on: bool) {
+    let pm = &r.reg.device().shared().pm;
+    for _ in 0..5000 {
+        if pm.is_powered() == on {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("the GPU never became powered {on}");
+}
+
+/// One job: store the counters at `data`, then tile `words` words into `heap`.
+fn counters_and_tiling(umd: &Umd, s: &Space, code: u64, data: u64, heap: &TilerHeap) -> (u64, u32) {
+    let mut prog = vec![
+        instr::move48(0, VA + data),
+        instr::store_state(0, instr::STATE_TIMESTAMP, 0),
+        instr::store_state(0, instr::STATE_CYCLE_COUNT, 8),
+    ];
+    prog.extend_from_slice(&heap.tile(4, 0x1000 + code));
+    umd.write_stream(&s.bo, code, &prog).unwrap();
+    (VA + code, (prog.len() * 8) as u32)
+}
+
+#[test]
+fn an_idle_gpu_powers_down_and_a_submission_wakes_it() {
+    let r = rig();
+    let pm = &r.reg.device().shared().pm;
+    pm.set_idle_timeout(std::time::Duration::from_millis(1));
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd);
+    let heap = umd.tiler_heap_create(s.vm, 1, 128 << 10, 4, 0).unwrap();
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let mut stamps = Vec::new();
+    for round in 0..3u64 {
+        let (addr, size) = counters_and_tiling(&umd, &s, round * 128, DATA + round * 16, &heap);
+        let done = umd.syncobj_create(false).unwrap();
+        umd.submit(g, &[Job::new(0, addr, size).signal(done)])
+            .unwrap();
+        umd.wait(&[done], WAIT).unwrap();
+        assert_eq!(
+            umd.group_state(g).unwrap(),
+            (0, 0),
+            "round {round}: the job failed"
+        );
+        stamps.push(s.bo.read_u64(DATA + round * 16).unwrap());
+        // Nothing more to do: after the idle timeout, the MCU is disabled and every domain off.
+        wait_powered(&r, false);
+        assert_eq!(power_state(&r), (0, 0, 0, mali_sim::regs::mcu::DISABLED));
+    }
+    // At least once per round (the GPU may also have gone down before the first submission),
+    // and it ends down.
+    let stats = pm.stats(std::time::Duration::ZERO);
+    assert!(stats.power_ups >= 2, "{stats:?}");
+    assert_eq!(stats.power_downs, stats.power_ups + 1, "{stats:?}");
+    // Every job ran, counters enabled after every cold boot, time moving on.
+    assert!(
+        stamps.windows(2).all(|w| w[0] != 0 && w[0] < w[1]),
+        "{stamps:?}"
+    );
+    assert_eq!(
+        power_faults(&r),
+        0,
+        "the driver powered the GPU in the wrong order"
+    );
+    umd.tiler_heap_destroy(&heap).unwrap();
+}
+
+/// A stream storing the timestamp at `data`.
+fn stamp_stream(umd: &Umd, s: &Space, code: u64, data: u64) -> (u64, u32) {
+    let prog = [
+        instr::move48(0, VA + data),
+        instr::store_state(0, instr::STATE_TIMESTAMP, 0),
+    ];
+    umd.write_stream(&s.bo, code, &prog).unwrap();
+    (VA + code, (prog.len() * 8) as u32)
+}
+
+fn fence_status(umd: &Umd, h: u32) -> Option<i32> {
+    let f = umd.client().file().syncobjs().fence(h).unwrap()?;
+    f.status().map(|r| r.err().unwrap_or(0))
+}
+
+/// Submits `n` chained jobs (alternating queues, each after the one before) storing
+/// timestamps from `slot` on; returns their syncobjs.
+fn chain(umd: &Umd, s: &Space, g: u32, slot: u64, n: u64, after: Option<u32>) -> Vec<u32> {
+    let mut done: Vec<u32> = Vec::new();
+    for i in slot..slot + n {
+        let (addr, size) = stamp_stream(umd, s, i * 64, DATA + i * 8);
+        let d = umd.syncobj_create(false).unwrap();
+        let mut job = Job::new((i % 2) as u32, addr, size).signal(d);
+        if let Some(prev) = done.last().copied().or(after) {
+            job = job.wait(prev);
+        }
+        if let Err(e) = umd.submit(g, &[job]) {
+            panic!("job {i}: {e:?}, group state {:?}", umd.group_state(g));
+        }
+        done.push(d);
+    }
+    done
+}
+
+#[test]
+fn a_suspend_holds_queued_jobs_and_the_resume_runs_them_in_order() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let s = space(&umd);
+    let g = umd.group_create(s.vm, &[0x1000, 0x1000]).unwrap();
+    let first = chain(&umd, &s, g, 0, 1, None);
+    umd.wait(&first, WAIT).unwrap();
+    driver::suspend(dev).unwrap();
+    assert_eq!(
+        driver::suspend(dev).map_err(|e| e.to_errno()),
+        Err(-16),
+        "EBUSY"
+    );
+    assert_eq!(power_state(&r), (0, 0, 0, mali_sim::regs::mcu::DISABLED));
+    // Jobs submitted while the device sleeps: the first reaches its ring and no further, the
+    // others wait in their queues for it.
+    let pm = &dev.shared().pm;
+    let reached = pm.activity();
+    let mut done = chain(&umd, &s, g, 1, 4, first.last().copied());
+    while pm.activity() == reached {
+        std::thread::yield_now();
+    }
+    assert!(done.iter().all(|d| fence_status(&umd, *d).is_none()));
+    assert_eq!(power_state(&r), (0, 0, 0, mali_sim::regs::mcu::DISABLED));
+    driver::resume(dev).unwrap();
+    assert_eq!(
+        driver::resume(dev).map_err(|e| e.to_errno()),
+        Err(-22),
+        "EINVAL"
+    );
+    umd.wait(&done, WAIT).unwrap();
+    assert!(done.iter().all(|d| fence_status(&umd, *d) == Some(0)));
+    // A suspend right behind a submission: whatever had reached the GPU completes first, the
+    // rest waits for the resume.
+    let more = chain(&umd, &s, g, 5, 6, done.last().copied());
+    driver::suspend(dev).unwrap();
+    assert_eq!(power_state(&r), (0, 0, 0, mali_sim::regs::mcu::DISABLED));
+    driver::resume(dev).unwrap();
+    umd.wait(&more, WAIT).unwrap();
+    done.extend(more);
+    let st: Vec<_> = done.iter().map(|d| fence_status(&umd, *d)).collect();
+    assert!(
+        st.iter().all(|s| *s == Some(0)),
+        "{st:?} {:?}",
+        umd.group_state(g)
+    );
+    // In submission order.
+    let stamps: Vec<u64> = (0..11)
+        .map(|i| s.bo.read_u64(DATA + i * 8).unwrap())
+        .collect();
+    assert!(
+        stamps.windows(2).all(|w| w[0] != 0 && w[0] < w[1]),
+        "{stamps:?}"
+    );
+    assert_eq!(umd.group_state(g).unwrap(), (0, 0));
+    assert_eq!(power_faults(&r), 0);
+}
+
+#[test]
+fn the_simulator_refuses_a_wrong_power_order_and_passes_the_drivers() {
+    let r = rig();
+    let dev = r.reg.device();
+    let pm = &dev.shared().pm;
+    pm.set_idle_timeout(std::time::Duration::from_millis(1));
+    wait_powered(&r, false);
+    assert_eq!(power_faults(&r), 0, "the driver's power-down");
+    // By hand, cores before the L2: refused.
+    let gpu = dev.backend.gpu().clone();
+    gpu.write64(mali_sim::regs::SHADER_PWRON_LO, 0x5_0005);
+    assert_eq!(gpu.with(|g| g.power_faults()), 1);
+    assert_eq!(
+        gpu.read32(mali_sim::regs::GPU_FAULTSTATUS),
+        mali_sim::GPU_POWER_ORDER_FAULT
+    );
+    assert_eq!(power_state(&r).1, 0);
+    // The driver's sequence: no fault.
+    let info = dev.shared().gpu_info;
+    tyr::gpu::power_on(&dev.backend, &info.raw).unwrap();
+    assert_eq!(power_state(&r).0..=power_state(&r).2, 1..=1);
+    tyr::gpu::power_off(&dev.backend, &info.raw).unwrap();
+    assert_eq!(power_state(&r), (0, 0, 0, mali_sim::regs::mcu::DISABLED));
+    assert_eq!(gpu.with(|g| g.power_faults()), 1);
+}
+
+/// Waits (spinning: simulated time runs on its own meanwhile) until `f` holds for the
+/// driver's power accounting.
+fn wait_stats(r: &Rig, what: &str, f: impl Fn(&tyr::pm::PmStats) -> bool) -> tyr::pm::PmStats {
+    let dev = r.reg.device();
+    let pm = &dev.shared().pm;
+    let clock = dev.backend.gpu().clone();
+    let start = std::time::Instant::now();
+    loop {
+        let st = pm.stats(std::time::Duration::from_nanos(clock.now_ns()));
+        if f(&st) {
+            return st;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "{what}: {st:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn the_governor_follows_the_load_and_the_counters_stay_consistent() {
+    let r = rig();
+    let dev = r.reg.device();
+    let pm = &dev.shared().pm;
+    pm.set_idle_timeout(std::time::Duration::from_secs(3600));
+    let rates = dev.backend.gpu().with(|g| g.config().timings.opp_table);
+    let (slow, fast) = (rates[0], rates[rates.len() - 1]);
+    let gpu_rate = || dev.backend.gpu().with(|g| g.gpu_clock_hz());
+    let _ = fast;
+    let umd = Umd::open(dev).unwrap();
+    let s = space(&umd);
+    let g = umd.group_create(s.vm, &[0x1000, 0x1000]).unwrap();
+    // Idle: down to the slowest rate.
+    wait_stats(&r, "idle lowers the clock", |st| st.clock_hz == slow);
+    assert_eq!(gpu_rate(), slow, "the simulated clock follows the governor");
+    let (addr, size) = counter_stream(&umd, &s, 0, DATA);
+    let d0 = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(0, addr, size).signal(d0)])
+        .unwrap();
+    umd.wait(&[d0], WAIT).unwrap();
+    // Load: one job calling a block of 8192 NOPs 100 times (about 5 ms of GPU time at 16
+    // instructions per 100 ns), then storing the counters. No observation from this thread is
+    // needed: the governor's accounting keeps the history.
+    let nops = umd.bo_create(0x10000).unwrap();
+    umd.map(s.vm, &nops, NOPS).unwrap();
+    umd.write_stream(&nops, 0, &[instr::nop(); 8192]).unwrap();
+    let mut long = Vec::new();
+    for _ in 0..100 {
+        long.extend([
+            instr::move48(10, NOPS),
+            instr::move32(12, 0x10000),
+            instr::call(10, 12),
+        ]);
+    }
+    long.extend([
+        instr::move48(4, VA + DATA + 0x10),
+        instr::store_state(4, instr::STATE_TIMESTAMP, 0),
+        instr::store_state(4, instr::STATE_CYCLE_COUNT, 8),
+    ]);
+    umd.write_stream(&s.bo, 0x1000, &long).unwrap();
+    let before = pm.stats(std::time::Duration::from_nanos(dev.backend.gpu().now_ns()));
+    let d1 = umd.syncobj_create(false).unwrap();
+    umd.submit(
+        g,
+        &[Job::new(0, VA + 0x1000, (long.len() * 8) as u32).signal(d1)],
+    )
+    .unwrap();
+    umd.wait(&[d1], WAIT).unwrap();
+    assert_eq!(umd.group_state(g).unwrap(), (0, 0));
+    let during = pm.stats(std::time::Duration::from_nanos(dev.backend.gpu().now_ns()));
+    let at_fast = |st: &tyr::pm::PmStats| st.opp_ns[st.opp_count - 1].1;
+    assert!(
+        at_fast(&during) > at_fast(&before) + 1_000_000,
+        "the load did not raise the clock: {before:?} {during:?}"
+    );
+    // Idle again: down again.
+    let st = wait_stats(&r, "idle lowers the clock again", |st| st.clock_hz == slow);
+    assert!(st.clock_changes >= 3, "{st:?}");
+    // The counters across the changes: the timestamp follows the fixed 24 MHz counter, the
+    // cycles the clock, which ran slow for part of the time and fast for the rest.
+    let (ts0, cy0) = (
+        s.bo.read_u64(DATA).unwrap(),
+        s.bo.read_u64(DATA + 8).unwrap(),
+    );
+    let (ts1, cy1) = (
+        s.bo.read_u64(DATA + 0x10).unwrap(),
+        s.bo.read_u64(DATA + 0x18).unwrap(),
+    );
+    assert!(
+        ts0 != 0 && ts1 > ts0 && cy1 > cy0,
+        "{ts0} {ts1} {cy0} {cy1}"
+    );
+    let dt_ns = u128::from(ts1 - ts0) * 1_000_000_000 / 24_000_000;
+    let cycles = u128::from(cy1 - cy0);
+    let at = |hz: u64| dt_ns * u128::from(hz) / 1_000_000_000;
+    assert!(
+        cycles > at(slow) && cycles <= at(fast) + u128::from(fast / 24_000_000) + 1,
+        "{cycles} cycles in {dt_ns} ns"
+    );
+    // The time per rate adds up to the powered time.
+    let total: u64 = st.opp_ns[..st.opp_count].iter().map(|o| o.1).sum();
+    assert!(total.abs_diff(st.powered_ns) < 1_000_000, "{st:?}");
+    assert_eq!(power_faults(&r), 0);
 }

@@ -34,6 +34,8 @@ const FLOORS: &[&[&str]] = &[
     // then groups, rings, slots, interrupts, timeouts and reset, with the device state.
     &["job"],
     &["bindq"],
+    // Power: idle power-down and wake of the GPU, below the scheduler that drives it.
+    &["pm"],
     &["sched"],
     // Files: a client's VMs and groups.
     &["file"],
