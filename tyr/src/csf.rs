@@ -40,6 +40,8 @@ pub mod csg {
     pub const INPUT_VA: u64 = 0x04;
     /// Control: MCU address of the output block.
     pub const OUTPUT_VA: u64 = 0x08;
+    /// Control: bytes of suspend buffer a group needs.
+    pub const SUSPEND_SIZE: u64 = 0x0c;
     /// Control: distance between the stream control blocks.
     pub const STREAM_STRIDE: u64 = 0x18;
     /// Input: requests / output: acknowledgements and events.
@@ -54,14 +56,26 @@ pub mod csg {
     pub const CS_IRQ_ACK: u64 = 0x0c;
     /// Output: stream interrupt requests.
     pub const CS_IRQ_REQ: u64 = 0x0c;
+    /// Input: endpoint request; its priority field is bits 31:28.
+    pub const ENDPOINT_REQ: u64 = 0x34;
+    /// Input: MCU address of the group's suspend buffer (64-bit).
+    pub const SUSPEND_BUF: u64 = 0x40;
     /// Input: configuration; bits 3:0 select the address space.
     pub const CONFIG: u64 = 0x50;
+    /// First bit of the priority field of `ENDPOINT_REQ` (4 bits, 15 highest).
+    pub const EP_PRIORITY_SHIFT: u32 = 28;
     /// State request field of `REQ`.
     pub const STATE_MASK: u32 = 0x7;
     /// State: terminate.
     pub const STATE_TERMINATE: u32 = 0;
     /// State: start.
     pub const STATE_START: u32 = 1;
+    /// State: suspend (save the streams into the suspend buffer and stop).
+    pub const STATE_SUSPEND: u32 = 2;
+    /// State: resume from the suspend buffer.
+    pub const STATE_RESUME: u32 = 3;
+    /// Request: the endpoint request (priority) changed.
+    pub const ENDPOINT_CONFIG: u32 = 1 << 4;
     /// Event: a stream updated a sync object.
     pub const SYNC_UPDATE: u32 = 1 << 28;
     /// Event: every stream of the group went idle.
@@ -93,6 +107,10 @@ pub mod cs {
     pub const RINGBUF_INPUT: u64 = 0x30;
     /// Input: MCU address of the `{extract, active}` words the firmware writes.
     pub const RINGBUF_OUTPUT: u64 = 0x38;
+    /// Output: why the stream is blocked.
+    pub const STATUS_BLOCKED_REASON: u64 = 0x60;
+    /// `STATUS_BLOCKED_REASON`: waiting on a sync object.
+    pub const BLOCKED_SYNC_WAIT: u32 = 3;
     /// Output: fault exception code (bits 7:0).
     pub const FAULT: u64 = 0x80;
     /// Output: fatal exception code (bits 7:0).

@@ -25,7 +25,7 @@ use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrDriver, TyrVm};
 use crate::heap::HeapBudget;
 use crate::mmu::{self, AsUpdate};
 use crate::sched::{
-    self, DevInner, Group, GroupQueue, GroupState, QueueMem, RingHw, NO_SLOT, QUEUE_IFACE_BASE,
+    self, DevInner, Group, GroupQueue, GroupState, QueueMem, RingHw, QUEUE_IFACE_BASE,
     QUEUE_IFACE_SIZE,
 };
 use crate::vm;
@@ -253,11 +253,12 @@ impl<B: Backend> DevInner<B> {
         file: &File<B>,
         vm: Arc<Mutex<TyrVm<B>>>,
         qargs: &[uapi::QueueCreate],
+        priority: u8,
     ) -> Result<u32> {
         // The file's share of the queue interfaces, given back on every failure below and by
         // `remove_group` once the group is published.
         file.inner().reserve_queues(qargs.len())?;
-        let r = self.create_group_reserved(dev, file, vm, qargs);
+        let r = self.create_group_reserved(dev, file, vm, qargs, priority);
         if r.is_err() {
             file.inner().release_queues(qargs.len());
         }
@@ -270,6 +271,7 @@ impl<B: Backend> DevInner<B> {
         file: &File<B>,
         vm: Arc<Mutex<TyrVm<B>>>,
         qargs: &[uapi::QueueCreate],
+        priority: u8,
     ) -> Result<u32> {
         let rings: Vec<u32> = qargs.iter().map(|q| q.ringbuf_size).collect();
         let size = sched::group_mem_size(&rings);
@@ -311,10 +313,7 @@ impl<B: Backend> DevInner<B> {
                 return Err(e);
             }
         };
-        let state = Arc::new(GroupState {
-            slot: core::sync::atomic::AtomicUsize::new(NO_SLOT),
-            ..GroupState::default()
-        });
+        let state = Arc::new(GroupState::new(priority));
         let mut queues = Vec::new();
         let mut off = 0u64;
         let sync_base = size - PAGE_SIZE;
@@ -363,6 +362,8 @@ impl<B: Backend> DevInner<B> {
             queues,
             mem,
             mem_va: va,
+            // Given back by the group's teardown, which every failure below goes through.
+            suspend_va: self.take_suspend_buf(),
             iface_slots,
             teardown: Mutex::new(()),
         });

@@ -976,7 +976,9 @@ pub(crate) fn group_create<B: Backend>(
         }
     }
     let vm = file.inner().vm(args.vm_id)?;
-    let handle = dev.shared().create_group(dev, file, vm, &qargs)?;
+    let handle = dev
+        .shared()
+        .create_group(dev, file, vm, &qargs, args.priority)?;
     args.group_handle = handle;
     Ok(0)
 }

@@ -70,9 +70,10 @@ use jobqueue::{
     Backend as JqBackend, Executor, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence,
     TimedOutJob, TimeoutAction,
 };
+use register::io::poll::{read_poll_timeout, PollClock};
 use register::io::Io;
 
-use crate::backend::{Backend, DmaMemory, Events, Words};
+use crate::backend::{Backend, DmaMemory, DmaRegion, Events, Words, PAGE_SIZE};
 use crate::bindq::{BindDevice, BindQueues};
 use crate::csf::{cs, csg, glb, instr};
 use crate::fw::FwIface;
@@ -144,6 +145,64 @@ pub struct GroupState {
     pub wants_slot: AtomicBool,
     /// Queues with a `TILER_OOM` the work item has to answer.
     pub tiler_oom: AtomicU32,
+    /// `PANTHOR_GROUP_PRIORITY_*` the group was created with.
+    pub priority: AtomicU32,
+    /// The firmware saved the group's streams in its suspend buffer: its next slot resumes it.
+    pub suspended: AtomicBool,
+    /// Scheduler tick at which the group last got a slot (round robin among equals).
+    pub stamp: AtomicU64,
+    /// Nanoseconds of job-timeout time spent in the past (see [`GroupState::timeout_clock`]).
+    pub run_ns: AtomicU64,
+    /// Since when (ns) job-timeout time runs ([`NOT_RUNNING`] if it does not).
+    pub run_since: AtomicU64,
+    /// The slot the group was last suspended from.
+    pub suspended_from: AtomicUsize,
+}
+
+/// Value of [`GroupState::run_since`] while the group's job-timeout time stands still.
+pub const NOT_RUNNING: u64 = u64::MAX;
+
+impl GroupState {
+    /// A fresh group of priority `priority`, without a slot.
+    pub fn new(priority: u8) -> Self {
+        GroupState {
+            slot: AtomicUsize::new(NO_SLOT),
+            priority: AtomicU32::new(u32::from(priority)),
+            run_since: AtomicU64::new(NOT_RUNNING),
+            ..GroupState::default()
+        }
+    }
+
+    /// The group's job-timeout clock at `now` (ns): it runs while the group holds a slot, and
+    /// while it waits for one after losing it with every queue idle or blocked on a sync
+    /// wait (nothing inside the group can unblock it then; panthor times that wait too). It
+    /// stands still while the group waits for a slot with work to do.
+    pub fn timeout_clock(&self, now: u64) -> u64 {
+        let past = self.run_ns.load(Ordering::Acquire);
+        match self.run_since.load(Ordering::Acquire) {
+            NOT_RUNNING => past,
+            since => past.saturating_add(now.saturating_sub(since)),
+        }
+    }
+
+    fn start_timeout_clock(&self, now: u64) {
+        let _ =
+            self.run_since
+                .compare_exchange(NOT_RUNNING, now, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    fn stop_timeout_clock(&self, now: u64) {
+        let since = self.run_since.swap(NOT_RUNNING, Ordering::AcqRel);
+        if since != NOT_RUNNING {
+            self.run_ns
+                .fetch_add(now.saturating_sub(since), Ordering::AcqRel);
+        }
+    }
+}
+
+/// The backend's clock in nanoseconds.
+fn now_ns<B: Backend>(b: &B) -> u64 {
+    u64::try_from(b.clock().now().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Value of [`GroupState::slot`] for a group without a slot.
@@ -186,6 +245,9 @@ pub struct RingHw<B: Backend> {
     emitted: u64,
     /// Sync-object value seen at the last timeout check.
     progress_mark: u64,
+    /// The group's [timeout clock](GroupState::timeout_clock) when the queue last made
+    /// progress (or got work on an empty ring).
+    progress_at: u64,
     inflight: [Option<Inflight>; JOB_SLOTS],
     head: usize,
     len: usize,
@@ -221,6 +283,7 @@ impl<B: Backend> RingHw<B> {
             insert: 0,
             emitted: 0,
             progress_mark: 0,
+            progress_at: 0,
             inflight: core::array::from_fn(|_| None),
             head: 0,
             len: 0,
@@ -330,6 +393,11 @@ impl<B: Backend> JqBackend for RingHw<B> {
         // The GPU does not power down while this job reaches its ring (see `crate::pm`).
         let _pm = dev.pm.hold();
         let dma = dev.backend.dma();
+        if self.len == 0 {
+            // The queue had nothing to do: its job-timeout window starts now.
+            self.progress_mark = self.emitted;
+            self.progress_at = self.group.timeout_clock(now_ns(&dev.backend));
+        }
         let target = self.emitted + 1;
         let p = job.payload();
         self.write_job(dma, p);
@@ -354,7 +422,11 @@ impl<B: Backend> JqBackend for RingHw<B> {
         let fw = dev.fw.base;
         Words(dma).wr64(fw + self.iface, self.insert);
         match self.group.slot.load(Ordering::Acquire) {
-            NO_SLOT => self.group.wants_slot.store(true, Ordering::Release),
+            NO_SLOT => {
+                self.group.wants_slot.store(true, Ordering::Release);
+                // The scheduler looks for a slot (and preempts for a higher priority) now.
+                dev.backend.executor().waker().wake_by_ref();
+            }
             slot => ring_doorbell(&dev.backend, slot),
         }
         Ok(fence)
@@ -375,28 +447,37 @@ impl<B: Backend> JqBackend for RingHw<B> {
             self.fail_inflight(FenceError::CANCELED);
             return TimeoutAction::Kill;
         }
-        // A job is on the ring from the moment it is written there, but it only runs once its
-        // group holds a slot and the jobs before it are done: waiting for either is not a hang.
-        let progress = self
-            .backend
-            .upgrade()
-            .map(|dev| self.completed(dev.backend.dma()));
-        let moved = progress.is_some_and(|p| p > self.progress_mark);
-        if let Some(p) = progress {
-            self.progress_mark = p;
-        }
-        let waiting = moved || self.group.slot.load(Ordering::Acquire) == NO_SLOT;
-        if waiting && job.extensions() < MAX_EXTENSIONS {
-            return TimeoutAction::Extend(JOB_TIMEOUT);
+        // A job only runs while its group holds a slot and the jobs before it are done: its
+        // timeout counts the group's timeout clock (slot time, see `GroupState::timeout_clock`)
+        // since the queue last made progress, never the time spent waiting for a slot.
+        if let Some(dev) = self.backend.upgrade() {
+            let done = self.completed(dev.backend.dma());
+            let clock = self.group.timeout_clock(now_ns(&dev.backend));
+            if done > self.progress_mark {
+                self.progress_mark = done;
+                self.progress_at = clock;
+            }
+            let limit = JOB_TIMEOUT.as_nanos() as u64;
+            let spent = clock.saturating_sub(self.progress_at);
+            if spent < limit {
+                let left = core::time::Duration::from_nanos(limit - spent);
+                return TimeoutAction::Extend(left.max(TIMEOUT_RECHECK));
+            }
         }
         if let Some(dev) = self.backend.upgrade() {
+            // A group the firmware holds may be stuck in it: reset. One that waits for a slot
+            // (suspended) runs nowhere; the teardown of the dead group is enough.
+            let resident = self.group.slot.load(Ordering::Acquire) != NO_SLOT;
             dev_err!(
                 &dev.backend,
-                "Job {} of queue {} timed out; resetting the GPU",
+                "Job {} of queue {} timed out{}",
                 job.seqno(),
-                self.index
+                self.index,
+                if resident { "; resetting the GPU" } else { "" }
             );
-            dev.sched.shared.reset_needed.store(true, Ordering::Release);
+            if resident {
+                dev.sched.shared.reset_needed.store(true, Ordering::Release);
+            }
             // Jobs that finished before the hang keep their success.
             self.complete(dev.backend.dma());
         }
@@ -405,7 +486,7 @@ impl<B: Backend> JqBackend for RingHw<B> {
             .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_TIMEDOUT, Ordering::AcqRel);
         self.group.dead.store(true, Ordering::Release);
         // The guilty job fails with ETIMEDOUT, the rest of the queue is cancelled; the reset
-        // that follows stops the hardware.
+        // (or the teardown) that follows stops the hardware.
         self.fail_inflight(FenceError::TIMED_OUT);
         TimeoutAction::Kill
     }
@@ -418,16 +499,34 @@ pub(crate) fn ring_doorbell<B: Backend>(b: &B, slot: usize) {
     }
 }
 
-/// The configuration of a queue with a ring of `ring_size` bytes.
+/// The configuration of a queue with a ring of `ring_size` bytes. The queue's timeout is only
+/// a check-point: `RingHw::timed_out` decides, and may push the deadline back as often as the
+/// job waits for a slot (see [`GroupState::timeout_clock`]).
 pub fn queue_config(ring_size: u32) -> QueueConfig {
     QueueConfig::new(ring_size / 8)
         .with_timeout(JOB_TIMEOUT)
-        .with_max_extensions(MAX_EXTENSIONS)
+        .with_max_extensions(u32::MAX)
 }
 
-/// How often a job's deadline is pushed back while its group waits for a slot or the jobs
-/// before it make progress (a job waiting longer than this many timeouts fails anyway).
-pub const MAX_EXTENSIONS: u32 = 120;
+/// Shortest delay before a job's timeout is looked at again.
+const TIMEOUT_RECHECK: core::time::Duration = core::time::Duration::from_millis(1);
+
+/// How often the scheduler rotates the resident groups while more groups have work than there
+/// are slots (panthor's tick period).
+pub const TICK_PERIOD: core::time::Duration = core::time::Duration::from_millis(10);
+
+/// How long the firmware may take to acknowledge a suspend before the GPU is reset.
+pub const SUSPEND_TIMEOUT: core::time::Duration = core::time::Duration::from_millis(100);
+
+/// The CSG priority (`ENDPOINT_REQ` bits 31:28) of a group of uAPI priority `prio`: the four
+/// levels spread over the sixteen, equal groups equal.
+pub const fn csg_priority(prio: u32) -> u32 {
+    if prio > 3 {
+        15
+    } else {
+        prio * 4 + 3
+    }
+}
 
 /// One queue of a group.
 pub struct GroupQueue<B: Backend> {
@@ -453,6 +552,9 @@ pub struct Group<B: Backend> {
     /// region.
     pub(crate) mem: BoRef<B>,
     pub(crate) mem_va: u64,
+    /// MCU address of the group's suspend buffer (0: none; the group is then never
+    /// suspended, only evicted when idle).
+    pub(crate) suspend_va: u64,
     /// Interface-word slots of the queues.
     pub(crate) iface_slots: Vec<usize>,
     /// Held while the group is torn down, so that a second teardown waits for the first.
@@ -475,6 +577,114 @@ pub fn group_mem_size(rings: &[u32]) -> u64 {
     rings.iter().map(|r| u64::from(*r)).sum::<u64>() + crate::backend::PAGE_SIZE
 }
 
+/// Most suspend buffers a device hands out (groups beyond them are never suspended).
+pub const MAX_SUSPEND_BUFS: usize = 128;
+
+/// The groups' suspend buffers: one block of DMA memory allocated and mapped in the MCU VM's
+/// kernel region at probe, cut into equal places, one per group that may be suspended
+/// (panthor gives each group a buffer in the firmware's VM too). Handing a place out or back
+/// touches no page table and no MMU, so it cannot fail or wait on a powered-down GPU.
+pub(crate) struct SuspendWindow<D: DmaMemory> {
+    dma: D,
+    /// The block (`None`: no window; groups get no suspend buffer and are never suspended).
+    region: Option<DmaRegion>,
+    /// MCU address of the first place.
+    base: u64,
+    /// Bytes per place: the firmware's `SUSPEND_SIZE` in whole pages.
+    size: u64,
+    /// Places there are.
+    count: usize,
+    /// Places in use.
+    used: [u64; MAX_SUSPEND_BUFS / 64],
+}
+
+impl<D: DmaMemory + Clone> SuspendWindow<D> {
+    /// The window of a device whose firmware interface is at `fw_base`, in `mcu_vm`. A firmware
+    /// asking for no suspend buffer (or for more than a kernel chunk of them), and a device
+    /// without the memory or the VA for it, give no window.
+    fn new<B: Backend<Dma = D>>(b: &B, fw_base: u64, mcu_vm: &mut McuVm<B>) -> Self {
+        let mut w = SuspendWindow {
+            dma: b.dma().clone(),
+            region: None,
+            base: 0,
+            size: 0,
+            count: 0,
+            used: [0; MAX_SUSPEND_BUFS / 64],
+        };
+        let ctrl = fw_base + crate::fw::CSF_GROUP_CONTROL_OFFSET + csg::SUSPEND_SIZE;
+        let size = u64::from(Words(b.dma()).rd32(ctrl)).next_multiple_of(PAGE_SIZE);
+        let chunk = crate::vm::KERNEL_CHUNK;
+        if size == 0 || size > chunk {
+            return w;
+        }
+        let count = ((chunk / size) as usize).min(MAX_SUSPEND_BUFS);
+        let total = size * count as u64;
+        let Ok(region) = b.dma().alloc((total / PAGE_SIZE) as usize, PAGE_SIZE) else {
+            return w;
+        };
+        let Ok(va) = mcu_vm.alloc_kernel_va() else {
+            // SAFETY: the block was just allocated and nothing has seen it.
+            unsafe { b.dma().free(region) };
+            return w;
+        };
+        // A range never mapped before: no TLB entry of AS 0 can describe it, so no flush.
+        if mcu_vm
+            .map_kernel(va, region.addr, total, &mut crate::vm::NoMmu)
+            .is_err()
+        {
+            mcu_vm.free_kernel_va(va);
+            // SAFETY: the mapping failed (and was undone): nothing reaches the block.
+            unsafe { b.dma().free(region) };
+            return w;
+        }
+        w.region = Some(region);
+        w.base = va;
+        w.size = size;
+        w.count = count;
+        w
+    }
+}
+
+impl<D: DmaMemory> SuspendWindow<D> {
+    /// Takes a place: its MCU address, or 0 if there is none left (or no window).
+    fn take(&mut self) -> u64 {
+        for i in 0..self.count {
+            let (w, bit) = (i / 64, i % 64);
+            if self.used[w] & (1 << bit) == 0 {
+                self.used[w] |= 1 << bit;
+                return self.base + i as u64 * self.size;
+            }
+        }
+        0
+    }
+
+    /// Gives a place back (0 and foreign addresses are ignored).
+    fn put(&mut self, va: u64) {
+        let Some(off) = va.checked_sub(self.base).filter(|_| self.size != 0) else {
+            return;
+        };
+        let i = (off / self.size) as usize;
+        if va != 0 && i < self.count {
+            self.used[i / 64] &= !(1 << (i % 64));
+        }
+    }
+
+    /// Places in use.
+    pub(crate) fn in_use(&self) -> usize {
+        self.used.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
+impl<D: DmaMemory> Drop for SuspendWindow<D> {
+    fn drop(&mut self) {
+        if let Some(region) = self.region.take() {
+            // SAFETY: the window goes with the device state, after `TyrData::drop` stopped the
+            // MCU and disabled its address space: nothing reaches the block any more.
+            unsafe { self.dma.free(region) };
+        }
+    }
+}
+
 /// The device's scheduler state.
 pub struct Sched<B: Backend> {
     /// Shared with the rings.
@@ -489,6 +699,16 @@ pub struct Sched<B: Backend> {
     pub(crate) binds: BindQueues<B>,
     /// The device could not be brought back after a reset.
     pub broken: AtomicBool,
+    /// Scheduler ticks done (a rotation of the resident groups each).
+    pub ticks: AtomicU64,
+    /// When (ns) the next tick is due ([`NOT_RUNNING`]: none is).
+    next_tick: AtomicU64,
+    /// Groups suspended so far (statistics for tests).
+    pub suspends: AtomicU64,
+    /// Groups resumed so far, and how many of them on another slot than they left.
+    pub resumes: AtomicU64,
+    /// See [`Sched::resumes`].
+    pub moves: AtomicU64,
 }
 
 impl<B: Backend> Sched<B> {
@@ -504,6 +724,11 @@ impl<B: Backend> Sched<B> {
             iface_free: Mutex::new(std::vec![true; MAX_QUEUES]),
             binds: BindQueues::default(),
             broken: AtomicBool::new(false),
+            ticks: AtomicU64::new(0),
+            next_tick: AtomicU64::new(NOT_RUNNING),
+            suspends: AtomicU64::new(0),
+            resumes: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
         }
     }
 
@@ -612,6 +837,8 @@ pub struct DevInner<B: Backend> {
     pub heaps: HeapPools<B>,
     /// Power state: idle power-down and wake (see `crate::pm`).
     pub pm: crate::pm::Pm,
+    /// Where groups' suspend buffers are mapped for the MCU.
+    pub(crate) suspend_window: Mutex<SuspendWindow<B::Dma>>,
 }
 
 impl<B: Backend> DevInner<B> {
@@ -626,7 +853,10 @@ impl<B: Backend> DevInner<B> {
         mcu_vm: McuVm<B>,
         fw: FwIface,
     ) -> Self {
+        let mut mcu_vm = mcu_vm;
+        let window = SuspendWindow::new(&backend, fw.base, &mut mcu_vm);
         DevInner {
+            suspend_window: Mutex::new(window),
             slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
             sched: Sched::new(csif_info.csg_slot_count as usize),
             fw,
@@ -729,6 +959,17 @@ impl<B: Backend> DevInner<B> {
         vmg.free_kernel_va(va);
     }
 
+    /// A suspend buffer for a new group: its MCU address, 0 if none is left (the group then
+    /// is never suspended, only evicted when idle).
+    pub(crate) fn take_suspend_buf(&self) -> u64 {
+        lock(&self.suspend_window).take()
+    }
+
+    /// Suspend buffers handed out to live groups.
+    pub fn suspend_bufs_in_use(&self) -> usize {
+        lock(&self.suspend_window).in_use()
+    }
+
     /// Stops a dead group for good: fails what is on its rings, cancels what is queued, takes
     /// its slot away and frees its memory. Idempotent.
     pub(crate) fn teardown_group(&self, g: &Group<B>, first: FenceError) {
@@ -753,6 +994,8 @@ impl<B: Backend> DevInner<B> {
             jq.kill();
         }
         let size = g.mem.0.size() as u64;
+        // The group holds no slot: the firmware no longer writes its suspend buffer.
+        lock(&self.suspend_window).put(g.suspend_va);
         self.unmap_group_mem(&g.vm, g.mem_va, size);
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.
@@ -1063,14 +1306,34 @@ impl<B: Backend> DevInner<B> {
         }
         w.wr32(base + cin + csg::CONFIG, as_slot as u32);
         w.wr32(base + cin + csg::ACK_IRQ_MASK, csg::SYNC_UPDATE | csg::IDLE);
+        let prio = csg_priority(g.state.priority.load(Ordering::Acquire));
+        w.wr32(
+            base + cin + csg::ENDPOINT_REQ,
+            prio << csg::EP_PRIORITY_SHIFT,
+        );
+        w.wr64(base + cin + csg::SUSPEND_BUF, g.suspend_va);
+        // A group the firmware saved goes on from its suspend buffer, on whichever slot.
+        let state = if g.state.suspended.swap(false, Ordering::AcqRel) {
+            self.sched.resumes.fetch_add(1, Ordering::AcqRel);
+            if g.state.suspended_from.load(Ordering::Acquire) != n {
+                self.sched.moves.fetch_add(1, Ordering::AcqRel);
+            }
+            csg::STATE_RESUME
+        } else {
+            csg::STATE_START
+        };
         let req = w.rd32(base + cin + csg::REQ);
         w.wr32(
             base + cin + csg::REQ,
-            (req & !csg::STATE_MASK) | csg::STATE_START,
+            (req & !csg::STATE_MASK) | state | ((!req) & csg::ENDPOINT_CONFIG),
         );
         let db = w.rd32(base + cin + csg::DOORBELL_REQ);
         w.wr32(base + cin + csg::DOORBELL_REQ, db ^ streams);
         g.state.slot.store(n, Ordering::Release);
+        g.state
+            .stamp
+            .store(self.sched.ticks.load(Ordering::Acquire), Ordering::Release);
+        g.state.start_timeout_clock(now_ns(&self.backend));
         lock(&self.sched.slots)[n] = Some(g.key);
         self.glb_doorbell(1 << n);
         ring_doorbell(&self.backend, n);
@@ -1083,6 +1346,8 @@ impl<B: Backend> DevInner<B> {
         if n == NO_SLOT {
             return;
         }
+        g.state.stop_timeout_clock(now_ns(&self.backend));
+        g.state.suspended.store(false, Ordering::Release);
         if let Some(&(cin, _)) = self.fw.csg.get(n) {
             let w = self.fw_words();
             let base = self.fw.base;
@@ -1098,6 +1363,11 @@ impl<B: Backend> DevInner<B> {
             }
             self.glb_doorbell(1 << n);
         }
+        self.release_slot(g, n);
+    }
+
+    /// Frees group slot `n`, which `g` held, and `g`'s pin on its address space.
+    fn release_slot(&self, g: &Group<B>, n: usize) {
         if let Some(s) = lock(&self.sched.slots).get_mut(n) {
             *s = None;
         }
@@ -1119,8 +1389,107 @@ impl<B: Backend> DevInner<B> {
         }
     }
 
-    /// Gives slots to groups with work. While some group waits, resident groups with nothing
-    /// on their rings give their slots (and their address-space pins) up first.
+    /// Suspends `g`, which holds slot `n` (panthor's `CSG_STATE_SUSPEND` on eviction): the
+    /// firmware saves its streams into the group's suspend buffer and acknowledges; the group
+    /// then waits for a slot, keeping its jobs and their fences. A firmware that does not
+    /// acknowledge within [`SUSPEND_TIMEOUT`] gets the GPU reset.
+    fn suspend_group(&self, n: usize, g: &Group<B>) -> Result {
+        let _serial = lock(&g.teardown);
+        if g.state.slot.load(Ordering::Acquire) != n || g.state.torn_down.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let (Some(&(cin, cout)), Some(streams)) = (self.fw.csg.get(n), self.fw.cs.get(n)) else {
+            return Err(Error::Invalid);
+        };
+        let w = self.fw_words();
+        let base = self.fw.base;
+        let dma = self.backend.dma();
+        // Whether only something outside the group can make it go on: every queue is idle or
+        // blocked on a sync wait, and one is blocked (panthor keeps timing such a queue).
+        let mut blocked = false;
+        let mut stuck = true;
+        for (s, q) in g.queues.iter().enumerate() {
+            let mut jq = lock(&q.jq);
+            jq.backend_mut().complete(dma);
+            if jq.backend().is_idle() {
+                continue;
+            }
+            let reason = streams
+                .get(s)
+                .map(|&(_, sout)| w.rd32(base + sout + cs::STATUS_BLOCKED_REASON));
+            if reason == Some(cs::BLOCKED_SYNC_WAIT) {
+                blocked = true;
+            } else {
+                stuck = false;
+            }
+        }
+        let req = w.rd32(base + cin + csg::REQ);
+        w.wr32(
+            base + cin + csg::REQ,
+            (req & !csg::STATE_MASK) | csg::STATE_SUSPEND,
+        );
+        for &(sin, _) in streams {
+            let sreq = w.rd32(base + sin + cs::REQ);
+            w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+        }
+        self.glb_doorbell(1 << n);
+        let acked = read_poll_timeout(
+            self.backend.clock(),
+            || Ok::<_, Error>(w.rd32(base + cout + csg::REQ) & csg::STATE_MASK),
+            |&state| state == csg::STATE_SUSPEND,
+            core::time::Duration::from_micros(10),
+            SUSPEND_TIMEOUT,
+        );
+        if acked.is_err() {
+            dev_err!(
+                &self.backend,
+                "CSG slot {n}: the firmware did not acknowledge a suspend; resetting the GPU"
+            );
+            self.sched
+                .shared
+                .reset_needed
+                .store(true, Ordering::Release);
+            return Err(Error::TimedOut);
+        }
+        // Jobs that finished before the suspend signal now; the rest wait for the resume.
+        for q in &g.queues {
+            lock(&q.jq).backend_mut().complete(dma);
+        }
+        g.state.slot.store(NO_SLOT, Ordering::Release);
+        if !(blocked && stuck) {
+            g.state.stop_timeout_clock(now_ns(&self.backend));
+        }
+        g.state.suspended_from.store(n, Ordering::Release);
+        g.state.suspended.store(true, Ordering::Release);
+        g.state.wants_slot.store(true, Ordering::Release);
+        self.sched.suspends.fetch_add(1, Ordering::AcqRel);
+        self.release_slot(g, n);
+        Ok(())
+    }
+
+    /// Whether `g` has work: jobs on its rings that are not complete. Collects completions.
+    fn has_work(&self, g: &Group<B>) -> bool {
+        if g.state.dead.load(Ordering::Acquire) {
+            return false;
+        }
+        if g.state.slot.load(Ordering::Acquire) == NO_SLOT {
+            return g.state.wants_slot.load(Ordering::Acquire);
+        }
+        let dma = self.backend.dma();
+        g.queues.iter().any(|q| {
+            let mut jq = lock(&q.jq);
+            jq.backend_mut().complete(dma);
+            !jq.backend().is_idle()
+        })
+    }
+
+    /// The scheduler (panthor's tick, simplified). Resident groups with nothing left to do give
+    /// their slots up; free slots go to the waiting groups, highest priority first and, among
+    /// equals, the one that last had a slot longest ago. While more groups have work than there
+    /// are slots, a tick every [`TICK_PERIOD`] (or at once when a waiting group outranks a
+    /// resident one) picks the groups that should be resident in that order — at equal
+    /// priority, waiting groups before resident ones, which rotates them — suspends the
+    /// resident groups not picked and resumes the picked ones on the slots they free.
     fn schedule(&self) {
         if self.sched.broken.load(Ordering::Acquire) {
             return;
@@ -1132,6 +1501,7 @@ impl<B: Backend> DevInner<B> {
                 && g.state.wants_slot.load(Ordering::Acquire)
         };
         if !groups.iter().any(|g| waiting(g)) {
+            self.sched.next_tick.store(NOT_RUNNING, Ordering::Release);
             return;
         }
         // Groups are about to run: the GPU must be powered (see `crate::pm`).
@@ -1145,7 +1515,51 @@ impl<B: Backend> DevInner<B> {
             }
         }
         self.evict_idle();
-        for g in groups.iter().filter(|g| waiting(g)) {
+        let now = now_ns(&self.backend);
+        let prio = |g: &Group<B>| g.state.priority.load(Ordering::Acquire);
+        let resident: Vec<&Arc<Group<B>>> = groups
+            .iter()
+            .filter(|g| g.state.slot.load(Ordering::Acquire) != NO_SLOT)
+            .collect();
+        let lowest_resident = resident.iter().map(|g| prio(g)).min();
+        let outranked = groups
+            .iter()
+            .filter(|g| waiting(g))
+            .any(|g| lowest_resident.is_some_and(|low| prio(g) > low));
+        let next = self.sched.next_tick.load(Ordering::Acquire);
+        let due = outranked || (next != NOT_RUNNING && now >= next);
+        // Candidates in the order they deserve a slot.
+        let mut order: Vec<&Arc<Group<B>>> = groups
+            .iter()
+            .filter(|g| waiting(g) || g.state.slot.load(Ordering::Acquire) != NO_SLOT)
+            .filter(|g| !g.state.dead.load(Ordering::Acquire))
+            .collect();
+        order.sort_by_key(|g| {
+            let is_resident = g.state.slot.load(Ordering::Acquire) != NO_SLOT;
+            (
+                core::cmp::Reverse(prio(g)),
+                is_resident,
+                g.state.stamp.load(Ordering::Acquire),
+                g.key,
+            )
+        });
+        let nslots = lock(&self.sched.slots).len();
+        if due {
+            self.sched.ticks.fetch_add(1, Ordering::AcqRel);
+            // Residents that are not among the first `nslots` lose their slot. Groups without a
+            // suspend buffer cannot be preempted.
+            for g in order.iter().skip(nslots) {
+                let n = g.state.slot.load(Ordering::Acquire);
+                if n == NO_SLOT || g.suspend_va == 0 {
+                    continue;
+                }
+                if self.suspend_group(n, g).is_err() {
+                    // A reset is coming; it brings every group back.
+                    return;
+                }
+            }
+        }
+        for g in order.iter().filter(|g| waiting(g)) {
             let free = lock(&self.sched.slots).iter().position(Option::is_none);
             let Some(n) = free else {
                 break;
@@ -1160,21 +1574,30 @@ impl<B: Backend> DevInner<B> {
                 }
             }
         }
+        // Groups still waiting: the next tick rotates them in.
+        if groups.iter().any(|g| waiting(g)) {
+            let next = self.sched.next_tick.load(Ordering::Acquire);
+            let next = if due || next == NOT_RUNNING {
+                now.saturating_add(TICK_PERIOD.as_nanos() as u64)
+            } else {
+                next
+            };
+            self.sched.next_tick.store(next, Ordering::Release);
+            self.backend
+                .executor()
+                .wake_at(jobqueue::Instant::from_nanos(next));
+        } else {
+            self.sched.next_tick.store(NOT_RUNNING, Ordering::Release);
+        }
     }
 
     /// Takes the slots of the groups whose queues have nothing on their rings.
     fn evict_idle(&self) {
-        let dma = self.backend.dma();
         for n in 0..self.fw.csg.len() {
             let Some(g) = self.group_in(n) else {
                 continue;
             };
-            let idle = g.queues.iter().all(|q| {
-                let mut jq = lock(&q.jq);
-                jq.backend_mut().complete(dma);
-                jq.backend().is_idle()
-            });
-            if idle {
+            if !g.state.dead.load(Ordering::Acquire) && !self.has_work(&g) {
                 self.unbind_group(&g);
             }
         }
@@ -1193,6 +1616,14 @@ impl<B: Backend> DevInner<B> {
                 *s = None;
             }
         }
+        // Suspend buffers do not survive the reset: every group, resident or suspended, is
+        // replayed from its first unfinished job below, and waits for a slot meanwhile.
+        let now = now_ns(b);
+        for g in self.sched.group_list() {
+            g.state.suspended.store(false, Ordering::Release);
+            g.state.stop_timeout_clock(now);
+        }
+        self.sched.next_tick.store(NOT_RUNNING, Ordering::Release);
         lock(&self.slots).clear();
         // No address space is left, so none is waiting to be released.
         lock(&self.zombie_vms).clear();

@@ -184,6 +184,13 @@ impl Umd {
         })
     }
 
+    /// Opens `dev` as `opts` says (a DRM master may create `HIGH` and `REALTIME` groups).
+    pub fn open_with(dev: &TyrDevice<HostBackend>, opts: OpenOptions) -> Result<Self> {
+        Ok(Umd {
+            client: Client::open(dev, opts)?,
+        })
+    }
+
     /// The underlying client.
     pub fn client(&self) -> &Client<Drv> {
         &self.client
@@ -308,6 +315,12 @@ impl Umd {
 
     /// Creates a group with one queue per ring size, compute on every core.
     pub fn group_create(&self, vm: u32, rings: &[u32]) -> Result<u32> {
+        self.group_create_prio(vm, rings, uapi::PANTHOR_GROUP_PRIORITY_MEDIUM)
+    }
+
+    /// Creates a group of priority `priority` (`PANTHOR_GROUP_PRIORITY_*`) with one queue per
+    /// ring size, compute on every core.
+    pub fn group_create_prio(&self, vm: u32, rings: &[u32], priority: u8) -> Result<u32> {
         let queues: Vec<QueueCreate> = rings
             .iter()
             .map(|r| QueueCreate {
@@ -321,7 +334,7 @@ impl Umd {
             max_compute_cores: 1,
             max_fragment_cores: 1,
             max_tiler_cores: 1,
-            priority: uapi::PANTHOR_GROUP_PRIORITY_MEDIUM,
+            priority,
             compute_core_mask: 1,
             fragment_core_mask: 1,
             tiler_core_mask: 1,

@@ -553,6 +553,13 @@ fn the_firmware_interface_fields_match() {
         (drv::csg::CS_IRQ_ACK, sim::csg::CS_IRQ_ACK),
         (drv::csg::CS_IRQ_REQ, sim::csg::CS_IRQ_REQ),
         (drv::csg::CONFIG, sim::csg::CONFIG),
+        (drv::csg::SUSPEND_SIZE, sim::csg::SUSPEND_SIZE),
+        (drv::csg::ENDPOINT_REQ, sim::csg::ENDPOINT_REQ),
+        (drv::csg::SUSPEND_BUF, sim::csg::SUSPEND_BUF),
+        (
+            drv::cs::STATUS_BLOCKED_REASON,
+            sim::cs::STATUS_BLOCKED_REASON,
+        ),
     ];
     let cs = [
         (drv::cs::INPUT_VA, sim::cs::INPUT_VA),
@@ -577,6 +584,11 @@ fn the_firmware_interface_fields_match() {
         (drv::csg::STATE_MASK, sim::csg::STATE_MASK),
         (drv::csg::STATE_TERMINATE, sim::csg::STATE_TERMINATE),
         (drv::csg::STATE_START, sim::csg::STATE_START),
+        (drv::csg::STATE_SUSPEND, sim::csg::STATE_SUSPEND),
+        (drv::csg::STATE_RESUME, sim::csg::STATE_RESUME),
+        (drv::csg::ENDPOINT_CONFIG, sim::csg::ENDPOINT_CONFIG),
+        (drv::csg::EP_PRIORITY_SHIFT, sim::csg::EP_PRIORITY_SHIFT),
+        (drv::cs::BLOCKED_SYNC_WAIT, sim::cs::BLOCKED_SYNC_WAIT),
         (drv::csg::SYNC_UPDATE, sim::csg::SYNC_UPDATE),
         (drv::csg::IDLE, sim::csg::IDLE),
         (drv::cs::STATE_MASK, sim::cs::STATE_MASK),

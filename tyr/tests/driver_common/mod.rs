@@ -189,3 +189,35 @@ pub fn check_page(gpu: &SharedGpu, slot: usize, va: u64, expect: Expect) -> Resu
         }
     })
 }
+
+// ---------------------------------------------------------------- scheduling workloads
+
+/// A G610 whose command-stream engine takes 100 µs of simulated time per step (16
+/// instructions per stream), so that a job of a few hundred instructions lasts milliseconds and
+/// a chain of them outlasts the scheduler's 10 ms tick.
+pub fn slow_engine_config() -> Config {
+    let mut cfg = Config::g610();
+    cfg.timings.cs_step_ns = 100_000;
+    cfg
+}
+
+/// Status of the fence a syncobj of `umd` holds: `None` pending, `Some(0)` or `Some(-errno)`.
+pub fn fence_status(umd: &tyr::umd::Umd, h: u32) -> Option<i32> {
+    let f = umd.client().file().syncobjs().fence(h).unwrap()?;
+    f.status().map(|r| r.err().unwrap_or(0))
+}
+
+/// A spinning job's user stream: sets a register pair to `data` and a register to `value`,
+/// counts a third register up `spin` times, then stores `[spin, value]` at `data`. A
+/// suspend anywhere in the middle must carry every register over for the result to be right.
+pub fn spin_stream(data: u64, value: u32, spin: u32) -> Vec<u64> {
+    use tyr::csf::instr;
+    let mut prog = vec![
+        instr::move48(0, data),
+        instr::move32(2, 0),
+        instr::move32(3, value),
+    ];
+    prog.extend((0..spin).map(|_| instr::add_imm32(2, 2, 1)));
+    prog.push(instr::store_multiple(2, 0, 0, 0b11));
+    prog
+}

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Fair scheduling and priorities through the ioctl layer: more groups with work than the
+//! eight group slots, rotated by the scheduler's tick (suspended into their suspend buffers and
+//! resumed on whichever slot is free) until every job is done, with the results checked in GPU
+//! memory; a `REALTIME` group preempting `LOW` groups that hold every slot; priorities deciding
+//! who runs; a job that waits forever still timing out while the others finish.
+//!
+//! The engine runs at 100 µs of simulated time per step, so jobs last milliseconds and chains
+//! of them many scheduler ticks (10 ms).
+
+mod driver_common;
+
+use std::sync::atomic::Ordering;
+
+use driver_common::*;
+use drm_ctx::drm::OpenOptions;
+use tyr::csf::instr;
+use tyr::sched::TICK_PERIOD;
+use tyr::uapi::*;
+use tyr::umd::{Bo, Job, Umd};
+
+const ETIMEDOUT: i32 = -110;
+const WAIT: i64 = 600_000_000_000;
+/// Offset of the data words in a group's object (streams before it).
+const DATA: u64 = 0xc000;
+const RING: u32 = 0x1000;
+
+/// A group with its own object (streams and data) mapped at `va` in `vm`.
+struct Grp {
+    handle: u32,
+    bo: Bo,
+    va: u64,
+    /// Bytes of stream written so far.
+    code: u64,
+    /// Done syncobjs of its jobs, in order.
+    jobs: Vec<u32>,
+    /// Streams written and not submitted yet (address, bytes).
+    staged: Vec<(u64, u32)>,
+}
+
+fn group(umd: &Umd, vm: u32, va: u64, prio: u8) -> Grp {
+    group_q(umd, vm, va, prio, 1)
+}
+
+fn group_q(umd: &Umd, vm: u32, va: u64, prio: u8, queues: usize) -> Grp {
+    let bo = umd.bo_create(0x10000).unwrap();
+    umd.map(vm, &bo, va).unwrap();
+    let handle = umd
+        .group_create_prio(vm, &vec![RING; queues], prio)
+        .unwrap();
+    Grp {
+        handle,
+        bo,
+        va,
+        code: 0,
+        jobs: Vec::new(),
+        staged: Vec::new(),
+    }
+}
+
+impl Grp {
+    /// Writes `prog` as a new stream; its address and size.
+    fn write(&mut self, umd: &Umd, prog: &[u64]) -> (u64, u32) {
+        let at = self.code;
+        umd.write_stream(&self.bo, at, prog).unwrap();
+        // Streams start 64-byte aligned, as the uAPI wants.
+        self.code += (8 * prog.len() as u64).next_multiple_of(64);
+        assert!(self.code <= DATA, "streams overflow into the data");
+        (self.va + at, 8 * prog.len() as u32)
+    }
+
+    /// Writes `prog` to be submitted by [`Grp::submit_staged`].
+    fn stage(&mut self, umd: &Umd, prog: &[u64]) {
+        let s = self.write(umd, prog);
+        self.staged.push(s);
+    }
+
+    /// Stages job `j` of a spinning chain (it stores `[spin, value(j)]` at `DATA + 8 * j`).
+    fn stage_spin(&mut self, umd: &Umd, j: u64, spin: u32) {
+        let prog = spin_stream(self.va + DATA + 8 * j, value(self.handle, j), spin);
+        self.stage(umd, &prog);
+    }
+
+    /// Submits the staged streams, each a job on queue 0 waiting on `wait`.
+    fn submit_staged(&mut self, umd: &Umd, wait: Option<u32>) {
+        for (addr, size) in std::mem::take(&mut self.staged) {
+            self.submit_at(umd, 0, addr, size, wait);
+        }
+    }
+
+    fn submit_at(&mut self, umd: &Umd, queue: u32, addr: u64, size: u32, wait: Option<u32>) -> u32 {
+        let done = umd.syncobj_create(false).unwrap();
+        let mut job = Job::new(queue, addr, size).signal(done);
+        if let Some(w) = wait {
+            job = job.wait(w);
+        }
+        if let Err(e) = umd.submit(self.handle, &[job]) {
+            panic!(
+                "submit to group {}: {e:?}, state {:?}",
+                self.handle,
+                umd.group_state(self.handle)
+            );
+        }
+        self.jobs.push(done);
+        done
+    }
+
+    /// Checks that spinning jobs `0..n` all succeeded and left their words.
+    fn check_spins(&self, umd: &Umd, n: u64, spin: u32) {
+        for j in 0..n {
+            assert_eq!(
+                fence_status(umd, self.jobs[j as usize]),
+                Some(0),
+                "group {} job {j}",
+                self.handle
+            );
+            assert_eq!(
+                self.bo.read_u32(DATA + 8 * j).unwrap(),
+                spin,
+                "group {} job {j}",
+                self.handle
+            );
+            assert_eq!(
+                self.bo.read_u32(DATA + 8 * j + 4).unwrap(),
+                value(self.handle, j),
+                "group {} job {j}",
+                self.handle
+            );
+        }
+        assert_eq!(umd.group_state(self.handle).unwrap(), (0, 0));
+    }
+}
+
+/// A gate: a group running a chain of `jobs` spinning jobs (about 9 ms of simulated time
+/// each). Jobs submitted while it runs and waiting on its last job ([`Gate::go`]) reach their
+/// rings at the same moment. (A gate blocked on memory would not do: the simulated clock jumps
+/// over idle time, and its job would time out.)
+struct Gate {
+    go: u32,
+    _grp: Grp,
+}
+
+fn gate(umd: &Umd, vm: u32, va: u64, jobs: u64) -> Gate {
+    let mut grp = group(umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    // One stream, run `jobs` times.
+    let prog = spin_stream(va + DATA, 1, 1500);
+    let (addr, size) = grp.write(umd, &prog);
+    let mut go = 0;
+    for _ in 0..jobs {
+        go = grp.submit_at(umd, 0, addr, size, None);
+    }
+    Gate { go, _grp: grp }
+}
+
+/// The word job `j` of group `g` stores.
+fn value(g: u32, j: u64) -> u32 {
+    0x5000_0000 | g << 12 | j as u32
+}
+
+/// A device with the slow engine (see [`slow_engine_config`]).
+fn fair_rig() -> Rig {
+    let r = rig_with(slow_engine_config());
+    // No idle power-down while a test sets its work up: these tests count resets.
+    r.dev()
+        .pm
+        .set_idle_timeout(std::time::Duration::from_secs(3600));
+    r
+}
+
+fn master(r: &Rig) -> Umd {
+    let opts = OpenOptions {
+        master: true,
+        ..OpenOptions::primary()
+    };
+    Umd::open_with(r.dev(), opts).unwrap()
+}
+
+fn stat(r: &Rig, f: impl Fn(&tyr::sched::Sched<tyr::host::HostBackend>) -> u64) -> u64 {
+    f(&r.dev().sched)
+}
+
+fn resets(r: &Rig) -> u32 {
+    let n = r.dev().sched.shared.resets.load(Ordering::Acquire);
+    if n != 0 {
+        for l in r.dev().backend.log_lines().iter().take(40) {
+            eprintln!("{l}");
+        }
+    }
+    n
+}
+
+fn resident(r: &Rig) -> usize {
+    r.dev()
+        .sched
+        .slots
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.is_some())
+        .count()
+}
+
+/// (a) Three times more groups with work than slots, each a chain of jobs that needs several
+/// ticks of slot time: every job completes with its result in memory, none times out, no
+/// reset; the groups were rotated (suspended and resumed) to get there.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn three_times_more_groups_than_slots_all_finish() {
+    let r = fair_rig();
+    const JOBS: u64 = 8;
+    const SPIN: u32 = 600;
+    let umds: Vec<Umd> = (0..3).map(|_| Umd::open(r.dev()).unwrap()).collect();
+    let mut groups = Vec::new();
+    let mut vms = Vec::new();
+    for umd in &umds {
+        let mut first = 0;
+        for v in 0..2u64 {
+            let vm = umd.vm_create().unwrap();
+            if v == 0 {
+                first = vm;
+            }
+            for k in 0..4u64 {
+                let va = 0x100_0000 + k * 0x10_0000;
+                let mut g = group(umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM);
+                for j in 0..JOBS {
+                    g.stage_spin(umd, j, SPIN);
+                }
+                groups.push(g);
+            }
+        }
+        vms.push(first);
+    }
+    assert_eq!(groups.len(), 24);
+    // Every group gets its whole chain at once: 24 groups want the 8 slots.
+    let gates: Vec<Gate> = umds
+        .iter()
+        .zip(&vms)
+        .map(|(u, vm)| gate(u, *vm, 0x800_0000, 3))
+        .collect();
+    for (i, g) in groups.iter_mut().enumerate() {
+        g.submit_staged(&umds[i / 8], Some(gates[i / 8].go));
+    }
+    for (i, g) in groups.iter().enumerate() {
+        umds[i / 8].wait(&g.jobs, WAIT).unwrap();
+    }
+    for (i, g) in groups.iter().enumerate() {
+        g.check_spins(&umds[i / 8], JOBS, SPIN);
+    }
+    assert_eq!(resets(&r), 0);
+    // Each group needed about three ticks of slot time; 24 groups over 8 slots.
+    assert!(stat(&r, |s| s.ticks.load(Ordering::Acquire)) >= 6);
+    assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 16);
+    assert!(stat(&r, |s| s.resumes.load(Ordering::Acquire)) >= 16);
+}
+
+/// (b) `LOW` groups hold all eight slots with long chains; a `REALTIME` group's job starts
+/// within one tick of its submission (in simulated time): the scheduler preempts at once.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    let boss = master(&r);
+    const JOBS: u64 = 10;
+    const SPIN: u32 = 500;
+    let vm = umd.vm_create().unwrap();
+    let mut low: Vec<Grp> = (0..8u64)
+        .map(|k| {
+            group(
+                &umd,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_LOW,
+            )
+        })
+        .collect();
+    for g in &mut low {
+        for j in 0..JOBS {
+            g.stage_spin(&umd, j, SPIN);
+        }
+    }
+    for g in &mut low {
+        g.submit_staged(&umd, None);
+    }
+    let rvm = boss.vm_create().unwrap();
+    let mut rt = group(&boss, rvm, 0x100_0000, PANTHOR_GROUP_PRIORITY_REALTIME);
+    let marker = 0xfeed_0001;
+    let prog = [
+        instr::move48(0, rt.va + DATA),
+        instr::move32(2, marker),
+        instr::store_multiple(2, 0, 0, 1),
+    ];
+    let (addr, size) = rt.write(&boss, &prog);
+    let t0 = std::time::Instant::now();
+    while resident(&r) < 8 {
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "the LOW groups never got every slot"
+        );
+        std::thread::yield_now();
+    }
+    let gpu = r.gpu().clone();
+    let submitted = gpu.now_ns();
+    let done = rt.submit_at(&boss, 0, addr, size, None);
+    let started = loop {
+        if rt.bo.read_u32(DATA).unwrap() == marker {
+            break gpu.now_ns();
+        }
+        assert!(t0.elapsed().as_secs() < 60, "the REALTIME job never ran");
+        std::hint::spin_loop();
+    };
+    let waited = started - submitted;
+    assert!(
+        waited <= TICK_PERIOD.as_nanos() as u64,
+        "the REALTIME job waited {waited} ns"
+    );
+    // The LOW groups were still at work: they hogged the slots until then.
+    assert_eq!(fence_status(&umd, low[0].jobs[JOBS as usize - 1]), None);
+    boss.wait(&[done], WAIT).unwrap();
+    assert_eq!(fence_status(&boss, done), Some(0));
+    for g in &low {
+        umd.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&umd, JOBS, SPIN);
+    }
+    assert_eq!(resets(&r), 0);
+}
+
+/// (c) Sixteen groups, eight `HIGH` and eight `LOW` (created first), get work at the same
+/// moment. No `LOW` job may run an instruction before every `HIGH` chain is done: each `LOW`
+/// job first copies the `HIGH` groups' last words, which must all be there.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn priorities_decide_who_runs() {
+    let r = fair_rig();
+    let boss = master(&r);
+    const JOBS: u64 = 4;
+    const SPIN: u32 = 300;
+    let vm = boss.vm_create().unwrap();
+    // One object every group can read: the HIGH groups' "done" words.
+    let shared = boss.bo_create(0x1000).unwrap();
+    let shared_va = 0x80_0000;
+    boss.map(vm, &shared, shared_va).unwrap();
+    let mut low: Vec<Grp> = (0..8u64)
+        .map(|k| {
+            group(
+                &boss,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_LOW,
+            )
+        })
+        .collect();
+    let mut high: Vec<Grp> = (0..8u64)
+        .map(|k| {
+            group(
+                &boss,
+                vm,
+                0x200_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_HIGH,
+            )
+        })
+        .collect();
+    for g in &mut low {
+        for j in 0..JOBS {
+            // Copy the eight done words into this job's log, then spin.
+            let log = g.va + DATA + 0x800 + 0x20 * j;
+            let mut prog = vec![
+                instr::move48(0, shared_va),
+                instr::load_multiple(16, 0, 0, 0xff),
+                instr::move48(4, log),
+                instr::store_multiple(16, 4, 0, 0xff),
+            ];
+            prog.extend(spin_stream(g.va + DATA + 8 * j, value(g.handle, j), SPIN));
+            g.stage(&boss, &prog);
+        }
+    }
+    for (h, g) in high.iter_mut().enumerate() {
+        for j in 0..JOBS {
+            g.stage_spin(&boss, j, SPIN);
+        }
+        // The last job says the chain is done.
+        let prog = [
+            instr::move48(0, shared_va + 4 * h as u64),
+            instr::move32(2, 1),
+            instr::store_multiple(2, 0, 0, 1),
+        ];
+        g.stage(&boss, &prog);
+    }
+    let gate = gate(&boss, vm, 0x300_0000, 8);
+    for g in low.iter_mut().chain(high.iter_mut()) {
+        g.submit_staged(&boss, Some(gate.go));
+    }
+    assert_eq!(
+        fence_status(&boss, gate.go),
+        None,
+        "the gate closed too early"
+    );
+    for g in high.iter().chain(&low) {
+        boss.wait(&g.jobs, WAIT).unwrap();
+    }
+    for g in &high {
+        g.check_spins(&boss, JOBS, SPIN);
+    }
+    for g in &low {
+        g.check_spins(&boss, JOBS, SPIN);
+        for j in 0..JOBS {
+            for h in 0..8 {
+                let w = g.bo.read_u32(DATA + 0x800 + 0x20 * j + 4 * h).unwrap();
+                assert_eq!(
+                    w, 1,
+                    "LOW group {} job {j} ran before HIGH group {h} was done",
+                    g.handle
+                );
+            }
+        }
+    }
+    assert_eq!(resets(&r), 0);
+}
+
+/// (d) A job that waits forever on a sync object, among more groups with work than slots:
+/// it still times out (its group's clock runs while it holds a slot, and while it waits for
+/// one with nothing inside the group able to unblock it), only its group dies, every other
+/// job completes.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_job_waiting_forever_times_out_and_only_its_group_dies() {
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    const JOBS: u64 = 8;
+    const SPIN: u32 = 600;
+    let vm = umd.vm_create().unwrap();
+    let gpu = r.gpu().clone();
+    let mut hung = group(&umd, vm, 0x100_0000, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    // Waits until the word at DATA exceeds 0, which nothing ever writes.
+    let prog = [
+        instr::move48(0, hung.va + DATA),
+        instr::move48(2, 0),
+        instr::sync_wait64(instr::Condition::Greater, 0, 2),
+    ];
+    hung.stage(&umd, &prog);
+    let mut others: Vec<Grp> = (1..9u64)
+        .map(|k| {
+            group(
+                &umd,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            )
+        })
+        .collect();
+    for g in &mut others {
+        for j in 0..JOBS {
+            g.stage_spin(&umd, j, SPIN);
+        }
+    }
+    let gate = gate(&umd, vm, 0x300_0000, 3);
+    let t0 = gpu.now_ns();
+    hung.submit_staged(&umd, Some(gate.go));
+    for g in &mut others {
+        g.submit_staged(&umd, Some(gate.go));
+    }
+    let stuck = hung.jobs[0];
+    umd.wait(&[stuck], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, stuck), Some(ETIMEDOUT));
+    let took = gpu.now_ns() - t0;
+    assert!(took < 3_000_000_000, "the hang took {took} ns to be found");
+    assert_eq!(
+        umd.group_state(hung.handle).unwrap().0 & DRM_PANTHOR_GROUP_STATE_TIMEDOUT,
+        DRM_PANTHOR_GROUP_STATE_TIMEDOUT
+    );
+    for g in &others {
+        umd.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&umd, JOBS, SPIN);
+    }
+    // A reset if the hung group held a slot when its time ran out, none if it was suspended.
+    assert!(resets(&r) <= 1);
+}
+
+/// (e) Single jobs long enough to be suspended in the middle (about two ticks each), twelve
+/// groups for eight slots: groups are suspended mid-stream and resumed on other slots, and
+/// every register the stream set before the suspend is there after it.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn groups_suspended_mid_job_resume_on_other_slots_with_their_state() {
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    const SPIN: u32 = 3000;
+    let vm = umd.vm_create().unwrap();
+    let mut groups: Vec<Grp> = (0..12u64)
+        .map(|k| {
+            group(
+                &umd,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            )
+        })
+        .collect();
+    for g in &mut groups {
+        g.stage_spin(&umd, 0, SPIN);
+    }
+    let gate = gate(&umd, vm, 0x300_0000, 2);
+    for g in &mut groups {
+        g.submit_staged(&umd, Some(gate.go));
+    }
+    for g in &groups {
+        umd.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&umd, 1, SPIN);
+    }
+    assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 4);
+    assert!(stat(&r, |s| s.moves.load(Ordering::Acquire)) >= 1);
+    assert_eq!(resets(&r), 0);
+}
