@@ -27,13 +27,39 @@
 //!   all idle gives its slot up when another group needs one. The group's VM gets an address
 //!   space for as long as the group holds a slot (pinned: it cannot be evicted meanwhile).
 //!
+//! # Sharing the slots: priorities and time-slicing
+//!
+//! The firmware can *suspend* a group: stop its streams between two instructions and save
+//! what they need to go on (where each stands in its ring and in the user streams it called,
+//! its registers, what it waits for) into the group's *suspend buffer*, memory the driver
+//! gives each group in the MCU's address space; *resuming* reloads that state on any slot.
+//! That is what lets more groups share the slots than there are slots. Following panthor's
+//! tick (`tick_ctx_init`, `tick_ctx_pick_groups_from_list`, `tick_ctx_apply`):
+//!
+//! - While groups with work wait for a slot, the scheduler ticks every [`TICK_PERIOD`], and at
+//!   once when a waiting group has a higher priority than a resident one. A tick orders the
+//!   groups with work by priority, then waiting before resident, then by when they last got a
+//!   slot (round robin among equals), suspends the resident groups outside the first
+//!   eight (waiting for the firmware's acknowledgement; after [`SUSPEND_TIMEOUT`] the GPU is
+//!   reset) and starts or resumes the chosen ones on the free slots.
+//! - The CSG priority field of `ENDPOINT_REQ` carries the group's priority
+//!   ([`csg_priority`]): the firmware runs higher-priority resident groups first.
+//! - A suspended group keeps its jobs; their fences stay pending until it runs again.
+//! - Suspend buffers come from one pool mapped at probe (see [`MAX_SUSPEND_BUFS`]); a group
+//!   created when none is left is never suspended (it only leaves its slot when idle).
+//!
 //! # When things go wrong
 //!
-//! - A job still on the ring after [`JOB_TIMEOUT`] times out: its group is marked
-//!   `TIMEDOUT`, its queues are killed (the guilty job fails with `ETIMEDOUT`, the rest with
-//!   `ECANCELED`), and the GPU is reset (retrying a reset that does not complete). After the
-//!   reset the firmware is booted again and every other group is replayed from the first job
-//!   it had not finished: its ring still holds those jobs, so they run again and complete.
+//! - A job times out after [`JOB_TIMEOUT`] of its group's slot time in which its queue made no
+//!   progress ([`GroupState::timeout_clock`]); waiting for a slot never counts, except for a
+//!   group suspended while blocked on a sync wait with nothing else to do (panthor's
+//!   `queue_suspend_timeout` keeps that timer running: only something outside the group can
+//!   unblock it). Its group is marked `TIMEDOUT`, its queues are killed (the guilty job
+//!   fails with `ETIMEDOUT`, the rest with `ECANCELED`), and, if the group held a slot, the
+//!   GPU is reset (retrying a reset that does not complete). After the reset the firmware is
+//!   booted again and every other group, resident or suspended (suspend buffers do not
+//!   survive it), is replayed from the first job it had not finished: its ring still holds
+//!   those jobs, so they run again and complete.
 //! - A stream that faults (an access to an unmapped address) stops; the driver fails the job
 //!   that was running with `EFAULT`, marks the group `FATAL_FAULT` (the queue in
 //!   `fatal_queues`) and the VM unusable, and kills the group's queues. Other groups and VMs
