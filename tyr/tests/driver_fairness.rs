@@ -533,3 +533,70 @@ fn groups_suspended_mid_job_resume_on_other_slots_with_their_state() {
     assert!(stat(&r, |s| s.moves.load(Ordering::Acquire)) >= 1);
     assert_eq!(resets(&r), 0);
 }
+
+/// A GPU reset while groups are suspended: a `HIGH` group (always resident) whose stream
+/// hangs times out among twelve `MEDIUM` groups rotating through the remaining slots with
+/// long jobs. The reset drops every suspend buffer; the suspended groups are replayed from
+/// their unfinished job like the resident ones, and every result is right.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_reset_replays_suspended_groups() {
+    // Ten times slower still (1 ms a step): the MEDIUM chains outlast the hang's timeout.
+    let mut cfg = slow_engine_config();
+    cfg.timings.cs_step_ns = 1_000_000;
+    let r = rig_with(cfg);
+    r.dev()
+        .pm
+        .set_idle_timeout(std::time::Duration::from_secs(3600));
+    let boss = master(&r);
+    const SPIN: u32 = 3000;
+    const JOBS: u64 = 2;
+    let vm = boss.vm_create().unwrap();
+    let mut groups: Vec<Grp> = (0..12u64)
+        .map(|k| {
+            group(
+                &boss,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            )
+        })
+        .collect();
+    for g in &mut groups {
+        for j in 0..JOBS {
+            g.stage_spin(&boss, j, SPIN);
+        }
+    }
+    // The guilty group runs on its second queue, whose stream hangs in every slot.
+    let mut guilty = group_q(&boss, vm, 0x200_0000, PANTHOR_GROUP_PRIORITY_HIGH, 2);
+    r.gpu()
+        .with(|g| (0..8).for_each(|n| g.set_stream_hang(n, 1, true)));
+    let (addr, size) = guilty.write(&boss, &spin_stream(guilty.va + DATA, 1, 10));
+    let gate = gate(&boss, vm, 0x300_0000, 2);
+    for g in &mut groups {
+        g.submit_staged(&boss, Some(gate.go));
+    }
+    let hung = guilty.submit_at(&boss, 1, addr, size, Some(gate.go));
+    boss.wait(&[hung], 60_000_000_000)
+        .expect("the hang was never found");
+    assert_eq!(fence_status(&boss, hung), Some(ETIMEDOUT));
+    let pending = groups
+        .iter()
+        .filter(|g| fence_status(&boss, g.jobs[JOBS as usize - 1]).is_none())
+        .count();
+    assert!(
+        pending >= 8,
+        "only {pending} groups still had work at the reset"
+    );
+    for g in &groups {
+        boss.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&boss, JOBS, SPIN);
+    }
+    assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 4);
+    // The work item resets right after it failed the job.
+    let t0 = std::time::Instant::now();
+    while r.dev().sched.shared.resets.load(Ordering::Acquire) == 0 && t0.elapsed().as_secs() < 10 {
+        std::thread::yield_now();
+    }
+    assert_eq!(resets(&r), 1, "the hung group held its slot");
+}
