@@ -1106,6 +1106,7 @@ fn suspended_group_resumes_on_another_slot_where_it_stopped() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the suspend test covers the same paths.
 fn a_group_started_afresh_does_not_see_a_suspended_state() {
     let mut fw = Fw::boot();
     fw.map_suspend_buf();
@@ -1125,6 +1126,7 @@ fn a_group_started_afresh_does_not_see_a_suspended_state() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the suspend test covers the same paths.
 fn higher_priority_groups_run_first_and_equals_share() {
     let mut fw = Fw::boot();
     let prio = |fw: &Fw, n: usize, p: u32| {
