@@ -1349,9 +1349,10 @@ impl<B: Backend> DevInner<B> {
             csg::STATE_START
         };
         let req = w.rd32(base + cin + csg::REQ);
+        // The state request, and a toggle of ENDPOINT_CONFIG for the new priority.
         w.wr32(
             base + cin + csg::REQ,
-            (req & !csg::STATE_MASK) | state | ((!req) & csg::ENDPOINT_CONFIG),
+            ((req & !csg::STATE_MASK) | state) ^ csg::ENDPOINT_CONFIG,
         );
         let db = w.rd32(base + cin + csg::DOORBELL_REQ);
         w.wr32(base + cin + csg::DOORBELL_REQ, db ^ streams);
@@ -1475,6 +1476,7 @@ impl<B: Backend> DevInner<B> {
                 .shared
                 .reset_needed
                 .store(true, Ordering::Release);
+            self.backend.executor().waker().wake_by_ref();
             return Err(Error::TimedOut);
         }
         // Jobs that finished before the suspend signal now; the rest wait for the resume.
