@@ -600,3 +600,67 @@ fn a_reset_replays_suspended_groups() {
     }
     assert_eq!(resets(&r), 1, "the hung group held its slot");
 }
+
+/// Destroying groups while some are suspended, then closing the client and unplugging the
+/// device while others are: every fence signals (done or `ECANCELED`), and every suspend
+/// buffer goes back to the pool.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn suspended_groups_are_destroyed_and_unplugged_with_every_fence_signalled() {
+    const ECANCELED: i32 = -125;
+    const SPIN: u32 = 2500;
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let mut groups: Vec<Grp> = (0..12u64)
+        .map(|k| {
+            group(
+                &umd,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            )
+        })
+        .collect();
+    for g in &mut groups {
+        for j in 0..2 {
+            g.stage_spin(&umd, j, SPIN);
+        }
+    }
+    let gate = gate(&umd, vm, 0x300_0000, 2);
+    for g in &mut groups {
+        g.submit_staged(&umd, Some(gate.go));
+    }
+    // Once groups rotate, destroy half of them (those suspended at that moment among them).
+    let dev = r.dev().shared().clone();
+    let t0 = std::time::Instant::now();
+    while stat(&r, |s| s.suspends.load(Ordering::Acquire)) < 4 {
+        assert!(t0.elapsed().as_secs() < 60, "no group was ever suspended");
+        std::thread::yield_now();
+    }
+    for v in groups.drain(..6) {
+        umd.group_destroy(v.handle).unwrap();
+        for h in &v.jobs {
+            let st = fence_status(&umd, *h);
+            assert!(st == Some(0) || st == Some(ECANCELED), "{st:?}");
+        }
+    }
+    // Unplug with groups suspended: every fence signals.
+    let held: Vec<_> = groups
+        .iter()
+        .flat_map(|g| g.jobs.iter())
+        .map(|h| umd.client().file().syncobjs().fence(*h).unwrap().unwrap())
+        .collect();
+    assert!(dev.suspend_bufs_in_use() >= 6);
+    // The client goes (its groups with it, suspended ones included), then the device.
+    drop(groups);
+    drop(gate);
+    drop(umd);
+    assert_eq!(dev.suspend_bufs_in_use(), 0, "every suspend buffer is back");
+    drop(dev);
+    drop(r);
+    for f in held {
+        let st = f.status();
+        assert!(st == Some(Ok(())) || st == Some(Err(ECANCELED)), "{st:?}");
+    }
+}
