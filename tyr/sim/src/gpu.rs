@@ -574,7 +574,7 @@ impl<M: PhysMemory> Gpu<M> {
         self.gpu_faultstatus = 0;
         self.gpu_faultaddress = 0;
         self.rung.clear();
-        self.csf.reset();
+        self.csf.reset(false);
         // The GPU mask survives so that RESET_COMPLETED can be delivered.
         self.gpu_irq.rawstat = 0;
         self.job_irq.rawstat = 0;
@@ -1068,7 +1068,7 @@ impl<M: PhysMemory> Gpu<M> {
                 self.mcu_deadline = None;
                 // A disabled MCU forgets its groups and streams: the next enable is a cold
                 // boot, after which the driver starts its groups again.
-                self.csf.reset();
+                self.csf.reset(true);
                 self.counters_enabled = false;
                 if self.mcu_status != mcu::DISABLED {
                     self.mcu_status = mcu::DISABLED;

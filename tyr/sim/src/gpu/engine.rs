@@ -134,7 +134,11 @@ impl Csf {
     }
 
     /// Resets the state as a GPU reset does, in place.
-    pub(super) fn reset(&mut self) {
+    /// Forgets the firmware's state: on a GPU reset (`keep_injected` false) and when the MCU is
+    /// disabled (a cold boot follows; `keep_injected` true). The faults a test injected into a
+    /// slot's streams ([`Gpu::set_stream_hang`], [`Gpu::inject_stream_access_fault`]) stand for
+    /// the scenario, not for firmware state: an idle power cycle keeps them, a reset clears them.
+    pub(super) fn reset(&mut self, keep_injected: bool) {
         // Naming every field makes adding one without resetting it a compile error.
         let Csf {
             booted,
@@ -156,7 +160,11 @@ impl Csf {
             *busy = false;
             *priority = 0;
             for st in streams {
+                let injected = (st.hang, st.inject_fault);
                 *st = Stream::default();
+                if keep_injected {
+                    (st.hang, st.inject_fault) = injected;
+                }
             }
         }
     }
@@ -545,8 +553,8 @@ impl<M: PhysMemory> Gpu<M> {
     }
 
     /// Makes stream `s` of CSG slot `n` hang: once started it stays busy and executes
-    /// nothing until the GPU is reset (or `hang` is cleared). Out-of-range indices are
-    /// ignored.
+    /// nothing until the GPU is reset (or `hang` is cleared); disabling the MCU keeps it.
+    /// Out-of-range indices are ignored.
     pub fn set_stream_hang(&mut self, n: usize, s: usize, hang: bool) {
         if let Some(st) = self
             .csf
