@@ -1495,22 +1495,6 @@ impl<B: Backend> DevInner<B> {
         Ok(())
     }
 
-    /// Whether `g` has work: jobs on its rings that are not complete. Collects completions.
-    fn has_work(&self, g: &Group<B>) -> bool {
-        if g.state.dead.load(Ordering::Acquire) {
-            return false;
-        }
-        if g.state.slot.load(Ordering::Acquire) == NO_SLOT {
-            return g.state.wants_slot.load(Ordering::Acquire);
-        }
-        let dma = self.backend.dma();
-        g.queues.iter().any(|q| {
-            let mut jq = lock(&q.jq);
-            jq.backend_mut().complete(dma);
-            !jq.backend().is_idle()
-        })
-    }
-
     /// The scheduler (panthor's tick, simplified). Resident groups with nothing left to do give
     /// their slots up; free slots go to the waiting groups, highest priority first and, among
     /// equals, the one that last had a slot longest ago. While more groups have work than there
@@ -1625,8 +1609,29 @@ impl<B: Backend> DevInner<B> {
             let Some(g) = self.group_in(n) else {
                 continue;
             };
-            if !g.state.dead.load(Ordering::Acquire) && !self.has_work(&g) {
-                self.unbind_group(&g);
+            if !g.state.dead.load(Ordering::Acquire) && g.state.slot.load(Ordering::Acquire) == n {
+                self.evict_if_idle(&g, &g.queues);
+            }
+        }
+    }
+
+    /// Unbinds `g` if every queue of `queues` has nothing on its ring, deciding and unbinding
+    /// with all of them locked.
+    ///
+    /// `run_job` writes a job into a ring under that ring's queue lock and then reads the
+    /// group's slot: it either comes before this check (which then sees the job and keeps the
+    /// group) or after the unbind (and finds no slot, so it asks for one). Checking queue by
+    /// queue and unbinding afterwards would let a job in between, rung on a slot the group is
+    /// about to lose, and left on the ring of a group that asks for no slot.
+    fn evict_if_idle(&self, g: &Group<B>, queues: &[GroupQueue<B>]) {
+        match queues.split_first() {
+            None => self.unbind_group(g),
+            Some((q, rest)) => {
+                let mut jq = lock(&q.jq);
+                jq.backend_mut().complete(self.backend.dma());
+                if jq.backend().is_idle() {
+                    self.evict_if_idle(g, rest);
+                }
             }
         }
     }
