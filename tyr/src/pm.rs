@@ -33,8 +33,9 @@
 //!
 //! # System suspend
 //!
-//! A system suspend (`suspend` on the device state, `driver::suspend`) does not preempt: the
-//! groups have no suspend buffers to be saved to here. It first *holds* new jobs: a job that
+//! A system suspend (`suspend` on the device state, `driver::suspend`) does not preempt: it
+//! drains (the CSG suspend buffers the scheduler uses for time-slicing are not used for it
+//! yet). It first *holds* new jobs: a job that
 //! reaches its ring from then on is written there but not published to the firmware (the
 //! insert pointer the firmware reads stays where it was). Then it waits, with a timeout, until
 //! every job already published on a resident group's ring has completed (their fences signal
