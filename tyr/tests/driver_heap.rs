@@ -6,13 +6,11 @@
 //! `max_chunks` failing while other groups keep working, a heap or VM destroyed under a job,
 //! and VM destruction and file close releasing every chunk and context.
 
-use drm_ctx::device;
-use drm_ctx::drm::Registration;
-use drm_ctx::types::ARef;
-use mali_sim::{AccessType, Config, PhysAddr};
+mod driver_common;
+use driver_common::{errno, rig, Rig};
+use mali_sim::{AccessType, PhysAddr};
 use tyr::csf::instr;
-use tyr::driver::{self, TyrDriver};
-use tyr::host::HostBackend;
+use tyr::driver;
 use tyr::uapi::*;
 use tyr::umd::{Bo, Job, TilerHeap, Umd};
 
@@ -26,22 +24,6 @@ const K128: u32 = 128 << 10;
 /// Words of tiler output a 128 KiB chunk holds (its 64-byte header excluded).
 const WORDS_PER_CHUNK: u32 = (K128 - 64) / 8;
 
-type Drv = TyrDriver<HostBackend>;
-
-struct Rig {
-    reg: Registration<Drv>,
-    _parent: ARef<device::Device>,
-}
-
-fn rig() -> Rig {
-    let parent = device::Device::new("mali").unwrap();
-    let reg = driver::probe(&parent, HostBackend::new(Config::g610())).unwrap();
-    Rig {
-        reg,
-        _parent: parent,
-    }
-}
-
 impl Rig {
     fn umd(&self) -> Umd {
         Umd::open(self.reg.device()).unwrap()
@@ -54,13 +36,6 @@ impl Rig {
 
     fn pages(&self) -> usize {
         self.reg.device().backend.gpu().memory().allocated_pages()
-    }
-}
-
-fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
-    match r {
-        Ok(_) => 0,
-        Err(e) => e.to_errno(),
     }
 }
 

@@ -7,18 +7,14 @@
 //! errno panthor and `drm_syncobj.c` give it, leaving every syncobj as it was (same fence, same
 //! points) and no chain link behind.
 
+mod driver_common;
+use driver_common::{errno, rig};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use drm_ctx::device;
-use drm_ctx::drm::Registration;
 use drm_ctx::host::syncobj::{self, live_chain_links, FenceRef};
-use drm_ctx::types::ARef;
 use jobqueue::host::HostFence;
 use jobqueue::SignalFence as _;
-use mali_sim::Config;
 use tyr::csf::instr;
-use tyr::driver::{self, TyrDriver};
-use tyr::host::HostBackend;
 use tyr::job::JobSyncFence;
 use tyr::uapi::*;
 use tyr::umd::{timeline_op, Bo, Job, Umd};
@@ -28,34 +24,11 @@ const ENOENT: i32 = -2;
 const WAIT: i64 = 600_000_000_000;
 const WAIT_ALL: u32 = syncobj::DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL;
 
-type Drv = TyrDriver<HostBackend>;
-
 /// Chain links are counted process-wide: the tests of this file run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-struct Rig {
-    reg: Registration<Drv>,
-    _parent: ARef<device::Device>,
-}
-
-fn rig() -> Rig {
-    let parent = device::Device::new("mali").unwrap();
-    let reg = driver::probe(&parent, HostBackend::new(Config::g610())).unwrap();
-    Rig {
-        reg,
-        _parent: parent,
-    }
-}
-
-fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
-    match r {
-        Ok(_) => 0,
-        Err(e) => e.to_errno(),
-    }
 }
 
 /// A VM with one BO mapped at `va`: code from offset 0, data from `DATA`.

@@ -38,7 +38,7 @@ pub fn rig_with(cfg: Config) -> Rig {
     }
 }
 
-pub fn errno(r: drm_ctx::Result<u32>) -> i32 {
+pub fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
     match r {
         Ok(_) => 0,
         Err(e) => e.to_errno(),
