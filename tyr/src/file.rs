@@ -313,6 +313,16 @@ impl<B: Backend> DevInner<B> {
                 return Err(e);
             }
         };
+        // Given back by the group's teardown, which every failure after the group is made goes
+        // through.
+        let suspend_va = match self.take_suspend_buf() {
+            Ok(va) => va,
+            Err(e) => {
+                self.sched.free_iface(&iface_slots);
+                self.unmap_group_mem(&vm, va, size);
+                return Err(e);
+            }
+        };
         let state = Arc::new(GroupState::new(priority));
         let mut queues = Vec::new();
         let mut off = 0u64;
@@ -347,6 +357,7 @@ impl<B: Backend> DevInner<B> {
                     config,
                 }),
                 Err(_) => {
+                    self.put_suspend_buf(suspend_va);
                     self.sched.free_iface(&iface_slots);
                     self.unmap_group_mem(&vm, va, size);
                     return Err(Error::Invalid);
@@ -362,8 +373,7 @@ impl<B: Backend> DevInner<B> {
             queues,
             mem,
             mem_va: va,
-            // Given back by the group's teardown, which every failure below goes through.
-            suspend_va: self.take_suspend_buf(),
+            suspend_va,
             iface_slots,
             teardown: Mutex::new(()),
         });

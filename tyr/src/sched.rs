@@ -45,8 +45,12 @@
 //! - The CSG priority field of `ENDPOINT_REQ` carries the group's priority
 //!   ([`csg_priority`]): the firmware runs higher-priority resident groups first.
 //! - A suspended group keeps its jobs; their fences stay pending until it runs again.
-//! - Suspend buffers come from one pool mapped at probe (see [`MAX_SUSPEND_BUFS`]); a group
-//!   created when none is left is never suspended (it only leaves its slot when idle).
+//! - Every group gets a suspend buffer when it is created, from a window of them in the MCU's
+//!   address space (a block of 1 MiB made at probe) that grows by a block when all are taken,
+//!   up to one per queue interface ([`MAX_SUSPEND_BUFS`]): a client holds at most its share of
+//!   the queue interfaces, so it cannot take the places other clients' groups need. A group
+//!   that cannot get one is not created (`ENOMEM`); only a firmware that asks for no suspend
+//!   buffer gives groups that are never suspended (they leave their slot only when idle).
 //!
 //! # When things go wrong
 //!
@@ -603,95 +607,163 @@ pub fn group_mem_size(rings: &[u32]) -> u64 {
     rings.iter().map(|r| u64::from(*r)).sum::<u64>() + crate::backend::PAGE_SIZE
 }
 
-/// Most suspend buffers a device hands out (groups beyond them are never suspended).
-pub const MAX_SUSPEND_BUFS: usize = 128;
+/// Most suspend buffers a device hands out: one per queue interface, as every group has at
+/// least one queue, so there is a place for every group the device can hold, and a client holds
+/// at most as many as its share of the queue interfaces
+/// ([`crate::file::MAX_QUEUES_PER_FILE`]).
+pub const MAX_SUSPEND_BUFS: usize = MAX_QUEUES;
 
-/// The groups' suspend buffers: one block of DMA memory allocated and mapped in the MCU VM's
-/// kernel region at probe, cut into equal places, one per group that may be suspended
-/// (panthor gives each group a buffer in the firmware's VM too). Handing a place out or back
-/// touches no page table and no MMU, so it cannot fail or wait on a powered-down GPU.
+/// Most [`KERNEL_CHUNK`](crate::vm::KERNEL_CHUNK)s of the MCU's address space the suspend
+/// buffers take (8 MiB of its 256 MiB kernel region; 1,024 places of the simulated firmware's
+/// 8 KiB, more than [`MAX_SUSPEND_BUFS`]).
+const SUSPEND_CHUNKS: usize = 8;
+
+/// The groups' suspend buffers (panthor gives each group one in the firmware's VM too): blocks
+/// of DMA memory mapped in the MCU VM's kernel region, cut into equal places, one per group:
+/// the first block (one [`KERNEL_CHUNK`]) made at probe, the next ones when a group is created
+/// and every place of the blocks made so far is taken.
+///
+/// A block stays mapped until the device goes, so that handing a place out or back touches no
+/// page table and no MMU: it cannot fail or wait on a powered-down GPU, and a group's teardown
+/// cannot be stopped by the MMU. The window grows only while the device has fewer places than
+/// it can have groups, to at most [`SUSPEND_CHUNKS`] blocks.
+///
+/// # Invariants
+///
+/// - `chunks[..made]` are mapped at `base[c]` in the MCU VM for `per_chunk * size` bytes, at
+///   addresses of its kernel region never mapped before (so mapping them needed no TLB
+///   maintenance); `chunks[made..]` are `None`.
+/// - A set bit `i` of `used` stands for the place `i % per_chunk` of block `i / per_chunk`,
+///   held by exactly one live group; `i < capacity()`.
+///
+/// [`KERNEL_CHUNK`]: crate::vm::KERNEL_CHUNK
 pub(crate) struct SuspendWindow<D: DmaMemory> {
     dma: D,
-    /// The block (`None`: no window; groups get no suspend buffer and are never suspended).
-    region: Option<DmaRegion>,
-    /// MCU address of the first place.
-    base: u64,
-    /// Bytes per place: the firmware's `SUSPEND_SIZE` in whole pages.
+    /// Bytes per place: the firmware's `SUSPEND_SIZE` in whole pages (0: the firmware wants no
+    /// suspend buffer, or one larger than a kernel chunk; groups then get none and are never
+    /// suspended).
     size: u64,
-    /// Places there are.
-    count: usize,
+    /// Places per block.
+    per_chunk: usize,
+    /// The blocks made so far, with their MCU addresses.
+    chunks: [Option<DmaRegion>; SUSPEND_CHUNKS],
+    base: [u64; SUSPEND_CHUNKS],
+    made: usize,
     /// Places in use.
-    used: [u64; MAX_SUSPEND_BUFS / 64],
+    used: [u64; MAX_SUSPEND_BUFS.div_ceil(64)],
 }
 
 impl<D: DmaMemory + Clone> SuspendWindow<D> {
-    /// The window of a device whose firmware interface is at `fw_base`, in `mcu_vm`. A firmware
-    /// asking for no suspend buffer (or for more than a kernel chunk of them), and a device
-    /// without the memory or the VA for it, give no window.
-    fn new<B: Backend<Dma = D>>(b: &B, fw_base: u64, mcu_vm: &mut McuVm<B>) -> Self {
-        let mut w = SuspendWindow {
-            dma: b.dma().clone(),
-            region: None,
-            base: 0,
-            size: 0,
-            count: 0,
-            used: [0; MAX_SUSPEND_BUFS / 64],
-        };
+    /// The window of a device whose firmware interface is at `fw_base`, with its first block
+    /// made if there is memory for it (the next group to be created tries again otherwise).
+    fn new<B: Backend<Dma = D>>(b: &B, fw_base: u64, mcu_vm: &Mutex<McuVm<B>>) -> Self {
         let ctrl = fw_base + crate::fw::CSF_GROUP_CONTROL_OFFSET + csg::SUSPEND_SIZE;
         let size = u64::from(Words(b.dma()).rd32(ctrl)).next_multiple_of(PAGE_SIZE);
-        let chunk = crate::vm::KERNEL_CHUNK;
-        if size == 0 || size > chunk {
-            return w;
-        }
-        let count = ((chunk / size) as usize).min(MAX_SUSPEND_BUFS);
-        let total = size * count as u64;
-        let Ok(region) = b.dma().alloc((total / PAGE_SIZE) as usize, PAGE_SIZE) else {
-            return w;
+        let size = if size > crate::vm::KERNEL_CHUNK {
+            0
+        } else {
+            size
         };
-        let Ok(va) = mcu_vm.alloc_kernel_va() else {
-            // SAFETY: the block was just allocated and nothing has seen it.
-            unsafe { b.dma().free(region) };
-            return w;
+        let mut w = SuspendWindow {
+            dma: b.dma().clone(),
+            size,
+            per_chunk: crate::vm::KERNEL_CHUNK.checked_div(size).unwrap_or(0) as usize,
+            chunks: [const { None }; SUSPEND_CHUNKS],
+            base: [0; SUSPEND_CHUNKS],
+            made: 0,
+            used: [0; MAX_SUSPEND_BUFS.div_ceil(64)],
         };
-        // A range never mapped before: no TLB entry of AS 0 can describe it, so no flush.
-        if mcu_vm
-            .map_kernel(va, region.addr, total, &mut crate::vm::NoMmu)
-            .is_err()
-        {
-            mcu_vm.free_kernel_va(va);
-            // SAFETY: the mapping failed (and was undone): nothing reaches the block.
-            unsafe { b.dma().free(region) };
-            return w;
+        if w.size != 0 {
+            let _ = w.grow(mcu_vm);
         }
-        w.region = Some(region);
-        w.base = va;
-        w.size = size;
-        w.count = count;
         w
+    }
+
+    /// Places the window can ever have.
+    fn capacity(&self) -> usize {
+        (self.per_chunk * SUSPEND_CHUNKS).min(MAX_SUSPEND_BUFS)
+    }
+
+    /// Takes a place: its MCU address; 0 if the firmware wants no suspend buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] if every place is taken and no block can be added (the window is
+    /// at its size, or there is no memory or MCU address space for another block). Nothing
+    /// changes then.
+    fn take<B: Backend<Dma = D>>(&mut self, mcu_vm: &Mutex<McuVm<B>>) -> Result<u64> {
+        if self.size == 0 {
+            return Ok(0);
+        }
+        let cap = self.capacity();
+        let made = (self.made * self.per_chunk).min(cap);
+        let free = (0..made).find(|&i| self.used[i / 64] & (1 << (i % 64)) == 0);
+        let i = match free {
+            Some(i) => i,
+            None if made < cap => {
+                self.grow(mcu_vm)?;
+                made
+            }
+            None => return Err(Error::NoMemory),
+        };
+        self.used[i / 64] |= 1 << (i % 64);
+        Ok(self.base[i / self.per_chunk] + (i % self.per_chunk) as u64 * self.size)
+    }
+
+    /// Makes the next block and maps it for the MCU.
+    fn grow<B: Backend<Dma = D>>(&mut self, mcu_vm: &Mutex<McuVm<B>>) -> Result<()> {
+        let bytes = self.size * self.per_chunk as u64;
+        let region = self
+            .dma
+            .alloc((bytes / PAGE_SIZE) as usize, PAGE_SIZE)
+            .map_err(|_| Error::NoMemory)?;
+        let mut vm = lock(mcu_vm);
+        let mapped = vm.alloc_kernel_va().and_then(|va| {
+            // A range of the kernel region never mapped before (the window's blocks are the
+            // only mappings made there after probe, and they stay): no TLB entry of AS 0 can
+            // describe it, so no flush, and no MMU command on a GPU that may be powered down.
+            match vm.map_kernel(va, region.addr, bytes, &mut crate::vm::NoMmu) {
+                Ok(()) => Ok(va),
+                Err(e) => {
+                    vm.free_kernel_va(va);
+                    Err(e)
+                }
+            }
+        });
+        drop(vm);
+        match mapped {
+            Ok(va) => {
+                self.chunks[self.made] = Some(region);
+                self.base[self.made] = va;
+                self.made += 1;
+                Ok(())
+            }
+            Err(_) => {
+                // SAFETY: the block was just allocated and the mapping failed (and was
+                // undone): nothing reaches it.
+                unsafe { self.dma.free(region) };
+                Err(Error::NoMemory)
+            }
+        }
     }
 }
 
 impl<D: DmaMemory> SuspendWindow<D> {
-    /// Takes a place: its MCU address, or 0 if there is none left (or no window).
-    fn take(&mut self) -> u64 {
-        for i in 0..self.count {
-            let (w, bit) = (i / 64, i % 64);
-            if self.used[w] & (1 << bit) == 0 {
-                self.used[w] |= 1 << bit;
-                return self.base + i as u64 * self.size;
-            }
-        }
-        0
-    }
-
     /// Gives a place back (0 and foreign addresses are ignored).
     fn put(&mut self, va: u64) {
-        let Some(off) = va.checked_sub(self.base).filter(|_| self.size != 0) else {
+        if va == 0 || self.size == 0 {
             return;
-        };
-        let i = (off / self.size) as usize;
-        if va != 0 && i < self.count {
-            self.used[i / 64] &= !(1 << (i % 64));
+        }
+        for c in 0..self.made {
+            let Some(off) = va.checked_sub(self.base[c]) else {
+                continue;
+            };
+            let j = (off / self.size) as usize;
+            if off % self.size == 0 && j < self.per_chunk {
+                let i = c * self.per_chunk + j;
+                self.used[i / 64] &= !(1 << (i % 64));
+                return;
+            }
         }
     }
 
@@ -699,11 +771,16 @@ impl<D: DmaMemory> SuspendWindow<D> {
     pub(crate) fn in_use(&self) -> usize {
         self.used.iter().map(|w| w.count_ones() as usize).sum()
     }
+
+    /// Blocks made so far.
+    pub(crate) fn blocks(&self) -> usize {
+        self.made
+    }
 }
 
 impl<D: DmaMemory> Drop for SuspendWindow<D> {
     fn drop(&mut self) {
-        if let Some(region) = self.region.take() {
+        for region in self.chunks.iter_mut().filter_map(Option::take) {
             // SAFETY: the window goes with the device state, after `TyrData::drop` stopped the
             // MCU and disabled its address space: nothing reaches the block any more.
             unsafe { self.dma.free(region) };
@@ -879,8 +956,8 @@ impl<B: Backend> DevInner<B> {
         mcu_vm: McuVm<B>,
         fw: FwIface,
     ) -> Self {
-        let mut mcu_vm = mcu_vm;
-        let window = SuspendWindow::new(&backend, fw.base, &mut mcu_vm);
+        let mcu_vm = Mutex::new(mcu_vm);
+        let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
         DevInner {
             suspend_window: Mutex::new(window),
             slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
@@ -891,7 +968,7 @@ impl<B: Backend> DevInner<B> {
             gpu_info,
             csif_info,
             fw_objects,
-            mcu_vm: Mutex::new(mcu_vm),
+            mcu_vm,
             next_key: AtomicU64::new(2),
             pm: crate::pm::Pm::new(&backend),
             backend,
@@ -985,10 +1062,25 @@ impl<B: Backend> DevInner<B> {
         vmg.free_kernel_va(va);
     }
 
-    /// A suspend buffer for a new group: its MCU address, 0 if none is left (the group then
-    /// is never suspended, only evicted when idle).
-    pub(crate) fn take_suspend_buf(&self) -> u64 {
-        lock(&self.suspend_window).take()
+    /// A suspend buffer for a new group: its MCU address (0 if the firmware wants none: its
+    /// groups are then never suspended, only evicted when idle).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] if none is left and the window cannot grow.
+    pub(crate) fn take_suspend_buf(&self) -> Result<u64> {
+        lock(&self.suspend_window).take(&self.mcu_vm)
+    }
+
+    /// Gives back a suspend buffer of [`take_suspend_buf`](Self::take_suspend_buf) that no
+    /// slot uses.
+    pub(crate) fn put_suspend_buf(&self, va: u64) {
+        lock(&self.suspend_window).put(va);
+    }
+
+    /// Blocks of suspend buffers mapped for the MCU so far.
+    pub fn suspend_blocks(&self) -> usize {
+        lock(&self.suspend_window).blocks()
     }
 
     /// Suspend buffers handed out to live groups.
@@ -1021,7 +1113,7 @@ impl<B: Backend> DevInner<B> {
         }
         let size = g.mem.0.size() as u64;
         // The group holds no slot: the firmware no longer writes its suspend buffer.
-        lock(&self.suspend_window).put(g.suspend_va);
+        self.put_suspend_buf(g.suspend_va);
         self.unmap_group_mem(&g.vm, g.mem_va, size);
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.

@@ -664,3 +664,99 @@ fn suspended_groups_are_destroyed_and_unplugged_with_every_fence_signalled() {
         assert!(st == Some(Ok(())) || st == Some(Err(ECANCELED)), "{st:?}");
     }
 }
+
+/// Suspend buffers are per group, from a window that grows a block at a time: a client that
+/// creates all the groups its share of the queue interfaces allows takes one block, and another
+/// client's groups still get buffers and are time-sliced. A group whose buffer cannot be had
+/// (no memory for a new block) is refused with `ENOMEM` and leaves nothing behind.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn one_client_cannot_take_the_suspend_buffers_others_need() {
+    const JOBS: u64 = 4;
+    const SPIN: u32 = 600;
+    let r = fair_rig();
+    let dev = r.dev().shared().clone();
+    let greedy = Umd::open(r.dev()).unwrap();
+    let gvm = greedy.vm_create().unwrap();
+    let mut hoard = Vec::new();
+    loop {
+        match greedy.group_create(gvm, &[RING]) {
+            Ok(h) => hoard.push(h),
+            Err(e) => {
+                assert_eq!(
+                    e.to_errno(),
+                    -16,
+                    "EBUSY: the file's share of queue interfaces"
+                );
+                break;
+            }
+        }
+    }
+    assert_eq!(hoard.len(), tyr::file::MAX_QUEUES_PER_FILE);
+    assert_eq!(dev.suspend_bufs_in_use(), hoard.len());
+    assert_eq!(
+        dev.suspend_blocks(),
+        1,
+        "128 buffers of 8 KiB fill one block"
+    );
+
+    // No memory for a second block: the next group is refused and leaves nothing behind.
+    let other = Umd::open(r.dev()).unwrap();
+    let vm = other.vm_create().unwrap();
+    let mem = r.gpu().memory();
+    let pages = mem.allocated_pages();
+    // In a VM of its own, whose page tables go with it.
+    let vm2 = other.vm_create().unwrap();
+    mem.set_page_limit(Some(mem.allocated_pages() + 16));
+    assert_eq!(errno(other.group_create(vm2, &[RING])), -12, "ENOMEM");
+    mem.set_page_limit(None);
+    let mut d = VmDestroy { id: vm2, pad: 0 };
+    other.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d).unwrap();
+    assert_eq!(
+        mem.allocated_pages(),
+        pages,
+        "nothing of the refused group stays"
+    );
+    assert_eq!(dev.suspend_bufs_in_use(), hoard.len());
+    assert_eq!(dev.suspend_blocks(), 1);
+
+    // With memory, the other client's groups get buffers in a new block and share the slots
+    // by time-slicing while the greedy client's groups sit idle.
+    let mut groups: Vec<Grp> = (0..12u64)
+        .map(|k| {
+            let mut g = group(
+                &other,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            );
+            for j in 0..JOBS {
+                g.stage_spin(&other, j, SPIN);
+            }
+            g
+        })
+        .collect();
+    assert_eq!(dev.suspend_blocks(), 2);
+    assert_eq!(dev.suspend_bufs_in_use(), hoard.len() + groups.len());
+    let gate = gate(&other, vm, 0x800_0000, 2);
+    assert_eq!(dev.suspend_bufs_in_use(), hoard.len() + groups.len() + 1);
+    for g in &mut groups {
+        g.submit_staged(&other, Some(gate.go));
+    }
+    for g in &groups {
+        other.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&other, JOBS, SPIN);
+    }
+    assert_eq!(resets(&r), 0);
+    assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 4);
+
+    // Every place goes back; the blocks stay for the next groups.
+    for h in hoard {
+        greedy.group_destroy(h).unwrap();
+    }
+    drop(groups);
+    drop(gate);
+    drop(other);
+    assert_eq!(dev.suspend_bufs_in_use(), 0);
+    assert_eq!(dev.suspend_blocks(), 2);
+}
