@@ -84,14 +84,16 @@ pub fn probe<B: Backend>(
     Ok(reg)
 }
 
-/// Suspends the device (system suspend, panthor's `panthor_device_suspend`): jobs already on
-/// the GPU complete, later ones are held in their rings and queues, every group leaves its
-/// slot, the MCU is halted and the GPU powered down (see [`crate::pm`]).
+/// Suspends the device (system suspend, panthor's `panthor_device_suspend`): new jobs are
+/// held in their rings and queues, the groups running on the GPU are suspended through the
+/// firmware (their state saved for the resume), every group leaves its slot, the MCU is
+/// halted and the GPU powered down (see [`crate::pm`]).
 ///
 /// # Errors
 ///
-/// [`Error::TimedOut`](crate::Error::TimedOut) if the work on the GPU does not complete (the
-/// device then runs on), [`Error::Busy`](crate::Error::Busy) if it is suspended already.
+/// [`Error::Busy`](crate::Error::Busy) if it is suspended or suspending already,
+/// [`Error::TimedOut`](crate::Error::TimedOut) if the device's work item does not take the
+/// suspend up, and the power-down's errors; the device then runs on.
 pub fn suspend<B: Backend>(dev: &TyrDevice<B>) -> Result {
     dev.shared().suspend()
 }

@@ -33,22 +33,27 @@
 //!
 //! # System suspend
 //!
-//! A system suspend (`suspend` on the device state, `driver::suspend`) does not preempt: it
-//! drains (the CSG suspend buffers the scheduler uses for time-slicing are not used for it
-//! yet). It first *holds* new jobs: a job that
-//! reaches its ring from then on is written there but not published to the firmware (the
-//! insert pointer the firmware reads stays where it was). Then it waits, with a timeout, until
-//! every job already published on a resident group's ring has completed (their fences signal
-//! as usual), takes every group off its slot and powers down as above, MCU first. Nothing is
-//! lost: the held jobs and those still waiting for their dependencies stay in their rings and
-//! queues. The resume publishes every ring's insert pointer and lets the scheduler start the
-//! groups with work again, which wakes the GPU; the jobs run from where each ring stopped, in
-//! submission order. While the device is suspended the system sleeps
-//! ([`Backend::system_sleep`]): as the kernel's monotonic clock stops in a system suspend, the
-//! driver's timers (job timeouts among them) do not run, so held jobs do not time out. A
-//! suspend whose drain times out (a resident stream blocked on a sync
-//! object that only held work would signal) fails with `ETIMEDOUT` and leaves the device
-//! running.
+//! A system suspend (`suspend` on the device state, `driver::suspend`) preempts, as panthor's
+//! does. It first *holds* new jobs: a job that reaches its ring from then on is written there
+//! but not published to the firmware (the insert pointer the firmware reads stays where it
+//! was), and the scheduler starts no group. Then the device's work item (which owns the
+//! slots) suspends every resident group that has published work not done, through the
+//! firmware, exactly as a time-slicing rotation does: the streams' state goes into the
+//! group's suspend buffer and the group keeps its jobs. Resident groups without such work
+//! give their slot up; the MCU halts and the domains power off as above. Nothing is lost: the
+//! held jobs and those waiting for their dependencies stay in their rings and queues, and the
+//! interrupted ones in the suspend buffers. The resume publishes every ring's insert pointer
+//! and lets the scheduler start or resume the groups with work, which wakes the GPU; every
+//! group goes on from where it stopped, in submission order. While the device is suspended
+//! the system sleeps ([`Backend::system_sleep`]): as the kernel's monotonic clock stops in a
+//! system suspend, the driver's timers (job timeouts among them) do not run, so held jobs do
+//! not time out.
+//!
+//! A suspend the firmware does not acknowledge within the scheduler's `SUSPEND_TIMEOUT`
+//! escalates to a GPU reset (panthor terminates such groups and resets as well): the suspend
+//! still succeeds, and after the resume every group replays from the first job it had not
+//! finished. A suspend fails (and the device runs on) only when the work item does not take
+//! it up within [`SUSPEND_START_TIMEOUT`] or the power-down fails.
 //!
 //! # Frequency scaling
 //!
@@ -456,7 +461,7 @@ pub struct PmGuard<'a>(#[allow(dead_code)] RwLockReadGuard<'a, PmState>);
 /// The power gate held for a power-down ([`Pm::begin_power_down`]).
 pub struct PmDown<'a>(RwLockWriteGuard<'a, PmState>);
 
-/// How long a system suspend waits for the work already on the rings to complete.
-pub const SUSPEND_DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a system suspend waits for the device's work item to take it up.
+pub const SUSPEND_START_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often it looks.
 pub const SUSPEND_POLL_INTERVAL: Duration = Duration::from_micros(10);

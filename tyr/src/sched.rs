@@ -812,7 +812,24 @@ pub struct Sched<B: Backend> {
     pub resumes: AtomicU64,
     /// See [`Sched::resumes`].
     pub moves: AtomicU64,
+    /// Where a system suspend stands (`SLEEP_*`).
+    sleep: AtomicU32,
+    /// The errno of a system suspend that failed on the work item.
+    sleep_err: core::sync::atomic::AtomicI32,
 }
+
+/// No system suspend under way.
+const SLEEP_NONE: u32 = 0;
+/// `suspend` claimed the device and holds jobs back; the work item must not start yet.
+const SLEEP_PREPARING: u32 = 1;
+/// The work item is asked to suspend.
+const SLEEP_ASKED: u32 = 2;
+/// The work item is suspending.
+const SLEEP_RUNNING: u32 = 3;
+/// The device is suspended.
+const SLEEP_DONE: u32 = 4;
+/// The work item's suspend failed (`sleep_err`).
+const SLEEP_FAILED: u32 = 5;
 
 impl<B: Backend> Sched<B> {
     /// Scheduler state for `slots` group slots.
@@ -832,6 +849,8 @@ impl<B: Backend> Sched<B> {
             suspends: AtomicU64::new(0),
             resumes: AtomicU64::new(0),
             moves: AtomicU64::new(0),
+            sleep: AtomicU32::new(SLEEP_NONE),
+            sleep_err: core::sync::atomic::AtomicI32::new(0),
         }
     }
 
@@ -1177,6 +1196,7 @@ impl<B: Backend> Events for DevInner<B> {
         if self.sched.shared.reset_needed.swap(false, Ordering::AcqRel) {
             self.reset();
         }
+        self.sleep_if_asked();
         self.schedule();
         self.pm_tick();
     }
@@ -1889,81 +1909,196 @@ impl<B: Backend> DevInner<B> {
         }
     }
 
-    /// Whether every job published on the ring of a group holding a slot has run (the
-    /// firmware's extract pointer reached the published insert pointer).
-    fn published_work_done(&self) -> bool {
+    /// Whether a job published on one of `g`'s rings has not run to its end (the firmware's
+    /// extract pointer is behind the published insert pointer).
+    fn published_pending(&self, g: &Group<B>) -> bool {
         let w = self.fw_words();
         let base = self.fw.base;
-        self.sched.group_list().iter().all(|g| {
-            g.state.dead.load(Ordering::Acquire)
-                || g.state.slot.load(Ordering::Acquire) == NO_SLOT
-                || g.queues.iter().all(|q| {
-                    let iface = lock(&q.jq).backend().iface;
-                    w.rd64(base + iface + 0x10) >= w.rd64(base + iface)
-                })
+        g.queues.iter().any(|q| {
+            let iface = lock(&q.jq).backend().iface;
+            w.rd64(base + iface + 0x10) < w.rd64(base + iface)
         })
     }
 
-    /// Suspends the device (system suspend; see `crate::pm`): holds new jobs back, waits up
-    /// to [`crate::pm::SUSPEND_DRAIN_TIMEOUT`] for the published ones to complete, takes every
-    /// group off its slot, halts the MCU and powers the GPU down. Jobs not run yet stay in
-    /// their rings and queues for [`resume`](Self::resume).
+    /// Takes `g` (which holds a slot) off the GPU without saving its state: its slot is
+    /// terminated and every queue restarts, at its next start, from the first job it had not
+    /// finished (as after a reset; the ring still holds those jobs).
+    fn unbind_for_replay(&self, g: &Group<B>) {
+        self.unbind_group(g);
+        let w = self.fw_words();
+        let dma = self.backend.dma();
+        let mut pending = false;
+        for q in &g.queues {
+            let mut jq = lock(&q.jq);
+            let r = jq.backend_mut();
+            r.complete(dma);
+            // Output words: extract, active.
+            w.wr64(self.fw.base + r.iface + 0x10, r.replay_from());
+            w.wr64(self.fw.base + r.iface + 0x18, 0);
+            pending |= !r.is_idle();
+        }
+        if pending {
+            g.state.wants_slot.store(true, Ordering::Release);
+        }
+    }
+
+    /// The work item's half of a system suspend ([`suspend`](Self::suspend) asked for it, with
+    /// new jobs held back): every resident group with published work not done is suspended
+    /// through the firmware (its state saved in its suspend buffer, as time-slicing does), the
+    /// other resident groups give their slots up, then the MCU halts and the GPU powers down.
+    ///
+    /// A group whose suspend the firmware does not acknowledge within [`SUSPEND_TIMEOUT`]
+    /// escalates to a GPU reset (panthor terminates such groups and resets too): every group
+    /// then restarts, after the resume, from the first job it had not finished. A group
+    /// without a suspend buffer (a firmware that asks for none) is terminated and restarts the
+    /// same way.
+    fn sleep(&self) -> Result {
+        for n in 0..self.fw.csg.len() {
+            let Some(g) = self.group_in(n) else {
+                continue;
+            };
+            if g.state.dead.load(Ordering::Acquire) || !self.published_pending(&g) {
+                self.unbind_group(&g);
+            } else if g.suspend_va == 0 {
+                self.unbind_for_replay(&g);
+            } else if self.suspend_group(n, &g).is_err() {
+                // The reset brings every group back, none of them resident.
+                self.sched
+                    .shared
+                    .reset_needed
+                    .store(false, Ordering::Release);
+                self.reset();
+                if self.sched.broken.load(Ordering::Acquire) {
+                    return Err(Error::NoDevice);
+                }
+                break;
+            }
+        }
+        if let Some(gate) = self.pm.begin_power_down() {
+            // A group the loop above did not see (none should be left) gives its slot up too.
+            for n in 0..self.fw.csg.len() {
+                if let Some(g) = self.group_in(n) {
+                    self.unbind_for_replay(&g);
+                }
+            }
+            self.pm
+                .power_down(gate, &self.backend, &self.gpu_info, self.fw.base)?;
+        }
+        self.pm.set_suspended(true);
+        Ok(())
+    }
+
+    /// Runs a system suspend the work item was asked for (see [`sleep`](Self::sleep)).
+    fn sleep_if_asked(&self) {
+        let s = &self.sched;
+        if s.sleep
+            .compare_exchange(
+                SLEEP_ASKED,
+                SLEEP_RUNNING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return;
+        }
+        let r = self.sleep();
+        if let Err(e) = r {
+            dev_err!(&self.backend, "Suspend failed: {e}; resetting the GPU");
+            s.sleep_err.store(e.to_errno(), Ordering::Release);
+            s.shared.reset_needed.store(true, Ordering::Release);
+            self.backend.executor().waker().wake_by_ref();
+        }
+        s.sleep.store(
+            if r.is_ok() { SLEEP_DONE } else { SLEEP_FAILED },
+            Ordering::Release,
+        );
+    }
+
+    /// Suspends the device (system suspend; see `crate::pm`): holds new jobs back, has the
+    /// work item suspend every group running on the GPU (saving its state through the
+    /// firmware), halt the MCU and power the GPU down, and waits for it. Jobs not run yet stay
+    /// in their rings and queues, and suspended groups keep their state, for
+    /// [`resume`](Self::resume).
     ///
     /// # Errors
     ///
-    /// [`Error::TimedOut`] if the published work does not drain (the device then runs on, as
-    /// if the suspend had not been asked for), [`Error::Busy`] if it is suspended already, and
-    /// the power-down's errors.
+    /// [`Error::Busy`] if the device is suspended or suspending already; [`Error::TimedOut`] if
+    /// the work item does not take the request up within
+    /// [`crate::pm::SUSPEND_START_TIMEOUT`] (its executor is stopped); the power-down's errors
+    /// (the GPU is then reset). The device runs on after an error.
     pub fn suspend(&self) -> Result {
-        if self.pm.is_suspended() || self.pm.is_holding() {
+        let s = &self.sched;
+        let claim = s.sleep.compare_exchange(
+            SLEEP_NONE,
+            SLEEP_PREPARING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if claim.is_err() {
             return Err(Error::Busy);
         }
         self.pm.set_holding(true);
+        s.sleep.store(SLEEP_ASKED, Ordering::Release);
+        self.backend.executor().waker().wake_by_ref();
         let clock = self.backend.clock();
         let start = register::io::poll::PollClock::now(clock);
-        while !self.published_work_done() {
-            let now = register::io::poll::PollClock::now(clock);
-            if now.saturating_sub(start) > crate::pm::SUSPEND_DRAIN_TIMEOUT {
-                dev_err!(&self.backend, "Suspend: the GPU did not drain; running on");
-                self.resume_rings();
-                return Err(Error::TimedOut);
+        loop {
+            match s.sleep.load(Ordering::Acquire) {
+                SLEEP_DONE => break,
+                SLEEP_FAILED => {
+                    let e = Error::from_errno(s.sleep_err.load(Ordering::Acquire));
+                    self.resume_rings();
+                    s.sleep.store(SLEEP_NONE, Ordering::Release);
+                    return Err(e);
+                }
+                SLEEP_ASKED => {
+                    let now = register::io::poll::PollClock::now(clock);
+                    let late = now.saturating_sub(start) > crate::pm::SUSPEND_START_TIMEOUT;
+                    if late
+                        && s.sleep
+                            .compare_exchange(
+                                SLEEP_ASKED,
+                                SLEEP_PREPARING,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
+                            .is_ok()
+                    {
+                        dev_err!(
+                            &self.backend,
+                            "Suspend: the work item did not run; running on"
+                        );
+                        self.resume_rings();
+                        s.sleep.store(SLEEP_NONE, Ordering::Release);
+                        return Err(Error::TimedOut);
+                    }
+                }
+                _ => {}
             }
             register::io::poll::PollClock::sleep(clock, crate::pm::SUSPEND_POLL_INTERVAL);
         }
-        if let Some(gate) = self.pm.begin_power_down() {
-            for n in 0..self.fw.csg.len() {
-                if let Some(g) = self.group_in(n) {
-                    self.unbind_group(&g);
-                }
-            }
-            if let Err(e) = self
-                .pm
-                .power_down(gate, &self.backend, &self.gpu_info, self.fw.base)
-            {
-                self.resume_rings();
-                return Err(e);
-            }
-        }
-        self.pm.set_suspended(true);
         // The system sleeps: the driver's timers (job timeouts, the idle timer) stand still.
         self.backend.system_sleep(true);
         Ok(())
     }
 
     /// Resumes a suspended device: publishes every ring's held jobs and lets the scheduler
-    /// start the groups with work, which powers the GPU up.
+    /// start (or resume, from their suspend buffers) the groups with work, which powers the GPU
+    /// up.
     ///
     /// # Errors
     ///
     /// [`Error::Invalid`] if the device is not suspended.
     pub fn resume(&self) -> Result {
-        if !self.pm.is_suspended() {
+        if self.sched.sleep.load(Ordering::Acquire) != SLEEP_DONE {
             return Err(Error::Invalid);
         }
         // The held jobs are published before the scheduler may start a group again, so that
         // no stream starts with an insert pointer that is about to move.
         self.resume_rings();
         self.pm.set_suspended(false);
+        self.sched.sleep.store(SLEEP_NONE, Ordering::Release);
         self.backend.executor().waker().wake_by_ref();
         // Time moves again for the driver's timers once the work is back on its way.
         self.backend.system_sleep(false);

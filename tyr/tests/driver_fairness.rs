@@ -760,3 +760,180 @@ fn one_client_cannot_take_the_suspend_buffers_others_need() {
     assert_eq!(dev.suspend_bufs_in_use(), 0);
     assert_eq!(dev.suspend_blocks(), 2);
 }
+
+/// Ten groups with chains of spinning jobs, all held back by a gate: the rig, the client, the
+/// groups and the gate's last job.
+fn busy_groups(n: u64, jobs: u64, spin: u32) -> (Rig, Umd, Vec<Grp>, Gate) {
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let mut groups: Vec<Grp> = (0..n)
+        .map(|k| {
+            let va = 0x100_0000 + k * 0x10_0000;
+            let mut g = group(&umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM);
+            for j in 0..jobs {
+                g.stage_spin(&umd, j, spin);
+            }
+            g
+        })
+        .collect();
+    let gate = gate(&umd, vm, 0x800_0000, 1);
+    for g in &mut groups {
+        g.submit_staged(&umd, Some(gate.go));
+    }
+    umd.wait(&[gate.go], WAIT).unwrap();
+    // Every slot taken by a group in the middle of its first job.
+    let t0 = std::time::Instant::now();
+    while resident(&r) < 8 {
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "the groups never took the slots"
+        );
+        std::thread::yield_now();
+    }
+    (r, umd, groups, gate)
+}
+
+/// A system suspend while every slot runs a group in the middle of a job: the groups are
+/// suspended through the firmware (their state saved), nothing runs while the device sleeps,
+/// and after the resume every job completes with the result a run without the suspend gives,
+/// in order, without a reset.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_system_suspend_saves_running_groups_and_the_resume_continues_them() {
+    const JOBS: u64 = 2;
+    const SPIN: u32 = 3000;
+    let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
+    let suspends = stat(&r, |s| s.suspends.load(Ordering::Acquire));
+    let resumes = stat(&r, |s| s.resumes.load(Ordering::Acquire));
+    tyr::driver::suspend(r.dev()).unwrap();
+    let saved = stat(&r, |s| s.suspends.load(Ordering::Acquire)) - suspends;
+    assert!(saved >= 6, "only {saved} groups were saved");
+    assert!(!r.dev().pm.is_powered());
+    assert_eq!(resident(&r), 0);
+    let pending = |groups: &[Grp]| {
+        groups
+            .iter()
+            .flat_map(|g| &g.jobs)
+            .filter(|h| fence_status(&umd, **h).is_none())
+            .count()
+    };
+    let before = pending(&groups);
+    assert!(before >= 2 * saved as usize, "{before} jobs pending");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        pending(&groups),
+        before,
+        "nothing runs while the device sleeps"
+    );
+    tyr::driver::resume(r.dev()).unwrap();
+    for g in &groups {
+        umd.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&umd, JOBS, SPIN);
+    }
+    assert_eq!(resets(&r), 0);
+    assert!(stat(&r, |s| s.resumes.load(Ordering::Acquire)) - resumes >= saved);
+}
+
+/// A system suspend the firmware does not acknowledge for the groups on the GPU escalates to a
+/// reset: the suspend still succeeds, and after the resume every job runs again from the
+/// start of the one it was in, with the right result.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_system_suspend_the_firmware_ignores_resets_and_loses_nothing() {
+    const JOBS: u64 = 2;
+    const SPIN: u32 = 3000;
+    let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
+    r.gpu()
+        .with(|g| (0..8).for_each(|n| g.set_csg_ignores_suspend(n, true)));
+    tyr::driver::suspend(r.dev()).unwrap();
+    assert_eq!(resets(&r), 1, "the stuck suspend escalated to a reset");
+    assert!(!r.dev().pm.is_powered());
+    tyr::driver::resume(r.dev()).unwrap();
+    for g in &groups {
+        umd.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&umd, JOBS, SPIN);
+    }
+    assert_eq!(resets(&r), 1);
+}
+
+/// A time-slicing suspend the firmware does not acknowledge: the GPU is reset (no group is
+/// blamed: the waiting groups' and the resident groups' jobs all complete, with the right
+/// results).
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
+    const JOBS: u64 = 2;
+    const SPIN: u32 = 3000;
+    let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
+    r.gpu()
+        .with(|g| (0..8).for_each(|n| g.set_csg_ignores_suspend(n, true)));
+    for g in &groups {
+        umd.wait(&g.jobs, WAIT).unwrap();
+        g.check_spins(&umd, JOBS, SPIN);
+    }
+    assert_eq!(resets(&r), 1, "the stuck rotation was reset once");
+}
+
+/// System suspends and resumes in a loop while four threads submit chains of jobs to their own
+/// groups (twelve groups in all, more than the slots): every suspend succeeds or says the
+/// device is busy, and in the end every job has completed with its result, in order.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn system_suspends_race_with_submissions_and_lose_nothing() {
+    const JOBS: u64 = 12;
+    const SPIN: u32 = 40;
+    let r = fair_rig();
+    let dev = r.dev();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|t| {
+        let workers: Vec<_> = (0..4u64)
+            .map(|w| {
+                t.spawn(move || {
+                    let umd = Umd::open(dev).unwrap();
+                    let vm = umd.vm_create().unwrap();
+                    let mut groups: Vec<Grp> = (0..3u64)
+                        .map(|k| {
+                            let va = 0x100_0000 + k * 0x10_0000;
+                            group(&umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM)
+                        })
+                        .collect();
+                    for j in 0..JOBS {
+                        for g in &mut groups {
+                            g.stage_spin(&umd, j, SPIN + w as u32);
+                            let after = g.jobs.last().copied();
+                            g.submit_staged(&umd, after);
+                        }
+                    }
+                    for g in &groups {
+                        umd.wait(&g.jobs, WAIT).unwrap();
+                        g.check_spins(&umd, JOBS, SPIN + w as u32);
+                    }
+                })
+            })
+            .collect();
+        let sleeper = t.spawn(|| {
+            let mut cycles = 0;
+            while !stop.load(Ordering::Acquire) {
+                match tyr::driver::suspend(dev) {
+                    Ok(()) => {
+                        std::thread::sleep(std::time::Duration::from_micros(300));
+                        tyr::driver::resume(dev).unwrap();
+                        cycles += 1;
+                    }
+                    Err(e) => panic!("suspend: {e:?}"),
+                }
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            cycles
+        });
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Release);
+        let cycles = sleeper.join().unwrap();
+        assert!(cycles >= 3, "only {cycles} suspend cycles");
+    });
+    assert!(!dev.pm.is_suspended());
+    assert_eq!(resets(&r), 0);
+}

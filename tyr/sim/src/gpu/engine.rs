@@ -97,6 +97,9 @@ pub(super) struct Group {
     busy: bool,
     /// Priority from `ENDPOINT_REQ` (15 highest), read at start, resume and `ENDPOINT_CONFIG`.
     priority: u8,
+    /// Injected: the firmware never acknowledges a `STATE_SUSPEND` of this slot (the group
+    /// runs on), see [`Gpu::set_csg_ignores_suspend`].
+    ignores_suspend: bool,
     pub(super) streams: [Stream; csf::STREAMS_PER_CSG],
 }
 
@@ -117,6 +120,7 @@ impl Group {
             running: false,
             busy: false,
             priority: 0,
+            ignores_suspend: false,
             streams <- init_array_from_fn(|_| Stream::default()),
         })
     }
@@ -136,8 +140,9 @@ impl Csf {
     /// Resets the state as a GPU reset does, in place.
     /// Forgets the firmware's state: on a GPU reset (`keep_injected` false) and when the MCU is
     /// disabled (a cold boot follows; `keep_injected` true). The faults a test injected into a
-    /// slot's streams ([`Gpu::set_stream_hang`], [`Gpu::inject_stream_access_fault`]) stand for
-    /// the scenario, not for firmware state: an idle power cycle keeps them, a reset clears them.
+    /// slot's streams ([`Gpu::set_stream_hang`], [`Gpu::inject_stream_access_fault`]) and groups
+    /// ([`Gpu::set_csg_ignores_suspend`]) stand for the scenario, not for firmware state: an
+    /// idle power cycle keeps them, a reset clears them.
     pub(super) fn reset(&mut self, keep_injected: bool) {
         // Naming every field makes adding one without resetting it a compile error.
         let Csf {
@@ -154,11 +159,13 @@ impl Csf {
                 running,
                 busy,
                 priority,
+                ignores_suspend,
                 streams,
             } = g;
             *running = false;
             *busy = false;
             *priority = 0;
+            *ignores_suspend &= keep_injected;
             for st in streams {
                 let injected = (st.hang, st.inject_fault);
                 *st = Stream::default();
@@ -351,7 +358,14 @@ impl<M: PhysMemory> Gpu<M> {
         let (input, output) = (shared(csf::csg_input(n)), shared(csf::csg_output(n)));
         let req = self.mcu_rd32(input + csg::REQ)?;
         let ack = self.mcu_rd32(output + csg::ACK)?;
-        let changed = (req ^ ack) & csg::REQ_MASK;
+        let mut changed = (req ^ ack) & csg::REQ_MASK;
+        if changed & csg::STATE_MASK != 0
+            && req & csg::STATE_MASK == csg::STATE_SUSPEND
+            && self.csf.groups[n].ignores_suspend
+        {
+            // Neither done nor acknowledged: the request stays pending.
+            changed &= !csg::STATE_MASK;
+        }
         if changed & (csg::STATE_MASK | csg::ENDPOINT_CONFIG) != 0 {
             let ep = self.mcu_rd32(input + csg::ENDPOINT_REQ)?;
             self.csf.groups[n].priority = (ep >> csg::EP_PRIORITY_SHIFT) as u8 & 0xf;
@@ -566,6 +580,15 @@ impl<M: PhysMemory> Gpu<M> {
         }
         if !hang {
             self.kick_engine();
+        }
+    }
+
+    /// Makes the firmware ignore a `STATE_SUSPEND` request of CSG slot `n` (`on`): the group
+    /// runs on and the request is never acknowledged, as with a firmware stuck on that group.
+    /// A GPU reset clears it; disabling the MCU keeps it. Out-of-range slots are ignored.
+    pub fn set_csg_ignores_suspend(&mut self, n: usize, on: bool) {
+        if let Some(g) = self.csf.groups.get_mut(n) {
+            g.ignores_suspend = on;
         }
     }
 

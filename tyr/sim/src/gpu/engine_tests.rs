@@ -1166,3 +1166,31 @@ fn higher_priority_groups_run_first_and_equals_share() {
     assert_eq!(fw.gpu.stream_instructions(1, 1), 56);
     assert_eq!(fw.gpu.stream_instructions(0, 0), 56);
 }
+
+#[test]
+fn an_ignored_suspend_is_never_acknowledged_until_a_reset() {
+    let mut fw = Fw::boot();
+    fw.map_suspend_buf();
+    fw.start_stream(0, 0);
+    suspend_program(&mut fw);
+    fw.gpu.set_csg_ignores_suspend(0, true);
+    let ci = Fw::shared(csf::csg_input(0));
+    let co = Fw::shared(csf::csg_output(0));
+    fw.wr64(ci + csg::SUSPEND_BUF, SUSPEND);
+    let req = fw.rd32(ci + csg::REQ);
+    fw.wr32(ci + csg::REQ, (req & !csg::STATE_MASK) | csg::STATE_SUSPEND);
+    fw.glb_doorbell_csg(0);
+    assert_eq!(fw.rd32(co + csg::ACK) & csg::STATE_MASK, csg::STATE_START);
+    // The group runs on: its user stream completes its counts.
+    fw.run();
+    assert_eq!(fw.user_rd32(DATA + 0x40), 160);
+    // The request stays pending through another doorbell; a terminate is honoured.
+    fw.glb_doorbell_csg(0);
+    assert_eq!(fw.rd32(co + csg::ACK) & csg::STATE_MASK, csg::STATE_START);
+    fw.csg_state(0, csg::STATE_TERMINATE);
+    // A reset clears the injection with the rest of the firmware's state.
+    fw.gpu.write32(regs::GPU_COMMAND, regs::gpu_cmd::SOFT_RESET);
+    fw.gpu.advance(fw.gpu.config().timings.reset_ns);
+    assert!(fw.gpu.csf == Gpu::g610().csf);
+    assert!(fw.gpu.bus_errors().is_empty());
+}
