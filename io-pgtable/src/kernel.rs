@@ -197,8 +197,19 @@ impl DmaTableAlloc {
     }
 
     /// How many `dma_sync_single_range_for_device` calls were made (none when coherent).
+    ///
+    /// A statistic: syncs made at the same time from several threads (through the page
+    /// table's `_shared` operations) may be counted once.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Counts a sync: a load and a store, not a locked increment, which QEMU's translator
+    /// makes a helper call (on every map and unmap of a non-coherent walker).
+    #[inline(always)]
+    fn count_sync(&self) {
+        let n = self.syncs.load(Ordering::Relaxed);
+        self.syncs.store(n.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Whether the walker is coherent (no cache maintenance).
@@ -421,7 +432,7 @@ unsafe impl TableAlloc for DmaTableAlloc {
         // SAFETY: `base` is a live mapping of `size` bytes for this device and
         // `off + len <= size`.
         unsafe { gpukit_io_pgtable_dma_sync(self.raw_dev(), base, off, len) };
-        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.count_sync();
     }
 
     unsafe fn sync_table_for_device(&self, table: TableMem, off: usize, len: usize) {
@@ -431,7 +442,7 @@ unsafe impl TableAlloc for DmaTableAlloc {
         // SAFETY: `table` is live (the caller's guarantee), so it is a mapping of at least
         // `off + len` bytes at `table.dev` for this device (each table is mapped on its own).
         unsafe { gpukit_io_pgtable_dma_sync(self.raw_dev(), table.dev, off, len) };
-        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.count_sync();
     }
 
     fn syncs_for_device(&self) -> bool {

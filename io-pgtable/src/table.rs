@@ -437,19 +437,19 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         prot: Prot,
     ) -> (u64, Result<(), Error>) {
-        self.map_pages_at(iova, paddr, pgsize, pgcount, prot, &mut None)
+        self.map_pages_at(iova, paddr, pgsize, pgcount, prot, &mut NoCursor)
     }
 
     /// `map_pages`, starting the walk at `cursor` when it covers `iova`, and leaving there
     /// the last table above the leaf level that the walk went through.
-    fn map_pages_at(
+    fn map_pages_at<C: Resume>(
         &self,
         iova: u64,
         paddr: u64,
         pgsize: u64,
         pgcount: usize,
         prot: Prot,
-        cursor: &mut Option<Cursor>,
+        cursor: &mut C,
     ) -> (u64, Result<(), Error>) {
         let leaf_lvl = match self.check_pgsize(pgsize) {
             Ok(l) => l,
@@ -458,7 +458,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         if pgcount == 0 {
             return (0, Ok(()));
         }
-        let Some(len) = (pgcount as u64).checked_mul(pgsize) else {
+        let Some(len) = range_len(pgcount, pgsize) else {
             return (0, Err(Error::OutOfRange));
         };
         if let Err(e) = self.check_iova_range(iova, len) {
@@ -481,16 +481,17 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         // memory against device accesses as the kernel's `writel` does).
         fence(Ordering::Release);
         match res {
-            Ok(n) => (n as u64 * pgsize, Ok(())),
+            // `n <= pgcount`, so this is at most `len` and cannot wrap.
+            Ok(n) => ((n as u64).wrapping_mul(pgsize), Ok(())),
             Err(e) => (0, Err(e)),
         }
     }
 
     /// Where a walk for `iova` down to `leaf_lvl` starts: the cursor's table if it covers
     /// `iova` and lies above the leaf level, the PGD otherwise.
-    fn walk_start(&self, cursor: &Option<Cursor>, iova: u64, leaf_lvl: u32) -> (TableMem, u32) {
-        match cursor {
-            Some(c) if c.lvl < leaf_lvl && self.covers(c, iova) => (c.table, c.lvl),
+    fn walk_start<C: Resume>(&self, cursor: &C, iova: u64, leaf_lvl: u32) -> (TableMem, u32) {
+        match cursor.get() {
+            Some(c) if c.lvl < leaf_lvl && self.covers(&c, iova) => (c.table, c.lvl),
             _ => (self.pgd, self.geo.start_level()),
         }
     }
@@ -510,7 +511,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// The walk starts at `cursor` when that covers `iova`, and leaves in it the last table
     /// above the leaf level (see [`Cursor`] for why the cursor's table is still live).
     #[allow(clippy::too_many_arguments)]
-    fn map_in_one_table(
+    fn map_in_one_table<C: Resume>(
         &self,
         iova: u64,
         paddr: u64,
@@ -518,7 +519,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         attrs: u64,
         leaf_lvl: u32,
-        cursor: &mut Option<Cursor>,
+        cursor: &mut C,
     ) -> Result<usize, Error> {
         let (mut table, mut lvl) = self.walk_start(cursor, iova, leaf_lvl);
         // The common case first: descend through table descriptors that exist and have been
@@ -533,7 +534,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             if v & (pte::TYPE_MASK | synced) != pte::TYPE_TABLE | synced {
                 break;
             }
-            *cursor = Some(Cursor { table, lvl, iova });
+            cursor.set(Cursor { table, lvl, iova });
             table = self.child(v);
             lvl += 1;
         }
@@ -551,7 +552,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 self.install_leaves(table, idx, slots, iova, paddr, pgsize, attrs, lvl)?;
                 return Ok(n);
             }
-            *cursor = Some(Cursor { table, lvl, iova });
+            cursor.set(Cursor { table, lvl, iova });
             let slot = &tbl[idx];
             let mut pte_val = slot.load(Ordering::Acquire);
             if pte_val == 0 {
@@ -611,8 +612,42 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// Writes leaves into `slots` (entries `first ..` of `table`, a live table at `lvl`),
     /// after checking that none of them maps anything and freeing the empty subtables among
     /// them.
+    ///
+    /// Inlined into the walk for the common case, slots that are all empty: they are read
+    /// once and written once. Anything else goes to
+    /// [`install_leaves_over`](Self::install_leaves_over), out of line.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn install_leaves(
+        &self,
+        table: TableMem,
+        first: usize,
+        slots: &[AtomicU64],
+        iova: u64,
+        paddr: u64,
+        size: u64,
+        attrs: u64,
+        lvl: u32,
+    ) -> Result<(), Error> {
+        if slots.iter().any(|s| s.load(Ordering::Acquire) != 0) {
+            return self.install_leaves_over(table, first, slots, iova, paddr, size, attrs, lvl);
+        }
+        let ty = pte::leaf_type(lvl, Self::mali());
+        let mut pa = paddr;
+        for s in slots {
+            s.store(attrs | ty | pte::paddr_to_pte(pa), Ordering::Relaxed);
+            pa = pa.wrapping_add(size);
+        }
+        // SAFETY: `slots` are entries `first ..` of the live `table` (the caller's guarantee).
+        unsafe { self.sync_slots(table, first, slots.len()) };
+        Ok(())
+    }
+
+    /// [`install_leaves`](Self::install_leaves) where some of `slots` are not empty: fails
+    /// if one maps anything, else replaces the (empty) subtables by the leaves.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn install_leaves_over(
         &self,
         table: TableMem,
         first: usize,
@@ -705,26 +740,24 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         gather: Option<&mut Gather>,
     ) -> Result<u64, Error> {
-        self.unmap_pages_at(iova, pgsize, pgcount, gather, &mut None)
+        self.unmap_pages_at(iova, pgsize, pgcount, gather, &mut NoCursor)
     }
 
     /// `unmap_pages`, with a walk cursor as [`map_in_one_table`](Self::map_in_one_table)
     /// uses it.
-    fn unmap_pages_at(
+    fn unmap_pages_at<C: Resume>(
         &self,
         iova: u64,
         pgsize: u64,
         pgcount: usize,
         gather: Option<&mut Gather>,
-        cursor: &mut Option<Cursor>,
+        cursor: &mut C,
     ) -> Result<u64, Error> {
         let leaf_lvl = self.check_pgsize(pgsize)?;
         if pgcount == 0 {
             return Err(Error::InvalidPageSize);
         }
-        let len = (pgcount as u64)
-            .checked_mul(pgsize)
-            .ok_or(Error::OutOfRange)?;
+        let len = range_len(pgcount, pgsize).ok_or(Error::OutOfRange)?;
         self.check_iova_range(iova, len)?;
         if iova & (pgsize - 1) != 0 {
             return Err(Error::Misaligned);
@@ -739,7 +772,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             if v & pte::TYPE_MASK != pte::TYPE_TABLE {
                 break;
             }
-            *cursor = Some(Cursor { table, lvl, iova });
+            cursor.set(Cursor { table, lvl, iova });
             table = self.child(v);
             lvl += 1;
         }
@@ -776,40 +809,25 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                     }
                     cleared += UNMAP_GROUP;
                 }
-                let mut frees = FreeBatch::new();
-                // Then entry by entry: each leaf is read and cleared; only a table descriptor
-                // (at most a few, where tables were left empty) takes the slow path.
-                let grouped = cleared;
-                // (An index range, not `enumerate().skip()`: the kernel build called
-                // `Iterator::nth` out of line for the skip.)
-                for (j, s) in slots.get(grouped..).unwrap_or_default().iter().enumerate() {
-                    let i = grouped + j;
+                // Then entry by entry, leaves only: each is read and cleared. A table
+                // descriptor (at most a few, where tables were left empty) hands the rest of
+                // the range to `unmap_tables_from`, so that this path keeps no batch of
+                // tables to free and little to save across calls.
+                while let Some(s) = slots.get(cleared) {
                     let v = s.load(Ordering::Relaxed);
                     if v == 0 {
                         break;
                     }
-                    if pte::is_leaf(v, lvl, Self::mali()) {
-                        s.store(0, Ordering::Relaxed);
-                    } else {
-                        // Order the subtable's contents before freeing it.
-                        fence(Ordering::Acquire);
-                        s.store(0, Ordering::Release);
-                        // SAFETY: `slots` are entries `idx ..` of the live `table`.
-                        unsafe { self.sync_slots(table, idx + i, 1) };
-                        self.tlb.tlb_flush_walk(
-                            iova + i as u64 * pgsize,
-                            pgsize,
-                            self.geo.granule(),
-                        );
-                        if pte::is_table(v, lvl) {
-                            self.free_tree_into(self.child(v), lvl + 1, &mut frees);
-                        }
+                    if !pte::is_leaf(v, lvl, Self::mali()) {
+                        // SAFETY: `slots` are entries `idx ..` of the live `table` at `lvl`.
+                        cleared = unsafe {
+                            self.unmap_tables_from(table, idx, slots, cleared, iova, pgsize, lvl)
+                        };
+                        break;
                     }
+                    s.store(0, Ordering::Relaxed);
                     cleared += 1;
                 }
-                // The tables go back to the allocator in bulk, after every descriptor that
-                // pointed to them was cleared and its walk-cache entries flushed.
-                self.free_batch(&mut frees);
                 // Every clear before whatever this thread does next (the TLB invalidation).
                 fence(Ordering::Release);
                 if cleared > 0 {
@@ -823,7 +841,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                         }
                     }
                 }
-                return Ok(cleared as u64 * pgsize);
+                // `cleared <= pgcount`: at most `len`, no wrap.
+                return Ok((cleared as u64).wrapping_mul(pgsize));
             }
             if pte::is_leaf(v, lvl, Self::mali()) {
                 return Err(Error::PartialBlock);
@@ -831,10 +850,63 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             if !pte::is_table(v, lvl) {
                 return Ok(0);
             }
-            *cursor = Some(Cursor { table, lvl, iova });
+            cursor.set(Cursor { table, lvl, iova });
             table = self.child(v);
             lvl += 1;
         }
+    }
+
+    /// The rest of an unmap at the leaf level from `slots[from]`, a descriptor that is not a
+    /// leaf: entry by entry, leaves are cleared and table descriptors cleared with their
+    /// subtrees freed, up to the first empty entry. Returns how many of `slots` are cleared
+    /// then (the `from` before it included).
+    ///
+    /// # Safety
+    ///
+    /// `slots` are entries `idx ..` of `table`, a live table of this page table at `lvl`.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn unmap_tables_from(
+        &self,
+        table: TableMem,
+        idx: usize,
+        slots: &[AtomicU64],
+        from: usize,
+        iova: u64,
+        pgsize: u64,
+        lvl: u32,
+    ) -> usize {
+        let mut frees = FreeBatch::new();
+        let mut cleared = from;
+        // (An index range, not `enumerate().skip()`: the kernel build called
+        // `Iterator::nth` out of line for the skip.)
+        for (j, s) in slots.get(from..).unwrap_or_default().iter().enumerate() {
+            let i = from + j;
+            let v = s.load(Ordering::Relaxed);
+            if v == 0 {
+                break;
+            }
+            if pte::is_leaf(v, lvl, Self::mali()) {
+                s.store(0, Ordering::Relaxed);
+            } else {
+                // Order the subtable's contents before freeing it.
+                fence(Ordering::Acquire);
+                s.store(0, Ordering::Release);
+                // SAFETY: `slots` are entries `idx ..` of the live `table` (the caller's
+                // guarantee).
+                unsafe { self.sync_slots(table, idx + i, 1) };
+                self.tlb
+                    .tlb_flush_walk(iova + i as u64 * pgsize, pgsize, self.geo.granule());
+                if pte::is_table(v, lvl) {
+                    self.free_tree_into(self.child(v), lvl + 1, &mut frees);
+                }
+            }
+            cleared += 1;
+        }
+        // The tables go back to the allocator in bulk, after every descriptor that pointed
+        // to them was cleared and its walk-cache entries flushed.
+        self.free_batch(&mut frees);
+        cleared
     }
 
     /// Walks to the leaf for `iova`, recording descriptors; returns the leaf and its level.
@@ -1013,6 +1085,40 @@ struct Cursor {
     iova: u64,
 }
 
+/// Where a walk keeps its [`Cursor`]: `Option<Cursor>` for the calls of a range operation,
+/// [`NoCursor`] for a single `map_pages`/`unmap_pages`, whose walk then writes nothing down
+/// (each level's cursor would otherwise be four stores into the caller's frame, which under
+/// an emulator cost more than the arithmetic around them).
+trait Resume {
+    fn get(&self) -> Option<Cursor>;
+    fn set(&mut self, c: Cursor);
+}
+
+impl Resume for Option<Cursor> {
+    #[inline(always)]
+    fn get(&self) -> Option<Cursor> {
+        *self
+    }
+
+    #[inline(always)]
+    fn set(&mut self, c: Cursor) {
+        *self = Some(c);
+    }
+}
+
+/// A walk that starts at the PGD and keeps nothing.
+struct NoCursor;
+
+impl Resume for NoCursor {
+    #[inline(always)]
+    fn get(&self) -> Option<Cursor> {
+        None
+    }
+
+    #[inline(always)]
+    fn set(&mut self, _: Cursor) {}
+}
+
 /// How many tables [`FreeBatch`] collects before freeing them.
 const FREE_BATCH: usize = 32;
 
@@ -1053,6 +1159,23 @@ unsafe fn fill_private(table: TableMem, first: usize, n: usize, desc: u64, paddr
     for w in words {
         *w = desc | pte::paddr_to_pte(pa);
         pa = pa.wrapping_add(size);
+    }
+}
+
+/// `pgcount * pgsize` for a power-of-two `pgsize`, or `None` if it does not fit in a `u64`.
+///
+/// A comparison and a shift: a multiplication checked for overflow tests the overflow flag,
+/// which costs QEMU's translator a call to compute the flags on every map and unmap.
+#[inline(always)]
+fn range_len(pgcount: usize, pgsize: u64) -> Option<u64> {
+    let shift = pgsize.trailing_zeros();
+    let count = pgcount as u64;
+    // `pgsize` is a power of two, so `shift < 64`: the wrapping shifts are plain shifts
+    // (without the kernel build's check of the shift amount).
+    if count > u64::MAX.wrapping_shr(shift) {
+        None
+    } else {
+        Some(count.wrapping_shl(shift))
     }
 }
 
