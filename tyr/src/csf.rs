@@ -90,8 +90,11 @@ pub mod cs {
     pub const OUTPUT_VA: u64 = 0x08;
     /// Input: requests / output: acknowledgements and events.
     pub const REQ: u64 = 0x00;
-    /// Input: configuration; bits 15:8 name the stream's doorbell.
+    /// Input: configuration; bits 3:0 are the stream's priority within its group (15
+    /// highest, panthor's `CS_CONFIG_PRIORITY`), bits 15:8 name its doorbell.
     pub const CONFIG: u64 = 0x04;
+    /// Where the doorbell field of [`CONFIG`] starts.
+    pub const CONFIG_DOORBELL_SHIFT: u32 = 8;
     /// Input: which acknowledgements raise an interrupt.
     pub const ACK_IRQ_MASK: u64 = 0x0c;
     /// Input: GPU address of the ring buffer.

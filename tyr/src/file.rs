@@ -355,6 +355,8 @@ impl<B: Backend> DevInner<B> {
                 Ok(jq) => queues.push(GroupQueue {
                     jq: Mutex::new(jq),
                     config,
+                    // Checked by GROUP_CREATE (at most 15).
+                    priority: q.priority,
                 }),
                 Err(_) => {
                     self.put_suspend_buf(suspend_va);

@@ -43,7 +43,9 @@
 //!   eight (waiting for the firmware's acknowledgement; after [`SUSPEND_TIMEOUT`] the GPU is
 //!   reset) and starts or resumes the chosen ones on the free slots.
 //! - The CSG priority field of `ENDPOINT_REQ` carries the group's priority
-//!   ([`csg_priority`]): the firmware runs higher-priority resident groups first.
+//!   ([`csg_priority`]): the firmware runs higher-priority resident groups first. Inside a
+//!   group, each queue's priority (`drm_panthor_queue_create::priority`) goes into its
+//!   stream's `CS_CONFIG`, as panthor's `CS_CONFIG_PRIORITY`.
 //! - A suspended group keeps its jobs; their fences stay pending until it runs again.
 //! - Every group gets a suspend buffer when it is created, from a window of them in the MCU's
 //!   address space (a block of 1 MiB made at probe) that grows by a block when all are taken,
@@ -564,6 +566,9 @@ pub struct GroupQueue<B: Backend> {
     pub jq: Mutex<JobQueue<B>>,
     /// Its configuration.
     pub config: QueueConfig,
+    /// Its priority among the group's queues (`drm_panthor_queue_create::priority`, 0..=15,
+    /// 15 highest): the firmware runs a higher one first.
+    pub priority: u8,
 }
 
 /// A group: queues sharing a VM, scheduled onto a group slot together.
@@ -1433,7 +1438,10 @@ impl<B: Backend> DevInner<B> {
             w.wr32(base + sin + cs::RINGBUF_SIZE, r.ring_size as u32);
             w.wr64(base + sin + cs::RINGBUF_INPUT, mcu + r.iface);
             w.wr64(base + sin + cs::RINGBUF_OUTPUT, mcu + r.iface + 0x10);
-            w.wr32(base + sin + cs::CONFIG, (1 + n as u32) << 8);
+            w.wr32(
+                base + sin + cs::CONFIG,
+                u32::from(q.priority) | (1 + n as u32) << cs::CONFIG_DOORBELL_SHIFT,
+            );
             w.wr32(base + sin + cs::ACK_IRQ_MASK, 0);
             let req = w.rd32(base + sin + cs::REQ);
             w.wr32(

@@ -321,12 +321,19 @@ impl Umd {
     /// Creates a group of priority `priority` (`PANTHOR_GROUP_PRIORITY_*`) with one queue per
     /// ring size, compute on every core.
     pub fn group_create_prio(&self, vm: u32, rings: &[u32], priority: u8) -> Result<u32> {
-        let queues: Vec<QueueCreate> = rings
+        let queues: Vec<(u32, u8)> = rings.iter().map(|r| (*r, 0)).collect();
+        self.group_create_queues(vm, &queues, priority)
+    }
+
+    /// Creates a group of priority `priority` with one queue per `(ring size, queue
+    /// priority)`, compute on every core.
+    pub fn group_create_queues(&self, vm: u32, queues: &[(u32, u8)], priority: u8) -> Result<u32> {
+        let queues: Vec<QueueCreate> = queues
             .iter()
-            .map(|r| QueueCreate {
-                priority: 0,
+            .map(|&(ringbuf_size, priority)| QueueCreate {
+                priority,
                 pad: [0; 3],
-                ringbuf_size: *r,
+                ringbuf_size,
             })
             .collect();
         let mut a = GroupCreate {

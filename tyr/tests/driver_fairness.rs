@@ -937,3 +937,64 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
     assert!(!dev.pm.is_suspended());
     assert_eq!(resets(&r), 0);
 }
+
+/// Queue priorities inside a group (`drm_panthor_queue_create::priority`, carried to the
+/// stream's `CS_CONFIG`): two jobs released at the same moment on two queues of one group, the
+/// one on the higher-priority queue runs first, whichever queue that is.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_higher_priority_queue_of_a_group_runs_first() {
+    const SPIN: u32 = 2000;
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    for (k, prios) in [(0u64, [2u8, 9]), (1, [12, 3])] {
+        let va = 0x100_0000 + k * 0x10_0000;
+        let bo = umd.bo_create(0x10000).unwrap();
+        umd.map(vm, &bo, va).unwrap();
+        let handle = umd
+            .group_create_queues(
+                vm,
+                &[(RING, prios[0]), (RING, prios[1])],
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            )
+            .unwrap();
+        let mut g = Grp {
+            handle,
+            bo,
+            va,
+            code: 0,
+            jobs: Vec::new(),
+            staged: Vec::new(),
+        };
+        let mut jobs = Vec::new();
+        let mut done = [0; 2];
+        for (q, d) in done.iter_mut().enumerate() {
+            let q64 = q as u64;
+            let mut prog = spin_stream(va + DATA + 8 * q64, value(handle, q64), SPIN);
+            // Then the time the job ended.
+            prog.push(instr::move48(0, va + DATA + 0x100 + 8 * q64));
+            prog.push(instr::store_state(0, instr::STATE_TIMESTAMP, 0));
+            let (addr, size) = g.write(&umd, &prog);
+            *d = umd.syncobj_create(false).unwrap();
+            jobs.push(Job::new(q as u32, addr, size).signal(*d));
+        }
+        // One GROUP_SUBMIT: both jobs reach their rings in the same turn of the work item.
+        umd.submit(handle, &jobs).unwrap();
+        umd.wait(&done, WAIT).unwrap();
+        let ended = |q: u64| g.bo.read_u64(DATA + 0x100 + 8 * q).unwrap();
+        let (high, low) = if prios[0] > prios[1] { (0, 1) } else { (1, 0) };
+        assert!(
+            ended(high) < ended(low),
+            "queue priorities {prios:?}: the higher queue's job did not end first ({} vs {})",
+            ended(low),
+            ended(high)
+        );
+        for q in 0..2u64 {
+            assert_eq!(fence_status(&umd, done[q as usize]), Some(0));
+            assert_eq!(g.bo.read_u32(DATA + 8 * q).unwrap(), SPIN);
+            assert_eq!(g.bo.read_u32(DATA + 8 * q + 4).unwrap(), value(handle, q));
+        }
+    }
+    assert_eq!(resets(&r), 0);
+}

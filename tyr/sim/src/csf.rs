@@ -61,7 +61,10 @@
 //!   highest priority run first; groups of a lower priority run in that step only if no group
 //!   above them executed anything (all were blocked, hung, or out of work). Groups of equal
 //!   priority all run, in an order that rotates from step to step. This is a simple model of
-//!   the firmware's scheduling among resident groups, not its real time-slicing.
+//!   the firmware's scheduling among resident groups, not its real time-slicing. Inside a
+//!   group, the streams follow the same rule by their own priority (`CONFIG` bits 3:0 of the
+//!   stream, read when it starts and when its group resumes): a stream runs in a step only if
+//!   no stream of a higher priority in its group executed anything.
 //!
 //! Not simulated: protected mode (and its suspend buffer), fragment work (and with it
 //! incremental rendering), performance counters, timers, the firmware's own CSG time-slicing,
@@ -297,8 +300,11 @@ pub mod cs {
     pub const REQ: u64 = 0x00;
     /// Output: acknowledge word.
     pub const ACK: u64 = 0x00;
-    /// Input: configuration; bits 15:8 are the doorbell.
+    /// Input: configuration; bits 3:0 are the stream's priority (15 highest), bits 15:8 the
+    /// doorbell.
     pub const CONFIG: u64 = 0x04;
+    /// The priority field of [`CONFIG`].
+    pub const CONFIG_PRIORITY_MASK: u32 = 0xf;
     /// Input: which acknowledged bits raise an interrupt.
     pub const ACK_IRQ_MASK: u64 = 0x0c;
     /// Input: GPU address of the ring buffer.

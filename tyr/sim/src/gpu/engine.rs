@@ -66,6 +66,8 @@ pub(super) struct Stream {
     pub(super) hang: bool,
     pub(super) inject_fault: bool,
     pub(super) executed: u64,
+    /// Priority from the stream's `CONFIG` (15 highest), read at start and at resume.
+    priority: u8,
     /// GPU address of the heap context (`HEAP_SET`; 0: none).
     heap_ctx: u64,
     /// The `RUN_IDVS` in progress.
@@ -84,6 +86,7 @@ impl Default for Stream {
             hang: false,
             inject_fault: false,
             executed: 0,
+            priority: 0,
             heap_ctx: 0,
             tiler: None,
             oom_answer: None,
@@ -460,10 +463,11 @@ impl<M: PhysMemory> Gpu<M> {
             let at = buf.wrapping_add(s as u64 * suspend::STREAM_RECORD);
             self.mcu_read(at, &mut rec)?;
             let hang = self.csf.groups[n].streams[s].hang;
-            let (st, extract) = load_stream(&rec, hang);
+            let (mut st, extract) = load_stream(&rec, hang);
             let started = st.started;
-            self.csf.groups[n].streams[s] = st;
             let input = shared(csf::cs_input(n, s));
+            st.priority = (self.mcu_rd32(input + cs::CONFIG)? & cs::CONFIG_PRIORITY_MASK) as u8;
+            self.csf.groups[n].streams[s] = st;
             let out = shared(csf::cs_output(n, s));
             let req = self.mcu_rd32(input + cs::REQ)?;
             let ack = self.mcu_rd32(out + cs::ACK)?;
@@ -494,11 +498,13 @@ impl<M: PhysMemory> Gpu<M> {
         let ack = self.mcu_rd32(output + cs::ACK)?;
         let changed = (req ^ ack) & cs::REQ_MASK;
         if changed & cs::STATE_MASK != 0 {
+            let config = self.mcu_rd32(input + cs::CONFIG)?;
             let stream = &mut self.csf.groups[n].streams[s];
             let hang = stream.hang;
             *stream = Stream {
                 started: req & cs::STATE_MASK == cs::STATE_START,
                 hang,
+                priority: (config & cs::CONFIG_PRIORITY_MASK) as u8,
                 ..Stream::default()
             };
             self.mcu_wr32(output + cs::FAULT, 0)?;
@@ -694,22 +700,41 @@ impl<M: PhysMemory> Gpu<M> {
         }
     }
 
-    /// Runs every stream of CSG `n` for one step and raises `IDLE` when the group goes idle.
+    /// Runs the streams of CSG `n` for one step, by priority as [`Gpu::run_streams`] runs the
+    /// groups (a level runs only if no stream above it moved), and raises `IDLE` when the group
+    /// goes idle. A stream left out because one above it moved does not change the group's
+    /// busy state: the group is busy anyway.
     fn run_group(&mut self, n: usize) -> Result<RunResult, McuFault> {
         let mut all = RunResult::default();
-        {
-            let mut group_busy = false;
+        let mut group_busy = false;
+        let streams = &self.csf.groups[n].streams;
+        let mut level = streams.iter().map(|st| st.priority).max();
+        while let Some(p) = level {
+            let mut moved = false;
             for s in 0..csf::STREAMS_PER_CSG {
+                if self.csf.groups[n].streams[s].priority != p {
+                    continue;
+                }
                 let r = self.run_stream(n, s)?;
+                moved |= r.progressed;
                 all.progressed |= r.progressed;
                 all.synced |= r.synced;
                 all.blocked |= r.blocked;
                 group_busy |= r.busy;
             }
-            let was_busy = core::mem::replace(&mut self.csf.groups[n].busy, group_busy);
-            if was_busy && !group_busy {
-                self.csg_event(n, csg::IDLE)?;
+            if moved {
+                break;
             }
+            let streams = &self.csf.groups[n].streams;
+            level = streams
+                .iter()
+                .map(|st| st.priority)
+                .filter(|&q| q < p)
+                .max();
+        }
+        let was_busy = core::mem::replace(&mut self.csf.groups[n].busy, group_busy);
+        if was_busy && !group_busy {
+            self.csg_event(n, csg::IDLE)?;
         }
         Ok(all)
     }
