@@ -423,3 +423,84 @@ fn the_governor_follows_the_load_and_the_counters_stay_consistent() {
     assert!(total.abs_diff(st.powered_ns) < 1_000_000, "{st:?}");
     assert_eq!(power_faults(&r), 0);
 }
+
+/// Binds need no power: with the GPU down, VM_BINDs (synchronous, and asynchronous through the
+/// VM's bind queue) update the page tables without waking it; the next submission wakes it
+/// and its job sees exactly the new mappings — a range remapped to another object while the
+/// GPU was down reaches the new object, not a stale translation of the old one.
+#[test]
+fn binds_while_powered_down_stay_down_and_the_next_job_sees_them() {
+    const X: u64 = 0x400_0000;
+    let r = rig();
+    let pm = &r.reg.device().shared().pm;
+    pm.set_idle_timeout(std::time::Duration::from_millis(1));
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let store = |code: u64, value: u32| {
+        let prog = [
+            instr::move48(0, X),
+            instr::move32(2, value),
+            instr::store_multiple(2, 0, 0, 1),
+        ];
+        umd.write_stream(&s.bo, code, &prog).unwrap();
+        let done = umd.syncobj_create(false).unwrap();
+        umd.submit(g, &[Job::new(0, VA + code, 24).signal(done)])
+            .unwrap();
+        umd.wait(&[done], WAIT).unwrap();
+        assert_eq!(
+            umd.group_state(g).unwrap(),
+            (0, 0),
+            "job storing {value:#x}"
+        );
+    };
+    let old = umd.bo_create(0x1000).unwrap();
+    let new = umd.bo_create(0x1000).unwrap();
+    wait_powered(&r, false);
+    let ups = pm.stats(std::time::Duration::ZERO).power_ups;
+    umd.map(s.vm, &old, X).unwrap();
+    assert!(!pm.is_powered(), "a synchronous bind woke the GPU");
+    store(0, 0x01d);
+    assert_eq!(old.read_u32(0).unwrap(), 0x01d);
+    wait_powered(&r, false);
+    // Remapped while down, through the bind queue.
+    let unmap = VmBindOp {
+        flags: DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+        va: X,
+        size: 0x1000,
+        ..Default::default()
+    };
+    let map = VmBindOp {
+        flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+        bo_handle: new.handle,
+        va: X,
+        size: 0x1000,
+        ..Default::default()
+    };
+    let bound = umd.syncobj_create(false).unwrap();
+    let ops = [
+        VmBindOp { ..unmap },
+        VmBindOp {
+            syncs: umd.sync_ops(&[], &[bound]).unwrap(),
+            ..map
+        },
+    ];
+    umd.bind(s.vm, DRM_PANTHOR_VM_BIND_ASYNC, &ops).unwrap();
+    umd.wait(&[bound], WAIT).unwrap();
+    assert!(!pm.is_powered(), "an asynchronous bind woke the GPU");
+    store(64, 0x2ee);
+    assert_eq!(
+        new.read_u32(0).unwrap(),
+        0x2ee,
+        "the job reached the new object"
+    );
+    assert_eq!(old.read_u32(0).unwrap(), 0x01d, "and not the old one");
+    assert!(pm.stats(std::time::Duration::ZERO).power_ups >= ups + 2);
+    assert_eq!(power_faults(&r), 0);
+    assert!(r
+        .reg
+        .device()
+        .backend
+        .gpu()
+        .with(|g| g.bus_errors().is_empty()));
+}
