@@ -597,6 +597,11 @@ pub struct Group<B: Backend> {
 }
 
 impl<B: Backend> Group<B> {
+    /// MCU address of the group's suspend buffer (0: none).
+    pub fn suspend_va(&self) -> u64 {
+        self.suspend_va
+    }
+
     /// `DRM_PANTHOR_GROUP_STATE_*` and the fatal-queue mask.
     pub fn get_state(&self) -> (u32, u32) {
         (

@@ -998,3 +998,46 @@ fn a_higher_priority_queue_of_a_group_runs_first() {
     }
     assert_eq!(resets(&r), 0);
 }
+
+/// Four clients create and destroy groups from their own threads while the window of suspend
+/// buffers grows past its first block: every group gets a distinct buffer, none is lost, and
+/// when all groups are gone every place is back.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn suspend_buffers_race_with_group_creation_and_destruction() {
+    let r = fair_rig();
+    let dev = r.dev();
+    // The buffers of the live groups of every thread.
+    let live = std::sync::Mutex::new(std::collections::HashSet::new());
+    let peak = std::sync::Barrier::new(4);
+    std::thread::scope(|t| {
+        for _ in 0..4 {
+            t.spawn(|| {
+                let umd = Umd::open(dev).unwrap();
+                let vm = umd.vm_create().unwrap();
+                let file = umd.client().file().inner();
+                for _ in 0..3 {
+                    // 40 groups each, more than the first block holds together.
+                    let groups: Vec<(u32, u64)> = (0..40)
+                        .map(|_| {
+                            let h = umd.group_create(vm, &[RING]).unwrap();
+                            let va = file.group(h).unwrap().suspend_va();
+                            assert_ne!(va, 0);
+                            assert!(live.lock().unwrap().insert(va), "{va:#x} given twice");
+                            (h, va)
+                        })
+                        .collect();
+                    // All 160 live at once: the window has grown by then.
+                    peak.wait();
+                    for (h, va) in groups {
+                        live.lock().unwrap().remove(&va);
+                        umd.group_destroy(h).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let shared = dev.shared();
+    assert_eq!(shared.suspend_bufs_in_use(), 0);
+    assert_eq!(shared.suspend_blocks(), 2);
+}
