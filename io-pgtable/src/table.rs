@@ -527,9 +527,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         // everything else: empty slots, races, unsynced descriptors, leaves in the way).
         let synced = if self.coherent() { 0 } else { pte::SW_SYNC };
         while lvl < leaf_lvl {
-            // SAFETY: As in the loop below.
-            let v = unsafe { self.table(table, lvl) }[self.geo.index(iova, lvl)]
-                .load(Ordering::Acquire);
+            // SAFETY: As in the loop below; `lvl` is at or below the start level.
+            let v = unsafe { self.slot(table, lvl, iova) }.load(Ordering::Acquire);
             // Above the leaf level (so below level 3) a table descriptor is of type TABLE.
             if v & (pte::TYPE_MASK | synced) != pte::TYPE_TABLE | synced {
                 break;
@@ -766,9 +765,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         // Through the table descriptors above the leaf level first, as `map_in_one_table`
         // does; the loop below handles whatever else it meets.
         while lvl < leaf_lvl {
-            // SAFETY: As in the loop below.
-            let v = unsafe { self.table(table, lvl) }[self.geo.index(iova, lvl)]
-                .load(Ordering::Acquire);
+            // SAFETY: As in the loop below; `lvl` is at or below the start level.
+            let v = unsafe { self.slot(table, lvl, iova) }.load(Ordering::Acquire);
             if v & pte::TYPE_MASK != pte::TYPE_TABLE {
                 break;
             }
@@ -997,6 +995,23 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             cpu: self.alloc.table_cpu(dev),
             dev,
         }
+    }
+
+    /// The descriptor of `table` that a walk for `iova` reads at `lvl`: the same as
+    /// `self.table(table, lvl)[self.geo.index(iova, lvl)]`, without the bounds check (a
+    /// load and a branch per level, and under QEMU each branch ends a translation block).
+    ///
+    /// # Safety
+    ///
+    /// As for [`table`](Self::table), and `lvl` is at or below the start level.
+    #[inline(always)]
+    unsafe fn slot(&self, table: TableMem, lvl: u32, iova: u64) -> &AtomicU64 {
+        let idx = self.geo.index(iova, lvl);
+        // SAFETY: At or below the start level the index mask is `table_entries(lvl) - 1`
+        // (`Geometry::tables`), so `idx` is an entry of the table; the allocator contract makes
+        // `table_bytes(lvl) >= table_entries(lvl) * 8` bytes at `table.cpu` valid for atomic
+        // access, and the caller keeps the table live while the reference is used.
+        unsafe { &*table.cpu.as_ptr().add(idx) }
     }
 
     /// The descriptors of a table.
