@@ -1008,10 +1008,12 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     unsafe fn slot(&self, table: TableMem, lvl: u32, iova: u64) -> &AtomicU64 {
         let idx = self.geo.index(iova, lvl);
         // SAFETY: At or below the start level the index mask is `table_entries(lvl) - 1`
-        // (`Geometry::tables`), so `idx` is an entry of the table; the allocator contract makes
-        // `table_bytes(lvl) >= table_entries(lvl) * 8` bytes at `table.cpu` valid for atomic
-        // access, and the caller keeps the table live while the reference is used.
-        unsafe { &*table.cpu.as_ptr().add(idx) }
+        // (`Geometry::tables`), so `idx` is an entry of the table, which the allocator
+        // contract makes `table_bytes(lvl) >= table_entries(lvl) * 8` bytes at `table.cpu`.
+        let p = unsafe { table.cpu.as_ptr().add(idx) };
+        // SAFETY: `p` is an entry of the table (above), valid for atomic access; the caller
+        // keeps the table live while the reference is used.
+        unsafe { &*p }
     }
 
     /// The descriptors of a table.
