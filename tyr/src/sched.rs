@@ -547,7 +547,8 @@ const TIMEOUT_RECHECK: core::time::Duration = core::time::Duration::from_millis(
 /// are slots (panthor's tick period).
 pub const TICK_PERIOD: core::time::Duration = core::time::Duration::from_millis(10);
 
-/// How long the firmware may take to acknowledge a suspend before the GPU is reset.
+/// How long the firmware may take to acknowledge a group's start, resume or suspend before the
+/// GPU is reset.
 pub const SUSPEND_TIMEOUT: core::time::Duration = core::time::Duration::from_millis(100);
 
 /// The CSG priority (`ENDPOINT_REQ` bits 31:28) of a group of uAPI priority `prio`: the four
@@ -1489,6 +1490,29 @@ impl<B: Backend> DevInner<B> {
         lock(&self.sched.slots)[n] = Some(g.key);
         self.glb_doorbell(1 << n);
         ring_doorbell(&self.backend, n);
+        // The firmware takes the group before the slot counts as running (panthor waits for
+        // its CSG updates too). One that does not within `SUSPEND_TIMEOUT` gets the GPU reset,
+        // which takes the slot back and restarts the group from its first unfinished job.
+        let cout = self.fw.csg[n].1;
+        let acked = read_poll_timeout(
+            self.backend.clock(),
+            || Ok::<_, Error>(w.rd32(base + cout + csg::REQ) & csg::STATE_MASK),
+            |&s| s == state,
+            core::time::Duration::from_micros(10),
+            SUSPEND_TIMEOUT,
+        );
+        if acked.is_err() {
+            dev_err!(
+                &self.backend,
+                "CSG slot {n}: the firmware did not acknowledge a start; resetting the GPU"
+            );
+            self.sched
+                .shared
+                .reset_needed
+                .store(true, Ordering::Release);
+            self.backend.executor().waker().wake_by_ref();
+            return Err(Error::TimedOut);
+        }
         Ok(())
     }
 
@@ -1705,6 +1729,8 @@ impl<B: Backend> DevInner<B> {
                 Ok(()) => g.state.wants_slot.store(false, Ordering::Release),
                 // No address space right now: try again at the next wake-up.
                 Err(Error::Busy) => {}
+                // A reset is coming; it brings every group back.
+                Err(Error::TimedOut) => return,
                 Err(e) => {
                     dev_err!(&self.backend, "Cannot start group: {e}");
                     g.state.dead.store(true, Ordering::Release);

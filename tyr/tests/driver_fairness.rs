@@ -844,8 +844,9 @@ fn a_system_suspend_the_firmware_ignores_resets_and_loses_nothing() {
     const JOBS: u64 = 2;
     const SPIN: u32 = 3000;
     let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
-    r.gpu()
-        .with(|g| (0..8).for_each(|n| g.set_csg_ignores_suspend(n, true)));
+    r.gpu().with(|g| {
+        (0..8).for_each(|n| g.set_csg_ignores(n, mali_sim::csf::csg::STATE_SUSPEND, true))
+    });
     tyr::driver::suspend(r.dev()).unwrap();
     assert_eq!(resets(&r), 1, "the stuck suspend escalated to a reset");
     assert!(!r.dev().pm.is_powered());
@@ -866,8 +867,9 @@ fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
     const JOBS: u64 = 2;
     const SPIN: u32 = 3000;
     let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
-    r.gpu()
-        .with(|g| (0..8).for_each(|n| g.set_csg_ignores_suspend(n, true)));
+    r.gpu().with(|g| {
+        (0..8).for_each(|n| g.set_csg_ignores(n, mali_sim::csf::csg::STATE_SUSPEND, true))
+    });
     for g in &groups {
         umd.wait(&g.jobs, WAIT).unwrap();
         g.check_spins(&umd, JOBS, SPIN);
@@ -1040,4 +1042,30 @@ fn suspend_buffers_race_with_group_creation_and_destruction() {
     let shared = dev.shared();
     assert_eq!(shared.suspend_bufs_in_use(), 0);
     assert_eq!(shared.suspend_blocks(), 2);
+}
+
+/// A start the firmware does not acknowledge: the driver does not count the slot as running
+/// but resets the GPU at once (not after a job timeout), and the group runs after the reset.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn a_start_the_firmware_ignores_resets_at_once() {
+    const SPIN: u32 = 100;
+    let r = fair_rig();
+    let umd = Umd::open(r.dev()).unwrap();
+    let vm = umd.vm_create().unwrap();
+    r.gpu()
+        .with(|g| (0..8).for_each(|n| g.set_csg_ignores(n, mali_sim::csf::csg::STATE_START, true)));
+    let mut g = group(&umd, vm, 0x100_0000, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    g.stage_spin(&umd, 0, SPIN);
+    g.submit_staged(&umd, None);
+    umd.wait(&g.jobs, WAIT).unwrap();
+    g.check_spins(&umd, 1, SPIN);
+    assert_eq!(resets(&r), 1);
+    let log = r.dev().backend.log_lines();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("did not acknowledge a start")),
+        "{log:?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("timed out")), "{log:?}");
 }

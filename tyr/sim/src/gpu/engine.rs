@@ -100,9 +100,9 @@ pub(super) struct Group {
     busy: bool,
     /// Priority from `ENDPOINT_REQ` (15 highest), read at start, resume and `ENDPOINT_CONFIG`.
     priority: u8,
-    /// Injected: the firmware never acknowledges a `STATE_SUSPEND` of this slot (the group
-    /// runs on), see [`Gpu::set_csg_ignores_suspend`].
-    ignores_suspend: bool,
+    /// Injected: the state requests (a bit per `STATE_*` value) the firmware never does nor
+    /// acknowledges for this slot, see [`Gpu::set_csg_ignores`].
+    ignores: u8,
     pub(super) streams: [Stream; csf::STREAMS_PER_CSG],
 }
 
@@ -123,7 +123,7 @@ impl Group {
             running: false,
             busy: false,
             priority: 0,
-            ignores_suspend: false,
+            ignores: 0,
             streams <- init_array_from_fn(|_| Stream::default()),
         })
     }
@@ -144,7 +144,7 @@ impl Csf {
     /// Forgets the firmware's state: on a GPU reset (`keep_injected` false) and when the MCU is
     /// disabled (a cold boot follows; `keep_injected` true). The faults a test injected into a
     /// slot's streams ([`Gpu::set_stream_hang`], [`Gpu::inject_stream_access_fault`]) and groups
-    /// ([`Gpu::set_csg_ignores_suspend`]) stand for the scenario, not for firmware state: an
+    /// ([`Gpu::set_csg_ignores`]) stand for the scenario, not for firmware state: an
     /// idle power cycle keeps them, a reset clears them.
     pub(super) fn reset(&mut self, keep_injected: bool) {
         // Naming every field makes adding one without resetting it a compile error.
@@ -162,13 +162,15 @@ impl Csf {
                 running,
                 busy,
                 priority,
-                ignores_suspend,
+                ignores,
                 streams,
             } = g;
             *running = false;
             *busy = false;
             *priority = 0;
-            *ignores_suspend &= keep_injected;
+            if !keep_injected {
+                *ignores = 0;
+            }
             for st in streams {
                 let injected = (st.hang, st.inject_fault);
                 *st = Stream::default();
@@ -363,8 +365,7 @@ impl<M: PhysMemory> Gpu<M> {
         let ack = self.mcu_rd32(output + csg::ACK)?;
         let mut changed = (req ^ ack) & csg::REQ_MASK;
         if changed & csg::STATE_MASK != 0
-            && req & csg::STATE_MASK == csg::STATE_SUSPEND
-            && self.csf.groups[n].ignores_suspend
+            && self.csf.groups[n].ignores & (1 << (req & csg::STATE_MASK)) != 0
         {
             // Neither done nor acknowledged: the request stays pending.
             changed &= !csg::STATE_MASK;
@@ -589,12 +590,22 @@ impl<M: PhysMemory> Gpu<M> {
         }
     }
 
-    /// Makes the firmware ignore a `STATE_SUSPEND` request of CSG slot `n` (`on`): the group
-    /// runs on and the request is never acknowledged, as with a firmware stuck on that group.
-    /// A GPU reset clears it; disabling the MCU keeps it. Out-of-range slots are ignored.
-    pub fn set_csg_ignores_suspend(&mut self, n: usize, on: bool) {
-        if let Some(g) = self.csf.groups.get_mut(n) {
-            g.ignores_suspend = on;
+    /// Makes the firmware ignore (`on`) the requests for `state` (a `csg::STATE_*` value) of
+    /// CSG slot `n`: the group stays as it was and the request is never acknowledged, as with
+    /// a firmware stuck on that slot. A GPU reset clears it; disabling the MCU keeps it.
+    /// Out-of-range slots and states are ignored.
+    pub fn set_csg_ignores(&mut self, n: usize, state: u32, on: bool) {
+        if let Some(g) = self
+            .csf
+            .groups
+            .get_mut(n)
+            .filter(|_| state <= csg::STATE_MASK)
+        {
+            if on {
+                g.ignores |= 1 << state;
+            } else {
+                g.ignores &= !(1 << state);
+            }
         }
     }
 

@@ -1173,7 +1173,7 @@ fn an_ignored_suspend_is_never_acknowledged_until_a_reset() {
     fw.map_suspend_buf();
     fw.start_stream(0, 0);
     suspend_program(&mut fw);
-    fw.gpu.set_csg_ignores_suspend(0, true);
+    fw.gpu.set_csg_ignores(0, csg::STATE_SUSPEND, true);
     let ci = Fw::shared(csf::csg_input(0));
     let co = Fw::shared(csf::csg_output(0));
     fw.wr64(ci + csg::SUSPEND_BUF, SUSPEND);
