@@ -124,6 +124,56 @@ pub unsafe trait DmaMemory: Send + Sync {
     }
 }
 
+/// A lock owning a `T`, from the environment's [`LockFamily`].
+///
+/// The driver locks only through [`with`](Lock::with): no guard escapes, so the same code
+/// holds a `std` mutex on a host and a `kernel::sync::Mutex` in Linux (whose guards the
+/// kernel ties to lockdep classes), and nothing is held across a return to the caller.
+pub trait Lock<T>: Sized + Send + Sync {
+    /// Wraps `value`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`](crate::Error::NoMemory) if the lock needs memory of its own (a
+    /// kernel mutex lives in a pinned allocation) and there is none.
+    fn new(value: T) -> crate::Result<Self>;
+
+    /// Runs `f` with the value locked. `f` must not lock the same lock again.
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+/// A kind of sleeping lock, for values of any type (the environment's mutex).
+pub trait LockFamily: 'static {
+    /// The lock of this family around a `T`.
+    type Lock<T: Send>: Lock<T>;
+}
+
+/// `std::sync::Mutex` locks (the host's family).
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StdLocks;
+
+#[cfg(feature = "std")]
+impl LockFamily for StdLocks {
+    type Lock<T: Send> = std::sync::Mutex<T>;
+}
+
+#[cfg(feature = "std")]
+impl<T: Send> Lock<T> for std::sync::Mutex<T> {
+    fn new(value: T) -> crate::Result<Self> {
+        Ok(std::sync::Mutex::new(value))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        // The driver does not panic while it holds a lock; a poisoned lock (a panic in a
+        // caller's code) still guards a consistent value.
+        let mut guard = self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
 /// What the driver runs in response to the environment: its interrupt handler and its work
 /// item. The environment calls them from one thread at a time.
 pub trait Events: Send + Sync {
@@ -146,6 +196,8 @@ pub trait Backend: Send + Sync + 'static {
     type Dma: DmaMemory + Clone + 'static;
     /// Memory of the DRM core.
     type DrmAlloc: drm_ctx::mem::Allocator;
+    /// The locks of the driver's state that is not `std`-only (power management).
+    type Locks: LockFamily;
 
     /// The register window.
     fn io(&self) -> &Self::Io;

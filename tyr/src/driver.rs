@@ -58,6 +58,8 @@ pub fn probe<B: Backend>(
                 FW_INTERFACE_SIZE,
                 BoArgs::new(backend.dma().clone(), 1, uapi::DRM_PANTHOR_BO_NO_MMAP, 0),
             )?;
+            // Made before the MCU runs: if it fails there is nothing to stop.
+            let pm = crate::pm::Pm::new(&backend)?;
             let (mcu_vm, csif_info) = start_mcu(&backend, &gpu_info, &fw)?;
             let fw_iface = FwIface::read(
                 backend.dma(),
@@ -71,7 +73,7 @@ pub fn probe<B: Backend>(
             fw_objects.try_reserve(1).map_err(|_| DrmError::NoMemory)?;
             fw_objects.push(fw);
             Ok(TyrData::new(DevInner::new(
-                backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface,
+                backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm,
             )))
         })?;
     let reg = drm::Registration::new(unreg, 0)?;

@@ -22,9 +22,12 @@
 //!   the executor is woken or a deadline has come, and otherwise steps the simulator.
 //! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
 //!
-//! The floors that still need `std` (scheduling, bind queues, the ioctl layer) are not built
-//! here yet; what is built is everything below them: registers, probe, the firmware interface,
-//! the MMU and VM management.
+//! - The driver's locks that are not `std`-only ([`KernelLocks`], the gate of power
+//!   management) are kernel mutexes.
+//!
+//! The floors that still need `std` (buffer objects, tiler heaps, job and bind queues,
+//! scheduling, the ioctl layer) are not built here yet; what is built is registers, probe, the
+//! firmware interface, the MMU, VM management and power management.
 
 use core::fmt;
 use core::ptr::NonNull;
@@ -38,14 +41,16 @@ use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
 use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
-use mali_sim::kernel::{KernelFrames, KernelLocks};
+use mali_sim::kernel::{KernelFrames, KernelLocks as SimLocks};
 use mali_sim::{
     Config, Gpu, IrqLine as SimIrqLine, PhysAddr, PhysMemory, Progress, SimError, SimMemory,
 };
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
+use crate::backend::{
+    Backend, DmaMemory, DmaRegion, Events, IrqLine, Lock, LockFamily, LogLevel, PAGE_SIZE,
+};
 use crate::{Error, Result};
 
 impl From<Error> for ::kernel::error::Error {
@@ -55,7 +60,7 @@ impl From<Error> for ::kernel::error::Error {
 }
 
 /// The simulator's physical memory, in `vmalloc` frames.
-pub type Memory = SimMemory<KernelFrames, KernelLocks>;
+pub type Memory = SimMemory<KernelFrames, SimLocks>;
 
 /// The simulator's memory, shared by the simulated GPU (which reads and writes it as the
 /// GPU's RAM) and the DMA allocator (which hands it out to the driver).
@@ -480,12 +485,45 @@ impl Drop for KernelBackend {
     }
 }
 
+/// The kernel's sleeping locks: a `kernel::sync::Mutex` in a pinned allocation of its own, so
+/// that the driver's state can hold one by value and make it fallibly (the kernel's mutexes
+/// cannot move once initialised). Every lock of this family is of one lockdep class.
+pub struct KernelLocks;
+
+impl LockFamily for KernelLocks {
+    type Lock<T: Send> = KernelLock<T>;
+}
+
+/// A lock of [`KernelLocks`].
+pub struct KernelLock<T>(Pin<KBox<Mutex<Loose<T>>>>);
+
+/// The value inside a [`KernelLock`]. The kernel's guard gives `&mut` access only to an
+/// `Unpin` value; the driver never pins what it locks (no `Pin<&mut T>` is made of it), so the
+/// wrapper is `Unpin` whatever `T` is.
+struct Loose<T>(T);
+
+impl<T> Unpin for Loose<T> {}
+
+impl<T: Send> Lock<T> for KernelLock<T> {
+    fn new(value: T) -> Result<Self> {
+        KBox::pin_init(new_mutex!(Loose(value)), GFP_KERNEL)
+            .map(KernelLock)
+            .map_err(|_| Error::NoMemory)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut guard = self.0.lock();
+        f(&mut guard.0)
+    }
+}
+
 impl Backend for KernelBackend {
     type Io = SimIo;
     type Clock = SimClock;
     type Exec = KernelExec;
     type Dma = SimDma;
     type DrmAlloc = drm_ctx::kernel::KernelAlloc;
+    type Locks = KernelLocks;
 
     fn io(&self) -> &SimIo {
         &self.io

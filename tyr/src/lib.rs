@@ -8,7 +8,7 @@
 //! [`mmu`]: address-space slots and MMU commands; `gem`: buffer objects; `heap`: tiler
 //! heaps), runs GPU work through `jobqueue` onto the firmware's command-stream rings
 //! ([`csf`]; `job`, `bindq`,
-//! `sched`, feature `std`) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the
+//! `sched`, feature `std`; [`pm`]: idle power-down, system suspend, frequency scaling) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the
 //! handlers) through the `drm-ctx` DRM core (`file`, `driver`, feature `std`). Everything it
 //! needs from its environment goes through a [`backend::Backend`], as it would on silicon;
 //! `host` (feature `host`) implements it over the simulated Mali-G610 of the `gpukit-mali-sim`
@@ -42,7 +42,7 @@
 //! 13  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
 //! 12  file                      | a client's VMs and groups; group creation
 //! 11  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
-//! 10  pm                        | power: idle power-down and wake, accounting (runtime PM)
+//! 10  pm                        | power: idle power-down and wake, accounting (no_std)
 //!  9  bindq                     | bind queues: asynchronous VM_BIND jobs
 //!  8  job                       | what all queues share: clock, sizes, syncobj fences
 //!  7  fw                        | the MCU and its interface (panthor_fw)
@@ -65,8 +65,9 @@
 //! definitions of floor 0 are what panthor's headers are (`panthor_regs.h`, `panthor_drm.h`):
 //! every floor may use them.
 //!
-//! The core (registers, probe, firmware interface, MMU, VM management, uAPI) is `no_std` and
-//! allocates only through the backend and the storage traits it is given; the DRM glue needs
+//! The core (registers, probe, firmware interface, MMU, VM management, power management,
+//! uAPI) is `no_std` and allocates and locks only through the backend and the storage traits
+//! it is given (`pm`'s gate is a lock of the backend's [`backend::LockFamily`]); the DRM glue needs
 //! `drm-ctx`'s host core (feature `std`), whose handle tables and user-memory access exist only
 //! there for now.
 
@@ -100,7 +101,6 @@ pub mod ioctl;
 #[cfg(feature = "std")]
 pub mod job;
 pub mod mmu;
-#[cfg(feature = "std")]
 pub mod pm;
 pub mod regs;
 #[cfg(feature = "std")]

@@ -26,10 +26,11 @@
 //! top-level domain, which stays on) keeps its address spaces and takes commands with the L2
 //! off.
 //!
-//! Power transitions and the ring writes of `run_job` are serialised by a gate: a ring write
-//! holds it shared, a power transition exclusively, so a job is never written to the ring of a
-//! group the power-down is taking off its slot. The gate is held only for the few register
-//! writes of a job and for the power sequences (tens of microseconds on silicon).
+//! Power transitions and the ring writes of `run_job` are serialised by a gate (a lock of the
+//! environment's [`LockFamily`]: a `std` mutex on the host, a `kernel::sync::Mutex` in Linux),
+//! so a job is never written to the ring of a group the power-down is taking off its slot. The
+//! gate is held only for the few register writes of a job and for the power sequences (tens of
+//! microseconds on silicon). Nothing here needs `std`: the same file runs in the kernel.
 //!
 //! # System suspend
 //!
@@ -75,11 +76,9 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
 use register::io::poll::PollClock;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Lock, LockFamily};
 use crate::{fw, gpu, Result};
 
 /// How long the GPU stays powered without work before it powers down (panthor's autosuspend
@@ -172,10 +171,9 @@ pub struct PmStats {
     pub opp_count: usize,
 }
 
-/// The power state of a device.
-#[derive(Debug)]
-pub struct Pm {
-    gate: RwLock<PmState>,
+/// The power state of a device, its gate a lock of the family `L`.
+pub struct Pm<L: LockFamily> {
+    gate: L::Lock<PmState>,
     idle_timeout_ns: AtomicU64,
     /// Ring writes so far (one per [`hold`](Pm::hold)).
     activity: AtomicU64,
@@ -188,11 +186,15 @@ fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-impl Pm {
+impl<L: LockFamily> Pm<L> {
     /// The state of a GPU the probe left powered, with the operating points of `b`'s clock:
     /// the GPU starts at the fastest (the rate the probe ran at is not known to the driver,
     /// and setting it makes it so).
-    pub fn new<B: Backend>(b: &B) -> Self {
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NoMemory`] if the gate cannot be made.
+    pub fn new<B: Backend>(b: &B) -> Result<Self> {
         let now = b.clock().now();
         let mut dvfs = Dvfs {
             last_ns: ns(now),
@@ -208,8 +210,8 @@ impl Pm {
                 dvfs.count = 0;
             }
         }
-        Pm {
-            gate: RwLock::new(PmState {
+        Ok(Pm {
+            gate: L::Lock::new(PmState {
                 powered: true,
                 idle_since: None,
                 on_since: ns(now),
@@ -218,26 +220,24 @@ impl Pm {
                 power_downs: 0,
                 suspended: false,
                 dvfs,
-            }),
+            })?,
             idle_timeout_ns: AtomicU64::new(ns(DEFAULT_IDLE_TIMEOUT)),
             activity: AtomicU64::new(0),
             holding: AtomicBool::new(false),
-        }
+        })
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, PmState> {
-        self.gate.write().unwrap_or_else(PoisonError::into_inner)
+    /// Runs `f` under the gate: no power transition happens meanwhile. A job is written to a
+    /// ring under it. `f` must not call into this `Pm` except for its atomic state
+    /// ([`activity`](Self::activity), [`is_holding`](Self::is_holding)).
+    pub fn hold<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.gate.with(|_| {
+            self.activity.fetch_add(1, Ordering::AcqRel);
+            f()
+        })
     }
 
-    /// Holds the gate shared: no power transition starts until the guard goes. A job is
-    /// written to a ring under it.
-    pub fn hold(&self) -> PmGuard<'_> {
-        let g = PmGuard(self.gate.read().unwrap_or_else(PoisonError::into_inner));
-        self.activity.fetch_add(1, Ordering::AcqRel);
-        g
-    }
-
-    /// How many times the gate was held shared: a power-down compares it before and after it
+    /// How many times the gate was held for a ring write: a power-down compares it before and after it
     /// looked for work, under the gate, so that a job that reached a ring in between keeps the
     /// GPU up (the look itself takes queue locks, which a ring write holds while it waits for
     /// the gate).
@@ -257,7 +257,10 @@ impl Pm {
 
     /// The accounting at time `now`.
     pub fn stats(&self, now: Duration) -> PmStats {
-        let s = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        self.gate.with(|s| Self::stats_of(s, now))
+    }
+
+    fn stats_of(s: &PmState, now: Duration) -> PmStats {
         let current = if s.powered {
             ns(now).saturating_sub(s.on_since)
         } else {
@@ -287,10 +290,7 @@ impl Pm {
 
     /// Whether the GPU is powered.
     pub fn is_powered(&self) -> bool {
-        self.gate
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .powered
+        self.gate.with(|s| s.powered)
     }
 
     /// Powers the GPU up if it is down: L2, shader cores and tiler, then a cold boot of the
@@ -305,23 +305,24 @@ impl Pm {
     /// Returns whether the GPU is powered: `false` while the device is suspended (nothing is
     /// powered then; the scheduler leaves the groups waiting).
     pub fn wake<B: Backend>(&self, b: &B, info: &gpu::GpuInfo, fw_base: u64) -> Result<bool> {
-        let mut s = self.write();
-        if s.suspended || self.is_holding() {
-            return Ok(false);
-        }
-        if s.powered {
-            return Ok(true);
-        }
-        gpu::power_on(b, &info.raw)?;
-        let size = fw::FW_INTERFACE_SIZE as u64;
-        fw::clear_requests(b.dma(), fw_base, size)?;
-        fw::boot(b, fw_base, size)?;
-        s.powered = true;
-        s.idle_since = None;
-        s.on_since = ns(b.clock().now());
-        s.dvfs.last_ns = s.on_since;
-        s.power_ups = s.power_ups.wrapping_add(1);
-        Ok(true)
+        self.gate.with(|s| {
+            if s.suspended || self.is_holding() {
+                return Ok(false);
+            }
+            if s.powered {
+                return Ok(true);
+            }
+            gpu::power_on(b, &info.raw)?;
+            let size = fw::FW_INTERFACE_SIZE as u64;
+            fw::clear_requests(b.dma(), fw_base, size)?;
+            fw::boot(b, fw_base, size)?;
+            s.powered = true;
+            s.idle_since = None;
+            s.on_since = ns(b.clock().now());
+            s.dvfs.last_ns = s.on_since;
+            s.power_ups = s.power_ups.wrapping_add(1);
+            Ok(true)
+        })
     }
 
     /// Whether jobs written to rings are held back from the firmware (see
@@ -334,25 +335,23 @@ impl Pm {
     /// published to the firmware (its group asks for a slot instead), and the scheduler starts
     /// no group. Taken under the gate, so that no ring write is half done.
     pub fn set_holding(&self, on: bool) {
-        let _s = self.write();
-        self.holding.store(on, Ordering::Release);
+        self.gate
+            .with(|_| self.holding.store(on, Ordering::Release));
     }
 
     /// Marks the device suspended (it stays down) or resumed; resuming ends the holding too.
     pub fn set_suspended(&self, on: bool) {
-        let mut s = self.write();
-        s.suspended = on;
-        if !on {
-            self.holding.store(false, Ordering::Release);
-        }
+        self.gate.with(|s| {
+            s.suspended = on;
+            if !on {
+                self.holding.store(false, Ordering::Release);
+            }
+        });
     }
 
     /// Whether the device is suspended.
     pub fn is_suspended(&self) -> bool {
-        self.gate
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .suspended
+        self.gate.with(|s| s.suspended)
     }
 
     /// The governor's report (see the module documentation): the GPU has work (`busy`) now.
@@ -362,7 +361,10 @@ impl Pm {
     /// the GPU is powered.
     pub fn sample<B: Backend>(&self, b: &B, busy: bool) -> Option<u64> {
         let now = ns(b.clock().now());
-        let mut s = self.write();
+        self.gate.with(|s| Self::sample_locked(s, b, now, busy))
+    }
+
+    fn sample_locked<B: Backend>(s: &mut PmState, b: &B, now: u64, busy: bool) -> Option<u64> {
         let powered = s.powered;
         let d = &mut s.dvfs;
         let elapsed = now.saturating_sub(d.last_ns);
@@ -395,33 +397,32 @@ impl Pm {
     }
 
     /// Records whether the GPU has work now. Returns `true` when it has had none for the idle
-    /// timeout and is powered (the scheduler then takes the groups off their slots and calls
-    /// [`power_down`](Self::power_down)), and otherwise when the scheduler should look again
+    /// timeout and is powered (the scheduler then calls [`power_down`](Self::power_down), which
+    /// takes the groups off their slots), and otherwise when the scheduler should look again
     /// (`Some(deadline)` in ns) if the GPU stays idle.
     pub fn note_idle(&self, now: Duration, idle: bool) -> (bool, Option<u64>) {
         let now = ns(now);
-        let mut s = self.write();
-        if !idle || !s.powered {
-            s.idle_since = None;
-            return (false, None);
-        }
-        let since = *s.idle_since.get_or_insert(now);
-        let deadline = since.saturating_add(self.idle_timeout_ns.load(Ordering::Relaxed));
-        if now >= deadline {
-            (true, None)
-        } else {
-            (false, Some(deadline))
-        }
+        let timeout = self.idle_timeout_ns.load(Ordering::Relaxed);
+        self.gate.with(|s| {
+            if !idle || !s.powered {
+                s.idle_since = None;
+                return (false, None);
+            }
+            let since = *s.idle_since.get_or_insert(now);
+            let deadline = since.saturating_add(timeout);
+            if now >= deadline {
+                (true, None)
+            } else {
+                (false, Some(deadline))
+            }
+        })
     }
 
-    /// Takes the gate for a power-down; `None` if the GPU is already down. The caller takes
-    /// every group off its slot under it, then calls [`power_down`](Self::power_down).
-    pub fn begin_power_down(&self) -> Option<PmDown<'_>> {
-        let s = self.write();
-        s.powered.then_some(PmDown(s))
-    }
-
-    /// Halts and disables the MCU, then powers the shader cores, the tiler and the L2 off.
+    /// Powers the GPU down if it is powered: under the gate, runs `prepare` (which takes every
+    /// group off its slot, or returns `false` to call the power-down off, for instance because
+    /// a job reached a ring meanwhile), then halts and disables the MCU and powers the shader
+    /// cores, the tiler and the L2 off. `prepare` must not call into this `Pm` except for its
+    /// atomic state. Returns whether the GPU went down.
     ///
     /// # Errors
     ///
@@ -429,37 +430,35 @@ impl Pm {
     /// powered (as far as the failed step left it) and counted as such.
     pub fn power_down<B: Backend>(
         &self,
-        mut down: PmDown<'_>,
         b: &B,
         info: &gpu::GpuInfo,
         fw_base: u64,
-    ) -> Result {
-        fw::halt(b, fw_base, fw::FW_INTERFACE_SIZE as u64)?;
-        gpu::power_off(b, &info.raw)?;
-        let s = &mut down.0;
-        let now = ns(b.clock().now());
-        // The powered time up to here counts at the current rate; a new window starts at the
-        // next power-up.
-        let d = &mut s.dvfs;
-        if d.count > 0 {
-            d.opp_ns[d.cur] = d.opp_ns[d.cur].saturating_add(now.saturating_sub(d.last_ns));
-        }
-        d.last_ns = now;
-        d.window_busy = 0;
-        d.window_total = 0;
-        s.powered_ns = s.powered_ns.saturating_add(now.saturating_sub(s.on_since));
-        s.powered = false;
-        s.idle_since = None;
-        s.power_downs = s.power_downs.wrapping_add(1);
-        Ok(())
+        prepare: impl FnOnce() -> bool,
+    ) -> Result<bool> {
+        self.gate.with(|s| {
+            if !s.powered || !prepare() {
+                return Ok(false);
+            }
+            fw::halt(b, fw_base, fw::FW_INTERFACE_SIZE as u64)?;
+            gpu::power_off(b, &info.raw)?;
+            let now = ns(b.clock().now());
+            // The powered time up to here counts at the current rate; a new window starts at
+            // the next power-up.
+            let d = &mut s.dvfs;
+            if d.count > 0 {
+                d.opp_ns[d.cur] = d.opp_ns[d.cur].saturating_add(now.saturating_sub(d.last_ns));
+            }
+            d.last_ns = now;
+            d.window_busy = 0;
+            d.window_total = 0;
+            s.powered_ns = s.powered_ns.saturating_add(now.saturating_sub(s.on_since));
+            s.powered = false;
+            s.idle_since = None;
+            s.power_downs = s.power_downs.wrapping_add(1);
+            Ok(true)
+        })
     }
 }
-
-/// The power gate held shared ([`Pm::hold`]).
-pub struct PmGuard<'a>(#[allow(dead_code)] RwLockReadGuard<'a, PmState>);
-
-/// The power gate held for a power-down ([`Pm::begin_power_down`]).
-pub struct PmDown<'a>(RwLockWriteGuard<'a, PmState>);
 
 /// How long a system suspend waits for the device's work item to take it up.
 pub const SUSPEND_START_TIMEOUT: Duration = Duration::from_secs(1);

@@ -423,45 +423,46 @@ impl<B: Backend> JqBackend for RingHw<B> {
             return Err(FenceError::INVALID);
         }
         // The GPU does not power down while this job reaches its ring (see `crate::pm`).
-        let _pm = dev.pm.hold();
-        let dma = dev.backend.dma();
-        if self.len == 0 {
-            // The queue had nothing to do: its job-timeout window starts now.
-            self.progress_mark = self.emitted;
-            self.progress_at = self.group.timeout_clock(now_ns(&dev.backend));
-        }
-        let target = self.emitted + 1;
-        let p = job.payload();
-        self.write_job(dma, p);
-        let fence = p.hw.clone();
-        let pos = self.insert;
-        self.insert += u64::from(JOB_INSTRS) * 8;
-        self.emitted = target;
-        let tail = (self.head + self.len) % JOB_SLOTS;
-        self.inflight[tail] = Some(Inflight {
-            target,
-            pos,
-            fence: fence.clone(),
-        });
-        self.len += 1;
-        if dev.pm.is_holding() {
-            // The device is suspending or suspended: the job waits in the ring, unpublished,
-            // until the resume (see `crate::pm`).
-            self.group.wants_slot.store(true, Ordering::Release);
-            return Ok(fence);
-        }
-        // Publish the new insert pointer, then tell the firmware.
-        let fw = dev.fw.base;
-        Words(dma).wr64(fw + self.iface, self.insert);
-        match self.group.slot.load(Ordering::Acquire) {
-            NO_SLOT => {
-                self.group.wants_slot.store(true, Ordering::Release);
-                // The scheduler looks for a slot (and preempts for a higher priority) now.
-                dev.backend.executor().waker().wake_by_ref();
+        dev.pm.hold(|| {
+            let dma = dev.backend.dma();
+            if self.len == 0 {
+                // The queue had nothing to do: its job-timeout window starts now.
+                self.progress_mark = self.emitted;
+                self.progress_at = self.group.timeout_clock(now_ns(&dev.backend));
             }
-            slot => ring_doorbell(&dev.backend, slot),
-        }
-        Ok(fence)
+            let target = self.emitted + 1;
+            let p = job.payload();
+            self.write_job(dma, p);
+            let fence = p.hw.clone();
+            let pos = self.insert;
+            self.insert += u64::from(JOB_INSTRS) * 8;
+            self.emitted = target;
+            let tail = (self.head + self.len) % JOB_SLOTS;
+            self.inflight[tail] = Some(Inflight {
+                target,
+                pos,
+                fence: fence.clone(),
+            });
+            self.len += 1;
+            if dev.pm.is_holding() {
+                // The device is suspending or suspended: the job waits in the ring, unpublished,
+                // until the resume (see `crate::pm`).
+                self.group.wants_slot.store(true, Ordering::Release);
+                return Ok(fence);
+            }
+            // Publish the new insert pointer, then tell the firmware.
+            let fw = dev.fw.base;
+            Words(dma).wr64(fw + self.iface, self.insert);
+            match self.group.slot.load(Ordering::Acquire) {
+                NO_SLOT => {
+                    self.group.wants_slot.store(true, Ordering::Release);
+                    // The scheduler looks for a slot (and preempts for a higher priority) now.
+                    dev.backend.executor().waker().wake_by_ref();
+                }
+                slot => ring_doorbell(&dev.backend, slot),
+            }
+            Ok(fence)
+        })
     }
 
     fn timed_out(
@@ -969,7 +970,7 @@ pub struct DevInner<B: Backend> {
     /// The tiler heap pools of every VM.
     pub heaps: HeapPools<B>,
     /// Power state: idle power-down and wake (see `crate::pm`).
-    pub pm: crate::pm::Pm,
+    pub pm: crate::pm::Pm<B::Locks>,
     /// Where groups' suspend buffers are mapped for the MCU.
     pub(crate) suspend_window: Mutex<SuspendWindow<B::Dma>>,
 }
@@ -985,6 +986,7 @@ impl<B: Backend> DevInner<B> {
         fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
         mcu_vm: McuVm<B>,
         fw: FwIface,
+        pm: crate::pm::Pm<B::Locks>,
     ) -> Self {
         let mcu_vm = Mutex::new(mcu_vm);
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
@@ -1000,7 +1002,7 @@ impl<B: Backend> DevInner<B> {
             fw_objects,
             mcu_vm,
             next_key: AtomicU64::new(2),
-            pm: crate::pm::Pm::new(&backend),
+            pm,
             backend,
         }
     }
@@ -1923,22 +1925,20 @@ impl<B: Backend> DevInner<B> {
         if !down {
             return;
         }
-        let Some(gate) = self.pm.begin_power_down() else {
-            return;
-        };
-        // A job that reached a ring since the look above keeps the GPU up.
-        if self.pm.activity() != seen {
-            return;
-        }
-        for n in 0..self.fw.csg.len() {
-            if let Some(g) = self.group_in(n) {
-                self.unbind_group(&g);
+        let (b, info, fw) = (&self.backend, &self.gpu_info, self.fw.base);
+        let down = self.pm.power_down(b, info, fw, || {
+            // A job that reached a ring since the look above keeps the GPU up.
+            if self.pm.activity() != seen {
+                return false;
             }
-        }
-        if let Err(e) = self
-            .pm
-            .power_down(gate, &self.backend, &self.gpu_info, self.fw.base)
-        {
+            for n in 0..self.fw.csg.len() {
+                if let Some(g) = self.group_in(n) {
+                    self.unbind_group(&g);
+                }
+            }
+            true
+        });
+        if let Err(e) = down {
             dev_err!(&self.backend, "GPU power-down failed: {e}; resetting");
             self.sched
                 .shared
@@ -1964,6 +1964,12 @@ impl<B: Backend> DevInner<B> {
     /// finished (as after a reset; the ring still holds those jobs).
     fn unbind_for_replay(&self, g: &Group<B>) {
         self.unbind_group(g);
+        self.replay_marks(g);
+    }
+
+    /// Makes every queue of `g`, which holds no slot, restart from the first job it had not
+    /// finished at its next start, and the group ask for a slot if it has work.
+    fn replay_marks(&self, g: &Group<B>) {
         let w = self.fw_words();
         let dma = self.backend.dma();
         let mut pending = false;
@@ -2013,16 +2019,25 @@ impl<B: Backend> DevInner<B> {
                 break;
             }
         }
-        if let Some(gate) = self.pm.begin_power_down() {
-            // A group the loop above did not see (none should be left) gives its slot up too.
+        // A group the loop above did not see (none should be left: the work item is the only
+        // one to give slots, and it gives none while jobs are held) gives its slot up too,
+        // under the gate, where no queue lock may be taken; it restarts from its first
+        // unfinished job.
+        let mut left = Vec::new();
+        let (b, info, fw) = (&self.backend, &self.gpu_info, self.fw.base);
+        let down = self.pm.power_down(b, info, fw, || {
             for n in 0..self.fw.csg.len() {
                 if let Some(g) = self.group_in(n) {
-                    self.unbind_for_replay(&g);
+                    self.unbind_group(&g);
+                    left.push(g);
                 }
             }
-            self.pm
-                .power_down(gate, &self.backend, &self.gpu_info, self.fw.base)?;
+            true
+        });
+        for g in &left {
+            self.replay_marks(g);
         }
+        down?;
         self.pm.set_suspended(true);
         Ok(())
     }

@@ -156,6 +156,64 @@ mod tests {
         Ok(())
     }
 
+    /// Power management on the kernel backend, with the kernel's mutex as its gate: the
+    /// firmware booted through the driver's page tables, the GPU powers down (MCU halted and
+    /// disabled, then cores, tiler and L2 off) and wakes (L2, cores and tiler, then a cold boot
+    /// of the MCU) without a fault from the simulator, which refuses a wrong order.
+    #[test]
+    fn the_gpu_powers_down_and_wakes_in_order() -> Result {
+        use crate::backend::PAGE_SIZE;
+        use crate::pm::Pm;
+        use crate::vm::{BindReq, NoMmu, Vm, VmLayout};
+        use crate::{fw, mmu, uapi};
+
+        let b = KernelBackend::g610()?;
+        let info = gpu::probe(&b)?;
+        let size = fw::FW_INTERFACE_SIZE as u64;
+        let region = b.dma().alloc((size / PAGE_SIZE) as usize, PAGE_SIZE)?;
+        let obj = FwRegion(region);
+        let layout = VmLayout::new(info.va_bits(), 0)?;
+        let mut vm =
+            Vm::<_, FwRegion, ArraySlots>::new(1, b.dma().clone(), layout, info.pa_bits())?;
+        let map = BindReq::Map {
+            va: fw::MCU_SHARED_REGION_START,
+            size,
+            obj: &obj,
+            offset: 0,
+            flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
+        };
+        vm.bind(&[map], &mut NoMmu).map_err(|(_, e)| e)?;
+        mmu::enable(&b, mmu::MCU_AS, &vm.as_regs()?)?;
+        fw::boot(&b, region.addr, size)?;
+        let faults = || b.device().with(|g| g.power_faults());
+        let booted = || b.device().with(|g| g.csf_booted());
+        let pm = Pm::<crate::kernel::KernelLocks>::new(&b)?;
+        assert!(pm.is_powered());
+        // A power-down its caller calls off changes nothing.
+        assert_eq!(pm.power_down(&b, &info, region.addr, || false), Ok(false));
+        assert!(pm.is_powered() && booted());
+        assert_eq!(pm.power_down(&b, &info, region.addr, || true), Ok(true));
+        assert!(!pm.is_powered() && !booted());
+        assert_eq!(b.io().read(L2_READY_LO).ready().get(), 0);
+        assert_eq!(pm.power_down(&b, &info, region.addr, || true), Ok(false));
+        assert_eq!(pm.wake(&b, &info, region.addr), Ok(true));
+        assert!(pm.is_powered() && booted());
+        assert_eq!(b.io().read(L2_READY_LO).ready().get(), 1);
+        assert_eq!(faults(), 0);
+        let st = pm.stats(core::time::Duration::ZERO);
+        assert_eq!((st.power_ups, st.power_downs), (1, 1));
+        // Down again, then the shader cores asked for before the L2: the simulator refuses.
+        assert_eq!(pm.power_down(&b, &info, region.addr, || true), Ok(true));
+        let cores = crate::regs::SHADER_PWRON::zeroed().with_request(info.raw.shader_present);
+        b.io().write_reg(cores);
+        assert_eq!(faults(), 1);
+        mmu::disable(&b, mmu::MCU_AS, false)?;
+        drop(vm);
+        // SAFETY: The MCU is off and its address space disabled: nothing uses the region.
+        unsafe { b.dma().free(region) };
+        Ok(())
+    }
+
     /// An interrupt handler that acknowledges what it finds, and a work item that counts.
     struct Handler {
         io: crate::kernel::SimIo,
