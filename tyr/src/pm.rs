@@ -113,21 +113,33 @@ struct Dvfs {
 
 impl Dvfs {
     /// The operating point the governor wants after a window of `busy` of `total` ns.
+    ///
+    /// 64-bit arithmetic only (the kernel has no 128-bit division on every architecture): the
+    /// load is taken in parts per million, the window first scaled below 2^40 ns so that the
+    /// products cannot overflow.
     fn target(&self, busy: u64, total: u64) -> usize {
+        const PPM: u64 = 1_000_000;
         let top = self.count.saturating_sub(1);
-        let (busy, total) = (u128::from(busy), u128::from(total.max(1)));
-        if busy * 100 > total * u128::from(UP_THRESHOLD) {
+        let mut total = total.max(1);
+        let mut busy = busy.min(total);
+        while total >= 1 << 40 {
+            busy >>= 1;
+            total >>= 1;
+        }
+        let load = busy * PPM / total;
+        if load > UP_THRESHOLD * (PPM / 100) {
             return top;
         }
-        if busy * 100 > total * u128::from(UP_THRESHOLD - DOWN_DIFFERENTIAL) {
+        if load > (UP_THRESHOLD - DOWN_DIFFERENTIAL) * (PPM / 100) {
             return self.cur;
         }
-        // The rate at which the window's work would have kept the GPU this busy.
-        let aim = u128::from(UP_THRESHOLD) * 2 - u128::from(DOWN_DIFFERENTIAL);
-        let cur = u128::from(self.rates[self.cur]);
-        let want = cur * busy * 100 * 2 / (total * aim);
+        // The rate at which the window's work would have kept the GPU at the middle of the
+        // keep band: `cur * load / ((2 * UP_THRESHOLD - DOWN_DIFFERENTIAL) / 2 %)`.
+        let aim = UP_THRESHOLD * 2 - DOWN_DIFFERENTIAL;
+        let cur = self.rates[self.cur];
+        let want = cur.saturating_mul(load).saturating_mul(2) / (aim * (PPM / 100));
         (0..self.count)
-            .find(|&i| u128::from(self.rates[i]) >= want)
+            .find(|&i| self.rates[i] >= want)
             .unwrap_or(top)
     }
 }
@@ -464,3 +476,58 @@ impl<L: LockFamily> Pm<L> {
 pub const SUSPEND_START_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often it looks.
 pub const SUSPEND_POLL_INTERVAL: Duration = Duration::from_micros(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A governor at operating point `cur` of 200, 400, 600 and 800 MHz.
+    fn dvfs(cur: usize) -> Dvfs {
+        let mut d = Dvfs {
+            count: 4,
+            cur,
+            ..Dvfs::default()
+        };
+        d.rates[..4].copy_from_slice(&[200_000_000, 400_000_000, 600_000_000, 800_000_000]);
+        d
+    }
+
+    #[test]
+    fn the_governor_goes_up_keeps_and_goes_down_by_the_bands() {
+        let d = dvfs(1);
+        // Above 90 % busy: the fastest rate.
+        assert_eq!(d.target(901, 1000), 3);
+        assert_eq!(d.target(1000, 1000), 3);
+        // 85 % to 90 %: kept.
+        assert_eq!(d.target(900, 1000), 1);
+        assert_eq!(d.target(851, 1000), 1);
+        // Below: the slowest rate that would run the work at 87.5 %: 400 MHz at 85 % wants
+        // 388.6 MHz (400), at 40 % 182.9 MHz (200).
+        assert_eq!(d.target(850, 1000), 1);
+        assert_eq!(d.target(400, 1000), 0);
+        // From the top, half busy wants 457 MHz: 600 MHz.
+        assert_eq!(dvfs(3).target(500, 1000), 2);
+        // Idle: the slowest.
+        assert_eq!(dvfs(3).target(0, 1000), 0);
+    }
+
+    #[test]
+    fn the_governor_handles_any_window_without_overflow() {
+        let d = dvfs(3);
+        // Windows of any length, even beyond what can happen, and busy time beyond the window.
+        assert_eq!(d.target(u64::MAX, u64::MAX), 3);
+        assert_eq!(d.target(u64::MAX / 2, u64::MAX), 2);
+        assert_eq!(d.target(u64::MAX, 1000), 3);
+        assert_eq!(d.target(0, 0), 0);
+        assert_eq!(d.target(5, 0), 3);
+        // More busy time never asks for a slower rate.
+        let mut last = 0;
+        for busy in (0..=1_000_000u64).step_by(997) {
+            let t = d.target(busy, 1_000_000);
+            assert!(t >= last || t == d.cur, "{busy}");
+            if t != d.cur {
+                last = t;
+            }
+        }
+    }
+}
