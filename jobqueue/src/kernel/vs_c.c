@@ -28,6 +28,7 @@ struct gpukit_c_hw;
 struct gpukit_c_hw *gpukit_c_hw_new(u32 jobs, s64 job_ns);
 struct dma_fence *gpukit_c_hw_run(struct gpukit_c_hw *hw);
 void gpukit_c_hw_free(struct gpukit_c_hw *hw);
+void gpukit_c_hw_stats(struct gpukit_c_hw *hw, s64 *first_run, s64 *idle_ns, s64 *last_done);
 
 struct gpukit_c_sched;
 struct gpukit_c_sched *gpukit_c_sched_new(u32 credits, struct gpukit_c_hw *hw);
@@ -37,7 +38,8 @@ s64 gpukit_c_sched_last_run(struct gpukit_c_sched *s);
 void gpukit_c_sched_free(struct gpukit_c_sched *s);
 
 /*
- * The simulated ring. `lock` guards the run queue (`next`, `head`, `busy_until`, `armed`);
+ * The simulated ring. `lock` guards the run queue (`next`, `head`, `busy_until`, `armed`,
+ * and the statistics `first_run` and `idle_ns`);
  * the fences use `fence_lock`, which the timer takes only after dropping `lock`, so a fence
  * callback that runs the next job (and so takes `lock`) cannot deadlock with the timer.
  */
@@ -49,6 +51,8 @@ struct gpukit_c_hw {
 	ktime_t busy_until;
 	bool armed;
 	u32 cap, next, head;
+	ktime_t first_run;
+	s64 idle_ns;
 	struct dma_fence **fences;
 	ktime_t *deadline;
 };
@@ -137,6 +141,11 @@ struct dma_fence *gpukit_c_hw_run(struct gpukit_c_hw *hw)
 
 	spin_lock_irqsave(&hw->lock, flags);
 	if (hw->next < hw->cap) {
+		/* The ring had finished everything before this job came: it stood idle. */
+		if (hw->next == 0)
+			hw->first_run = now;
+		else if (now > hw->busy_until)
+			hw->idle_ns += ktime_to_ns(ktime_sub(now, hw->busy_until));
 		start = max(now, hw->busy_until);
 		hw->busy_until = ktime_add_ns(start, hw->job_ns);
 		hw->deadline[hw->next] = hw->busy_until;
@@ -149,6 +158,21 @@ struct dma_fence *gpukit_c_hw_run(struct gpukit_c_hw *hw)
 	}
 	spin_unlock_irqrestore(&hw->lock, flags);
 	return f;
+}
+
+/*
+ * When the first job was run, how long the ring stood idle between its first job and its
+ * last (waiting for a job to run), and when its last job run so far finishes (0: none ran).
+ */
+void gpukit_c_hw_stats(struct gpukit_c_hw *hw, s64 *first_run, s64 *idle_ns, s64 *last_done)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&hw->lock, flags);
+	*first_run = ktime_to_ns(hw->first_run);
+	*idle_ns = hw->idle_ns;
+	*last_done = hw->next ? ktime_to_ns(hw->deadline[hw->next - 1]) : 0;
+	spin_unlock_irqrestore(&hw->lock, flags);
 }
 
 /* Stops the ring; fences of jobs it had not finished signal -ECANCELED. */
