@@ -19,6 +19,12 @@
 //! 5. Power, from the driver's own accounting: how long the GPU was powered (it powers down
 //!    when idle and up again for work), how often it went down, and how long it ran at each
 //!    clock rate the governor picked from its utilisation.
+//! 6. Sharing the GPU, on a second simulated G610 whose command-stream engine is a thousand
+//!    times slower (so that jobs outlast the scheduler's 10 ms tick): three clients' 24 groups
+//!    with chains of jobs want the 8 group slots at once and are time-sliced (suspended and
+//!    resumed through the firmware) until every job is done and right, none timed out; a
+//!    `REALTIME` job starts within a tick while `LOW` groups hold every slot; and a system
+//!    suspend saves the groups running mid-job, which the resume finishes.
 //!
 //! Exits with status 1 if anything is wrong. Run it with
 //! `cargo run --release -p gpukit-tyr --features host --example mali_g610`.
@@ -303,8 +309,308 @@ fn run() -> Result<(), String> {
     )?;
     drop(umd);
     drop(reg);
+
+    // ---------------------------------------------------------------- sharing
+    println!("{}", sharing()?);
     println!("mali_g610: OK");
     Ok(())
+}
+
+/// A job's user stream that counts register 2 up `spin` times, then stores `[spin, value]` at
+/// `data`: its result is right only if every register survived the suspends in between.
+fn spin_stream(data: u64, value: u32, spin: u32) -> Vec<u64> {
+    let mut prog = vec![
+        instr::move48(0, data),
+        instr::move32(2, 0),
+        instr::move32(3, value),
+    ];
+    prog.extend((0..spin).map(|_| instr::add_imm32(2, 2, 1)));
+    prog.push(instr::store_multiple(2, 0, 0, 0b11));
+    prog
+}
+
+/// A group of `umd` in `vm` with one queue and its own 1 MiB object at `va` (streams from
+/// offset 0, results at `SPIN_DATA`), and the done syncobjs of its jobs.
+struct SpinGroup {
+    handle: u32,
+    bo: tyr::umd::Bo,
+    va: u64,
+    /// Bytes of streams written.
+    code: u64,
+    jobs: Vec<u32>,
+}
+
+const SPIN_BO: u64 = 0x10_0000;
+const SPIN_DATA: u64 = 0xf_f000;
+
+impl SpinGroup {
+    fn new(umd: &Umd, vm: u32, va: u64, priority: u8) -> Result<Self, String> {
+        let bo = umd.bo_create(SPIN_BO).map_err(e("BO_CREATE"))?;
+        umd.map(vm, &bo, va).map_err(e("VM_BIND"))?;
+        let handle = umd
+            .group_create_prio(vm, &[0x1000], priority)
+            .map_err(e("GROUP_CREATE"))?;
+        Ok(SpinGroup {
+            handle,
+            bo,
+            va,
+            code: 0,
+            jobs: Vec::new(),
+        })
+    }
+
+    /// The word job `j` stores next to its count.
+    fn value(&self, j: u64) -> u32 {
+        0x5000_0000 | self.handle << 12 | j as u32
+    }
+
+    /// Writes the streams of jobs `0..n`, each spinning `spin` times, and makes their
+    /// syncobjs: everything [`submit`](Self::submit) needs, so that it is quick.
+    fn stage(&mut self, umd: &Umd, n: u64, spin: u32) -> Result<Vec<Job>, String> {
+        let mut jobs = Vec::new();
+        for j in 0..n {
+            let prog = spin_stream(self.va + SPIN_DATA + 8 * j, self.value(j), spin);
+            let at = self.code;
+            // Streams start 64-byte aligned and stay below the results.
+            self.code += (8 * prog.len() as u64).next_multiple_of(64);
+            check(
+                self.code <= SPIN_DATA,
+                "the streams overflow into the results",
+            )?;
+            umd.write_stream(&self.bo, at, &prog).map_err(e("stream"))?;
+            let done = umd.syncobj_create(false).map_err(e("SYNCOBJ_CREATE"))?;
+            jobs.push(Job::new(0, self.va + at, 8 * prog.len() as u32).signal(done));
+            self.jobs.push(done);
+        }
+        Ok(jobs)
+    }
+
+    /// Submits staged jobs, the first waiting on `after`.
+    fn submit(&self, umd: &Umd, mut jobs: Vec<Job>, after: Option<u32>) -> Result<(), String> {
+        if let (Some(first), Some(w)) = (jobs.first_mut(), after) {
+            *first = first.clone().wait(w);
+        }
+        umd.submit(self.handle, &jobs).map_err(|err| {
+            format!(
+                "GROUP_SUBMIT to group {}: {err:?}, state {:?}",
+                self.handle,
+                umd.group_state(self.handle)
+            )
+        })
+    }
+
+    /// Waits for every job and checks what each stored and that the group is fine.
+    fn check(&self, umd: &Umd, spin: u32) -> Result<(), String> {
+        umd.wait(&self.jobs, 60 * SECOND)
+            .map_err(e("SYNCOBJ_WAIT"))?;
+        for j in 0..self.jobs.len() as u64 {
+            let count = self
+                .bo
+                .read_u32(SPIN_DATA + 8 * j)
+                .map_err(e("read back"))?;
+            let value = self
+                .bo
+                .read_u32(SPIN_DATA + 8 * j + 4)
+                .map_err(e("read back"))?;
+            check(
+                count == spin && value == self.value(j),
+                &format!("group {} job {j}: [{count}, {value:#x}]", self.handle),
+            )?;
+        }
+        let (state, fatal) = umd.group_state(self.handle).map_err(e("GROUP_GET_STATE"))?;
+        check(
+            state == 0 && fatal == 0,
+            "a time-sliced group reports a fault or a timeout",
+        )
+    }
+}
+
+/// Step 6 of the module docs; returns the line it prints.
+fn sharing() -> Result<String, String> {
+    use std::sync::atomic::Ordering;
+    const SPIN: u32 = 600;
+    const JOBS: u64 = 8;
+    // About 9 ms a job: long enough that the LOW groups still hold the slots when this thread,
+    // which the simulated GPU does not wait for, gets to submit the REALTIME job.
+    const LOW_JOBS: u64 = 40;
+    let mut cfg = mali_sim::Config::g610();
+    // A step of 16 instructions every 100 us: a job of 600 takes about 4 ms.
+    cfg.timings.cs_step_ns = 100_000;
+    let hz = cfg.timings.timestamp_hz;
+    let parent = device::Device::new("fb000000.gpu").map_err(e("device"))?;
+    let reg = driver::probe(&parent, HostBackend::new(cfg)).map_err(e("probe"))?;
+    let dev = reg.device();
+    let sched = &dev.shared().sched;
+    // No idle power-down while the work is set up (the rotations are what is shown here).
+    dev.shared()
+        .pm
+        .set_idle_timeout(std::time::Duration::from_secs(3600));
+    let slots = sched.slots.lock().map_err(|_| "slots".to_string())?.len();
+
+    // Three clients, 24 groups with chains of 8 jobs, released together by a gate job.
+    let clients: Vec<Umd> = (0..3)
+        .map(|_| Umd::open(dev))
+        .collect::<Result<_, _>>()
+        .map_err(e("open"))?;
+    let mut gates = Vec::new();
+    let mut groups = Vec::new();
+    for umd in &clients {
+        let vm = umd.vm_create().map_err(e("VM_CREATE"))?;
+        // Syncobj handles are the client's own: each has its gate.
+        gates.push(SpinGroup::new(
+            umd,
+            vm,
+            0x800_0000,
+            PANTHOR_GROUP_PRIORITY_MEDIUM,
+        )?);
+        for k in 0..8u64 {
+            let g = SpinGroup::new(
+                umd,
+                vm,
+                0x100_0000 + k * 0x10_0000,
+                PANTHOR_GROUP_PRIORITY_MEDIUM,
+            )?;
+            groups.push(g);
+        }
+    }
+    let (suspends, resumes) = (
+        sched.suspends.load(Ordering::Acquire),
+        sched.resumes.load(Ordering::Acquire),
+    );
+    let staged: Vec<Vec<Job>> = groups
+        .iter_mut()
+        .enumerate()
+        .map(|(i, g)| g.stage(&clients[i / 8], JOBS, SPIN))
+        .collect::<Result<_, _>>()?;
+    for (umd, gate) in clients.iter().zip(&mut gates) {
+        let jobs = gate.stage(umd, 3, 1500)?;
+        gate.submit(umd, jobs, None)?;
+    }
+    // The groups' chains wait for the last job of their client's gate, about 28 ms away:
+    // they all reach their rings together.
+    for (i, (g, jobs)) in groups.iter().zip(staged).enumerate() {
+        g.submit(&clients[i / 8], jobs, Some(gates[i / 8].jobs[2]))?;
+    }
+    for (i, g) in groups.iter().enumerate() {
+        g.check(&clients[i / 8], SPIN)?;
+    }
+    for (umd, gate) in clients.iter().zip(&gates) {
+        gate.check(umd, 1500)?;
+    }
+    let ticks = sched.ticks.load(Ordering::Acquire);
+    let suspended = sched.suspends.load(Ordering::Acquire) - suspends;
+    let resumed = sched.resumes.load(Ordering::Acquire) - resumes;
+    let moves = sched.moves.load(Ordering::Acquire);
+    check(suspended > 0 && resumed > 0, "no group was time-sliced")?;
+    check(
+        sched.shared.resets.load(Ordering::Acquire) == 0,
+        "the GPU was reset",
+    )?;
+
+    // Eight LOW groups with long chains hold every slot; a REALTIME job of a privileged
+    // client starts within one tick. Everything is made first: the simulated GPU runs on its
+    // own while this thread works.
+    let boss = Umd::open_with(
+        dev,
+        drm_ctx::drm::OpenOptions {
+            master: true,
+            ..drm_ctx::drm::OpenOptions::primary()
+        },
+    )
+    .map_err(e("open"))?;
+    let rt_vm = boss.vm_create().map_err(e("VM_CREATE"))?;
+    let rt = SpinGroup::new(&boss, rt_vm, 0x100_0000, PANTHOR_GROUP_PRIORITY_REALTIME)?;
+    // The job notes the GPU timestamp as it starts.
+    let prog = [
+        instr::move48(0, rt.va + SPIN_DATA),
+        instr::store_state(0, instr::STATE_TIMESTAMP, 0),
+    ];
+    boss.write_stream(&rt.bo, 0, &prog).map_err(e("stream"))?;
+    let done = boss.syncobj_create(false).map_err(e("SYNCOBJ_CREATE"))?;
+    let low_umd = &clients[1];
+    let low_vm = low_umd.vm_create().map_err(e("VM_CREATE"))?;
+    let mut low = Vec::new();
+    let mut staged = Vec::new();
+    for k in 0..8u64 {
+        let mut g = SpinGroup::new(
+            low_umd,
+            low_vm,
+            0x100_0000 + k * 0x10_0000,
+            PANTHOR_GROUP_PRIORITY_LOW,
+        )?;
+        staged.push(g.stage(low_umd, LOW_JOBS, 1500)?);
+        low.push(g);
+    }
+    for (g, jobs) in low.iter().zip(staged) {
+        g.submit(low_umd, jobs, None)?;
+    }
+    let t = Instant::now();
+    while sched
+        .slots
+        .lock()
+        .map_err(|_| "slots".to_string())?
+        .iter()
+        .any(Option::is_none)
+    {
+        if t.elapsed().as_secs() >= 60 {
+            let done: Vec<usize> = low
+                .iter()
+                .map(|g| {
+                    g.jobs
+                        .iter()
+                        .filter(|j| low_umd.wait(&[**j], 0).is_ok())
+                        .count()
+                })
+                .collect();
+            return Err(format!(
+                "the LOW groups never took every slot: slots {:?}, jobs done per LOW group {done:?}",
+                sched.slots.lock().map_err(|_| "slots".to_string())?
+            ));
+        }
+        std::thread::yield_now();
+    }
+    let gpu = dev.backend.gpu().clone();
+    boss.submit(rt.handle, &[Job::new(0, rt.va, 16).signal(done)])
+        .map_err(e("GROUP_SUBMIT"))?;
+    let submitted = gpu.read64(mali_sim::regs::TIMESTAMP_LO);
+    boss.wait(&[done], 60 * SECOND).map_err(e("SYNCOBJ_WAIT"))?;
+    let started = rt.bo.read_u64(SPIN_DATA).map_err(e("read back"))?;
+    let waited_us = started.saturating_sub(submitted) as f64 * 1e6 / hz as f64;
+    check(
+        waited_us <= tyr::sched::TICK_PERIOD.as_secs_f64() * 1e6,
+        &format!("the REALTIME job waited {waited_us:.0} us"),
+    )?;
+    check(
+        low.iter()
+            .any(|g| low_umd.wait(&g.jobs[LOW_JOBS as usize - 1..], 0).is_err()),
+        "the LOW groups were done before the REALTIME job ran",
+    )?;
+
+    // A system suspend with the LOW groups in the middle of their jobs.
+    let saved = sched.suspends.load(Ordering::Acquire);
+    driver::suspend(dev).map_err(e("suspend"))?;
+    let saved = sched.suspends.load(Ordering::Acquire) - saved;
+    check(
+        !dev.shared().pm.is_powered(),
+        "the GPU is powered while suspended",
+    )?;
+    driver::resume(dev).map_err(e("resume"))?;
+    for g in &low {
+        g.check(low_umd, 1500)?;
+    }
+    check(
+        sched.shared.resets.load(Ordering::Acquire) == 0,
+        "the GPU was reset",
+    )?;
+    check(
+        gpu.with(|g| g.power_faults()) == 0,
+        "the driver powered the GPU in the wrong order",
+    )?;
+    let jobs = groups.len() as u64 * JOBS;
+    Ok(format!(
+        "sharing: {} groups of 3 clients with chains of {JOBS} jobs over {slots} group slots: all {jobs} jobs right, none timed out, after {ticks} scheduler ticks, {suspended} suspends and {resumed} resumes ({moves} on another slot); a REALTIME job started {waited_us:.0} us after its submission while LOW groups held every slot; a system suspend saved {saved} groups mid-job and the resume finished them",
+        groups.len()
+    ))
 }
 
 /// The timeline, sparse and tiler-heap part of the workload (step 3 of the module docs).
