@@ -324,7 +324,7 @@ mod tests {
     fn throughput(side: &mut dyn Side, fan: usize) -> Result<Run> {
         let mut done: KVec<KernelFence> = KVec::with_capacity(JOBS, GFP_KERNEL)?;
         // The previous run's fences and scheduler are freed through RCU: without this, their
-        // callbacks ran inside this run's timed part (one stall of 60-550 us, during which the
+        // callbacks ran inside this run's timed part (one stall of 45-540 us, during which the
         // ring drained; up to 2.5% of a ring workload, charged to whichever side came next).
         // SAFETY: Called from a sleepable test thread holding no locks.
         unsafe { bindings::rcu_barrier() };
