@@ -129,7 +129,7 @@ pub const fn pte_to_paddr(pte: u64, granule_shift: u32) -> u64 {
 }
 
 /// The attribute bits (everything but type and address) of a leaf with protection `prot`.
-#[inline]
+#[inline(always)]
 pub fn prot_to_pte(prot: Prot, mali: bool, quirks: Quirks) -> u64 {
     let mut pte = if mali {
         let mut p = 0;
