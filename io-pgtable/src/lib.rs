@@ -90,17 +90,17 @@
 //! random steps per format): both with tables DMA-mapped for one device and synced for a
 //! non-coherent walker, the sides alternating over three rounds, the best of each counting.
 //! Under QEMU without KVM this compares the two under identical conditions, not on hardware.
-//! Ratio = C time / Rust time, one run each (as of commit `1399ae2`): `cargo xtask
+//! Ratio = C time / Rust time, one run each (as of commit `dc5f367`): `cargo xtask
 //! kernel-test` (lockdep and DMA-API debugging, host clock), `cargo xtask kernel-bench` (no
 //! checkers, QEMU's instruction counter as the clock) and `kernel-bench --wall-clock`:
 //!
 //! | operation                                | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
 //! |------------------------------------------|------------:|----------------------------:|--------------------------:|
-//! | map 1 GiB as 4K pages                    | 1.68x       | 2.17x                       | 1.45x                     |
-//! | unmap 1 GiB of 4K pages                  | 2.03x       | 3.22x                       | 1.95x                     |
-//! | map 1 GiB as 2M blocks                   | 2.27x       | 2.22x                       | 1.33x                     |
-//! | unmap 1 GiB of 2M blocks                 | 2.60x       | 3.19x                       | 1.82x                     |
-//! | map + unmap one 4K page (tables present) | 1.07x       | 1.19x                       | 0.97x                     |
+//! | map 1 GiB as 4K pages                    | 1.28x       | 2.18x                       | 1.41x                     |
+//! | unmap 1 GiB of 4K pages                  | 1.60x       | 3.22x                       | 1.99x                     |
+//! | map 1 GiB as 2M blocks                   | 1.09x       | 2.23x                       | 1.51x                     |
+//! | unmap 1 GiB of 2M blocks                 | 1.38x       | 3.19x                       | 2.03x                     |
+//! | map + unmap one 4K page (tables present) | 1.01x       | 1.21x                       | 1.08x                     |
 //!
 //! Writing and syncing each descriptor once is more than half of a bulk 4K map on both sides
 //! (the suite's `floor:` line), which bounds the time ratio. In the kernel `DmaTableAlloc`
@@ -109,8 +109,8 @@
 //! table the page-table code names without a lookup. An unmap checks and clears leaves eight
 //! at a time, and both map and unmap first descend through present table descriptors in a
 //! tight loop. The host-clock columns come from a loaded host and move between runs; the
-//! instruction counts do not. The single page costs this crate 714 instructions per map +
-//! unmap against C's 852, and by the host clock 0.95x-1.17x in 16 runs (median 1.08x; one
+//! instruction counts do not. The single page costs this crate 704 instructions per map +
+//! unmap against C's 852, and by the host clock 1.00x-1.23x in 16 runs (median 1.14x; one
 //! run is in the table): under QEMU's translator host time follows loads, stores, branches
 //! and helper calls more than instructions, so a single `map_pages`/`unmap_pages` keeps no
 //! walk cursor and leaves its slow paths out of line (see `xtask/KERNEL.md`).

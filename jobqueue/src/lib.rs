@@ -102,17 +102,17 @@
 //! both pipelining dependencies on their own jobs ([`QueueConfig::with_pipelining`]), three
 //! alternating rounds with the best of each side. Under QEMU without KVM this compares the two
 //! under identical conditions, not on hardware. Ratio = C time / Rust time, one run each (as
-//! of commit `1399ae2`): `cargo xtask kernel-test` (lockdep, host clock), `cargo xtask
+//! of commit `dc5f367`): `cargo xtask kernel-test` (lockdep, host clock), `cargo xtask
 //! kernel-bench` (no checkers, QEMU's instruction counter as the clock) and `kernel-bench
 //! --wall-clock`:
 //!
 //! | workload (2000 jobs)                         | kernel-test | kernel-bench (instructions) | kernel-bench --wall-clock |
 //! |----------------------------------------------|------------:|----------------------------:|--------------------------:|
-//! | independent / chain / fan-in of 4            | 3.14x / 1.90x / 1.44x | 1.87x / 1.60x / 1.15x | 1.79x / 1.60x / 1.15x |
-//! | the same on the simulated ring               | 1.01x / 1.02x / 1.03x | 0.99x / 0.99x / 0.99x | 1.00x / 1.04x / 0.99x |
-//! | dependency signal to `run_job` (median)      | 1.33x       | 1.07x                       | 1.20x                     |
+//! | independent / chain / fan-in of 4            | 2.60x / 2.12x / 1.49x | 1.87x / 1.60x / 1.15x | 1.81x / 1.64x / 1.21x |
+//! | the same on the simulated ring               | 0.99x / 0.99x / 0.99x | 0.99x / 0.99x / 0.99x | 1.07x / 1.02x / 0.99x |
+//! | dependency signal to `run_job` (median)      | 1.23x       | 1.07x                       | 1.15x                     |
 //!
-//! On the ring both run at the ring's speed (counted 0.9990-0.9998 of `drm_sched`'s throughput,
+//! On the ring both run at the ring's speed (counted 0.9995-0.9998 of `drm_sched`'s throughput,
 //! printed truncated): the ring never idles, and what is left is the first `run_job` and the
 //! last done fence, which this queue signals from its work item, one wake-up after
 //! `drm_sched` signals its own from the hardware fence's callback.
