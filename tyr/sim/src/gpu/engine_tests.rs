@@ -199,6 +199,11 @@ impl Fw {
 
     /// Starts CSG `n` on AS 1 with stream `s` on the ring.
     fn start_stream(&mut self, n: usize, s: usize) {
+        self.start_stream_prio(n, s, 0);
+    }
+
+    /// [`Fw::start_stream`] with stream priority `prio` in the stream's `CONFIG`.
+    fn start_stream_prio(&mut self, n: usize, s: usize, prio: u32) {
         let ci = Fw::shared(csf::csg_input(n));
         let co = Fw::shared(csf::csg_output(n));
         let si = Fw::shared(csf::cs_input(n, s));
@@ -208,7 +213,7 @@ impl Fw {
         self.wr32(si + cs::RINGBUF_SIZE, RING_SIZE as u32);
         self.wr64(si + cs::RINGBUF_INPUT, ring_in);
         self.wr64(si + cs::RINGBUF_OUTPUT, ring_out);
-        self.wr32(si + cs::CONFIG, 1 << 8);
+        self.wr32(si + cs::CONFIG, 1 << 8 | prio);
         self.wr32(si + cs::ACK_IRQ_MASK, u32::MAX);
         let req = self.rd32(si + cs::REQ);
         self.wr32(si + cs::REQ, (req & !cs::STATE_MASK) | cs::STATE_START);
@@ -1192,5 +1197,34 @@ fn an_ignored_suspend_is_never_acknowledged_until_a_reset() {
     fw.gpu.write32(regs::GPU_COMMAND, regs::gpu_cmd::SOFT_RESET);
     fw.gpu.advance(fw.gpu.config().timings.reset_ns);
     assert!(fw.gpu.csf == Gpu::g610().csf);
+    assert!(fw.gpu.bus_errors().is_empty());
+}
+
+#[test]
+fn streams_of_a_group_run_by_their_priority() {
+    let mut fw = Fw::boot();
+    // Stream 0 at priority 2, stream 1 at 9, each counting 40 and storing the count.
+    fw.start_stream_prio(0, 0, 2);
+    fw.start_stream_prio(0, 1, 9);
+    let count = |s: u64| {
+        let mut prog = std::vec![instr::move48(2, DATA + 0x100 * s), instr::move32(4, 0)];
+        prog.extend((0..40).map(|_| instr::add_imm32(4, 4, 1)));
+        prog.push(instr::store_multiple(4, 2, 0, 1));
+        prog
+    };
+    fw.submit(0, &count(0));
+    fw.submit(1, &count(1));
+    // A step runs only the higher-priority stream while it has work.
+    fw.step();
+    assert_eq!(fw.gpu.stream_instructions(0, 1), 16);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    fw.step();
+    fw.step();
+    assert_eq!(fw.user_rd32(DATA + 0x100), 40, "stream 1 done first");
+    assert_eq!(fw.user_rd32(DATA), 0);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    // Then the lower one runs.
+    fw.run();
+    assert_eq!(fw.user_rd32(DATA), 40);
     assert!(fw.gpu.bus_errors().is_empty());
 }
