@@ -56,17 +56,85 @@ void qemu_plugin_outs(const char *);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
-#define WINDOWS 16
+#define WINDOWS 64
+#define MAXPCS 8
+
+/* Counters per window, allocated the first time the site runs inside one. */
+struct counts {
+	uint64_t exec, loads, stores, tbs;
+};
 
 struct site {
 	uint64_t pc;
-	uint64_t exec[WINDOWS], loads[WINDOWS], stores[WINDOWS], tbs[WINDOWS];
+	struct counts *w;
 };
+
+/* Per window: operations, accesses, distinct lines and pages per operation (summed), misses. */
+static uint64_t marks[WINDOWS], accesses[WINDOWS], lines[WINDOWS], pages[WINDOWS],
+	l1miss[WINDOWS], l2miss[WINDOWS];
+
+/* The lines and pages of the current operation: open addressing, cleared by generation. */
+#define SEEN 8192
+static uint64_t seen_key[SEEN];
+static uint32_t seen_gen[SEEN];
+static uint32_t gen = 1, fill;
+
+static void new_op(void)
+{
+	gen++;
+	fill = 0;
+}
+
+static bool first_touch(uint64_t key)
+{
+	uint64_t h = (key * 0x9e3779b97f4a7c15ull) >> 51;
+	for (;;) {
+		h &= SEEN - 1;
+		if (seen_gen[h] != gen) {
+			/* An operation that touches more than SEEN / 2 is counted in parts. */
+			if (++fill > SEEN / 2)
+				new_op();
+			seen_gen[h] = gen;
+			seen_key[h] = key;
+			return true;
+		}
+		if (seen_key[h] == key)
+			return false;
+		h++;
+	}
+}
+
+/* Set-associative LRU caches (tags with last-use stamps). */
+struct cache {
+	unsigned sets, ways;
+	uint64_t *tag, *used;
+};
+static struct cache l1 = { 64, 8 }, l2 = { 1024, 16 };
+static uint64_t tick;
+
+static bool cache_hit(struct cache *c, uint64_t line)
+{
+	unsigned set = line % c->sets;
+	uint64_t *tag = c->tag + set * c->ways, *used = c->used + set * c->ways;
+	unsigned victim = 0;
+	for (unsigned i = 0; i < c->ways; i++) {
+		if (used[i] && tag[i] == line) {
+			used[i] = ++tick;
+			return true;
+		}
+		if (used[i] < used[victim])
+			victim = i;
+	}
+	tag[victim] = line;
+	used[victim] = ++tick;
+	return false;
+}
 
 /* Open addressing by pc; sites live for the run (retranslation finds the same one). */
 #define SLOTS (1u << 22)
 static struct site **table;
-static uint64_t start_pc, stop_pc;
+static uint64_t start_pc[MAXPCS], stop_pc[MAXPCS], mark_pc[MAXPCS];
+static unsigned n_start, n_stop, n_mark;
 static const char *out_path = "tcg_window.txt";
 static int win = -1;	  /* current window, or the last one */
 static bool active;
@@ -89,11 +157,19 @@ static struct site *site_of(uint64_t pc)
 	}
 }
 
+static struct counts *counts_of(struct site *s)
+{
+	if (!s->w)
+		s->w = calloc(WINDOWS, sizeof(*s->w));
+	return &s->w[win];
+}
+
 static void on_start(unsigned int vcpu, void *u)
 {
 	if (!active && nwin < WINDOWS) {
 		win = nwin++;
 		active = true;
+		new_op();
 	}
 }
 
@@ -102,26 +178,52 @@ static void on_stop(unsigned int vcpu, void *u)
 	active = false;
 }
 
+static void on_mark(unsigned int vcpu, void *u)
+{
+	if (active) {
+		marks[win]++;
+		new_op();
+	}
+}
+
 static void on_insn(unsigned int vcpu, void *u)
 {
 	if (active)
-		((struct site *)u)->exec[win]++;
+		counts_of(u)->exec++;
 }
 
 static void on_tb(unsigned int vcpu, void *u)
 {
 	if (active)
-		((struct site *)u)->tbs[win]++;
+		counts_of(u)->tbs++;
 }
 
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va, void *u)
 {
+	uint64_t line = va >> 6;
+
 	if (!active)
 		return;
 	if (qemu_plugin_mem_is_store(info))
-		((struct site *)u)->stores[win]++;
+		counts_of(u)->stores++;
 	else
-		((struct site *)u)->loads[win]++;
+		counts_of(u)->loads++;
+	accesses[win]++;
+	/* Lines and pages share the table: a page key has its top bit set. */
+	lines[win] += first_touch(line);
+	pages[win] += first_touch((va >> 12) | (1ull << 63));
+	if (!cache_hit(&l1, line)) {
+		l1miss[win]++;
+		l2miss[win] += !cache_hit(&l2, line);
+	}
+}
+
+static bool listed(const uint64_t *pcs, unsigned n, uint64_t pc)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (pcs[i] == pc)
+			return true;
+	return false;
 }
 
 static void trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -134,10 +236,12 @@ static void trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		if (i == 0)
 			qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb, CB_NO_REGS, s);
 		/* Stop before start, so that one pc could serve as both. */
-		if (pc == stop_pc)
+		if (listed(stop_pc, n_stop, pc))
 			qemu_plugin_register_vcpu_insn_exec_cb(insn, on_stop, CB_NO_REGS, NULL);
-		if (pc == start_pc)
+		if (listed(start_pc, n_start, pc))
 			qemu_plugin_register_vcpu_insn_exec_cb(insn, on_start, CB_NO_REGS, NULL);
+		if (listed(mark_pc, n_mark, pc))
+			qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, CB_NO_REGS, NULL);
 		qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn, CB_NO_REGS, s);
 		qemu_plugin_register_vcpu_mem_cb(insn, on_mem, CB_NO_REGS, MEM_RW, s);
 	}
@@ -145,20 +249,46 @@ static void trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 static void at_exit(qemu_plugin_id_t id, void *u)
 {
+	char path[4096];
 	FILE *f = fopen(out_path, "w");
 	if (!f)
 		return;
 	for (size_t i = 0; i < SLOTS; i++) {
 		struct site *s = table[i];
-		if (!s)
+		if (!s || !s->w)
 			continue;
-		for (unsigned w = 0; w < nwin; w++)
-			if (s->exec[w] || s->tbs[w] || s->loads[w] || s->stores[w])
+		for (unsigned w = 0; w < nwin; w++) {
+			struct counts *c = &s->w[w];
+			if (c->exec || c->tbs || c->loads || c->stores)
 				fprintf(f, "%u %" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 					   "\n",
-					w, s->pc, s->exec[w], s->loads[w], s->stores[w], s->tbs[w]);
+					w, s->pc, c->exec, c->loads, c->stores, c->tbs);
+		}
 	}
 	fclose(f);
+	snprintf(path, sizeof(path), "%s.win", out_path);
+	f = fopen(path, "w");
+	if (!f)
+		return;
+	for (unsigned w = 0; w < nwin; w++)
+		fprintf(f, "%u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+			w, marks[w], accesses[w], lines[w], pages[w], l1miss[w], l2miss[w]);
+	fclose(f);
+}
+
+/* "0x...:0x...:..." into pcs; returns how many. */
+static unsigned parse_pcs(const char *arg, uint64_t *pcs)
+{
+	unsigned n = 0;
+	char *end;
+
+	while (n < MAXPCS) {
+		pcs[n++] = strtoull(arg, &end, 0);
+		if (*end != ':')
+			break;
+		arg = end + 1;
+	}
+	return n;
 }
 
 __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id,
@@ -167,13 +297,21 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
 {
 	for (int i = 0; i < argc; i++) {
 		if (!strncmp(argv[i], "start=", 6))
-			start_pc = strtoull(argv[i] + 6, NULL, 0);
+			n_start = parse_pcs(argv[i] + 6, start_pc);
 		else if (!strncmp(argv[i], "stop=", 5))
-			stop_pc = strtoull(argv[i] + 5, NULL, 0);
+			n_stop = parse_pcs(argv[i] + 5, stop_pc);
+		else if (!strncmp(argv[i], "l2kb=", 5))
+			l2.sets = strtoul(argv[i] + 5, NULL, 0) * 1024 / 64 / l2.ways;
+		else if (!strncmp(argv[i], "mark=", 5))
+			n_mark = parse_pcs(argv[i] + 5, mark_pc);
 		else if (!strncmp(argv[i], "out=", 4))
 			out_path = strdup(argv[i] + 4);
 	}
 	table = calloc(SLOTS, sizeof(*table));
+	l1.tag = calloc(l1.sets * l1.ways, 8);
+	l1.used = calloc(l1.sets * l1.ways, 8);
+	l2.tag = calloc(l2.sets * l2.ways, 8);
+	l2.used = calloc(l2.sets * l2.ways, 8);
 	qemu_plugin_register_vcpu_tb_trans_cb(id, trans);
 	qemu_plugin_register_atexit_cb(id, at_exit, NULL);
 	return 0;
