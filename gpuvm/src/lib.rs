@@ -160,9 +160,10 @@
 //! 64-byte lines and 12 pages and misses 9.3 lines in a modelled 1 MiB cache, C 81 lines, 38
 //! pages and 36.1 misses (10^5: 5.6 against 21.9); the translated code is 14,033 host
 //! instructions against 18,038 (even at 10^3: 13,025 against 12,991). By the host clock, ten
-//! runs of the test alone on an idle host: 1.09x at 10^3, 1.21x at 10^4, 2.34x at 10^5 (2.30x
-//! to 2.54x) and 3.07x at 10^6 (3.04x to 3.21x). A side's time per op is about 0.09 ns per
-//! host instruction plus 110-150 ns per modelled miss, so 3x at 10^5 would take a third less
+//! runs of the test alone on a quiet host: 1.09x at 10^3, 1.21x at 10^4, 2.34x at 10^5 (2.30x
+//! to 2.54x) and 3.07x at 10^6 (3.04x to 3.21x; 2.85x to 3.12x in three full `kernel-bench
+//! --wall-clock` runs): at the threshold. A side's time per op is about 0.09 ns per host
+//! instruction plus 110-150 ns per modelled miss, so 3x at 10^5 would take a third less
 //! translated code or at most two misses instead of 5.6: out of reach of a cheap change, and
 //! by instruction count alone (`kernel-bench`) 3x would need fewer guest instructions than the
 //! two searches from the root take now.
