@@ -18,7 +18,8 @@ between two `ktime_get` calls), then boots the kernel twice under TCG with only 
    host code (its body, without the softmmu slow paths) by its executions, as `tcg_probe.py`.
 
 Per size and side, the timed pass (1-3) with the fewest guest instructions counts. With
-`--functions`, the guest instructions, loads, stores and TBs are also broken down by function.
+`--functions`, the guest instructions, loads, stores, TBs and modelled L1 and L2 misses are
+also broken down by function.
 """
 import bisect
 import collections
@@ -97,6 +98,7 @@ def main():
     guest = collections.defaultdict(lambda: [0, 0, 0, 0])
     tbs = collections.defaultdict(lambda: collections.defaultdict(int))
     per_fn = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0, 0, 0]))
+    misses = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0]))
     funcs = set()
     for line in open(counts):
         w, pc, e, ld, st, tb = line.split()
@@ -108,6 +110,11 @@ def main():
         tbs[w][pc] += int(tb)
         if int(e) >= OPS:
             funcs.add(fn)
+    for line in open(counts + ".miss"):
+        w, pc, m1, m2 = line.split()
+        fn = bisect.bisect_right(addrs, int(pc, 16)) - 1
+        misses[int(w)][fn][0] += int(m1)
+        misses[int(w)][fn][1] += int(m2)
     win = {}
     for line in open(counts + ".win"):
         f = [int(x) for x in line.split()]
@@ -156,8 +163,9 @@ def main():
             if by_function:
                 for fn, v in sorted(per_fn[w].items(), key=lambda kv: -kv[1][0]):
                     if v[0] >= OPS:
-                        print("      %6.0f %5.0f %5.0f %4.0f  %s" % (
-                            *(x / OPS for x in v), syms[fn][1][:110]))
+                        print("      %6.0f %5.0f %5.0f %4.0f  L1 %5.1f L2 %5.1f  %s" % (
+                            *(x / OPS for x in v), *(x / OPS for x in misses[w][fn]),
+                            syms[fn][1][:90]))
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
 /* Counters per window, allocated the first time the site runs inside one. */
 struct counts {
-	uint64_t exec, loads, stores, tbs;
+	uint64_t exec, loads, stores, tbs, l1miss, l2miss;
 };
 
 struct site {
@@ -213,8 +213,12 @@ static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va, v
 	lines[win] += first_touch(line);
 	pages[win] += first_touch((va >> 12) | (1ull << 63));
 	if (!cache_hit(&l1, line)) {
+		bool l2hit = cache_hit(&l2, line);
+
 		l1miss[win]++;
-		l2miss[win] += !cache_hit(&l2, line);
+		l2miss[win] += !l2hit;
+		counts_of(u)->l1miss++;
+		counts_of(u)->l2miss += !l2hit;
 	}
 }
 
@@ -264,6 +268,20 @@ static void at_exit(qemu_plugin_id_t id, void *u)
 					   "\n",
 					w, s->pc, c->exec, c->loads, c->stores, c->tbs);
 		}
+	}
+	fclose(f);
+	snprintf(path, sizeof(path), "%s.miss", out_path);
+	f = fopen(path, "w");
+	if (!f)
+		return;
+	for (size_t i = 0; i < SLOTS; i++) {
+		struct site *s = table[i];
+		if (!s || !s->w)
+			continue;
+		for (unsigned w = 0; w < nwin; w++)
+			if (s->w[w].l1miss)
+				fprintf(f, "%u %" PRIx64 " %" PRIu64 " %" PRIu64 "\n", w, s->pc,
+					s->w[w].l1miss, s->w[w].l2miss);
 	}
 	fclose(f);
 	snprintf(path, sizeof(path), "%s.win", out_path);
