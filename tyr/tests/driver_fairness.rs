@@ -44,11 +44,14 @@ fn group(umd: &Umd, vm: u32, va: u64, prio: u8) -> Grp {
 }
 
 fn group_q(umd: &Umd, vm: u32, va: u64, prio: u8, queues: usize) -> Grp {
+    group_with(umd, vm, va, prio, &vec![(RING, 0); queues])
+}
+
+/// A group with one queue per `(ring size, queue priority)` and its own object at `va`.
+fn group_with(umd: &Umd, vm: u32, va: u64, prio: u8, queues: &[(u32, u8)]) -> Grp {
     let bo = umd.bo_create(0x10000).unwrap();
     umd.map(vm, &bo, va).unwrap();
-    let handle = umd
-        .group_create_prio(vm, &vec![RING; queues], prio)
-        .unwrap();
+    let handle = umd.group_create_queues(vm, queues, prio).unwrap();
     Grp {
         handle,
         bo,
@@ -106,6 +109,12 @@ impl Grp {
         done
     }
 
+    /// Waits for every job of the group, then checks them as [`Grp::check_spins`] does.
+    fn finish(&self, umd: &Umd, n: u64, spin: u32) {
+        umd.wait(&self.jobs, WAIT).unwrap();
+        self.check_spins(umd, n, spin);
+    }
+
     /// Checks that spinning jobs `0..n` all succeeded and left their words.
     fn check_spins(&self, umd: &Umd, n: u64, spin: u32) {
         for j in 0..n {
@@ -129,6 +138,22 @@ impl Grp {
             );
         }
         assert_eq!(umd.group_state(self.handle).unwrap(), (0, 0));
+    }
+}
+
+/// Groups of `umd` in `vm` of priority `prio`, the one of index `k` with its object at
+/// `base + k MiB`.
+fn groups_of(umd: &Umd, vm: u32, base: u64, ks: std::ops::Range<u64>, prio: u8) -> Vec<Grp> {
+    ks.map(|k| group(umd, vm, base + k * 0x10_0000, prio))
+        .collect()
+}
+
+/// Stages spinning jobs `0..jobs` ([`Grp::stage_spin`]) on every group of `groups`.
+fn stage_spins(groups: &mut [Grp], umd: &Umd, jobs: u64, spin: u32) {
+    for g in groups {
+        for j in 0..jobs {
+            g.stage_spin(umd, j, spin);
+        }
     }
 }
 
@@ -220,14 +245,9 @@ fn three_times_more_groups_than_slots_all_finish() {
             if v == 0 {
                 first = vm;
             }
-            for k in 0..4u64 {
-                let va = 0x100_0000 + k * 0x10_0000;
-                let mut g = group(umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM);
-                for j in 0..JOBS {
-                    g.stage_spin(umd, j, SPIN);
-                }
-                groups.push(g);
-            }
+            let mut four = groups_of(umd, vm, 0x100_0000, 0..4, PANTHOR_GROUP_PRIORITY_MEDIUM);
+            stage_spins(&mut four, umd, JOBS, SPIN);
+            groups.extend(four);
         }
         vms.push(first);
     }
@@ -282,21 +302,8 @@ fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
     const JOBS: u64 = 10;
     const SPIN: u32 = 500;
     let vm = umd.vm_create().unwrap();
-    let mut low: Vec<Grp> = (0..8u64)
-        .map(|k| {
-            group(
-                &umd,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_LOW,
-            )
-        })
-        .collect();
-    for g in &mut low {
-        for j in 0..JOBS {
-            g.stage_spin(&umd, j, SPIN);
-        }
-    }
+    let mut low = groups_of(&umd, vm, 0x100_0000, 0..8, PANTHOR_GROUP_PRIORITY_LOW);
+    stage_spins(&mut low, &umd, JOBS, SPIN);
     for g in &mut low {
         g.submit_staged(&umd, None);
     }
@@ -337,8 +344,7 @@ fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
     assert_eq!(fence_status(&umd, low[0].jobs[JOBS as usize - 1]), None);
     assert_eq!(fence_status(&boss, done), Some(0));
     for g in &low {
-        umd.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&umd, JOBS, SPIN);
+        g.finish(&umd, JOBS, SPIN);
     }
     assert_eq!(resets(&r), 0);
 }
@@ -360,26 +366,8 @@ fn priorities_decide_who_runs() {
     let shared = boss.bo_create(0x1000).unwrap();
     let shared_va = 0x80_0000;
     boss.map(vm, &shared, shared_va).unwrap();
-    let mut low: Vec<Grp> = (0..8u64)
-        .map(|k| {
-            group(
-                &boss,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_LOW,
-            )
-        })
-        .collect();
-    let mut high: Vec<Grp> = (0..8u64)
-        .map(|k| {
-            group(
-                &boss,
-                vm,
-                0x200_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_HIGH,
-            )
-        })
-        .collect();
+    let mut low = groups_of(&boss, vm, 0x100_0000, 0..8, PANTHOR_GROUP_PRIORITY_LOW);
+    let mut high = groups_of(&boss, vm, 0x200_0000, 0..8, PANTHOR_GROUP_PRIORITY_HIGH);
     for g in &mut low {
         for j in 0..JOBS {
             // Copy the eight done words into this job's log, then spin.
@@ -458,21 +446,8 @@ fn a_job_waiting_forever_times_out_and_only_its_group_dies() {
         instr::sync_wait64(instr::Condition::Greater, 0, 2),
     ];
     hung.stage(&umd, &prog);
-    let mut others: Vec<Grp> = (1..9u64)
-        .map(|k| {
-            group(
-                &umd,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_MEDIUM,
-            )
-        })
-        .collect();
-    for g in &mut others {
-        for j in 0..JOBS {
-            g.stage_spin(&umd, j, SPIN);
-        }
-    }
+    let mut others = groups_of(&umd, vm, 0x100_0000, 1..9, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    stage_spins(&mut others, &umd, JOBS, SPIN);
     let gate = gate(&umd, vm, 0x300_0000, 3);
     let t0 = gpu.now_ns();
     hung.submit_staged(&umd, Some(gate.go));
@@ -491,8 +466,7 @@ fn a_job_waiting_forever_times_out_and_only_its_group_dies() {
         DRM_PANTHOR_GROUP_STATE_TIMEDOUT
     );
     for g in &others {
-        umd.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&umd, JOBS, SPIN);
+        g.finish(&umd, JOBS, SPIN);
     }
     // A reset if the hung group held a slot when its time ran out, none if it was suspended.
     assert!(resets(&r) <= 1);
@@ -508,16 +482,7 @@ fn groups_suspended_mid_job_resume_on_other_slots_with_their_state() {
     let umd = Umd::open(r.dev()).unwrap();
     const SPIN: u32 = 3000;
     let vm = umd.vm_create().unwrap();
-    let mut groups: Vec<Grp> = (0..12u64)
-        .map(|k| {
-            group(
-                &umd,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_MEDIUM,
-            )
-        })
-        .collect();
+    let mut groups = groups_of(&umd, vm, 0x100_0000, 0..12, PANTHOR_GROUP_PRIORITY_MEDIUM);
     // Which slot a resumed group gets depends on which slots the rotation freed: a round may
     // happen to put every group back where it was, so up to two rounds (one in twenty single
     // rounds moved nothing, with other tests running beside it; two rounds' streams fill the
@@ -533,8 +498,7 @@ fn groups_suspended_mid_job_resume_on_other_slots_with_their_state() {
         }
         gates.push(gate);
         for g in &groups {
-            umd.wait(&g.jobs, WAIT).unwrap();
-            g.check_spins(&umd, round + 1, SPIN);
+            g.finish(&umd, round + 1, SPIN);
         }
         assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 4 * (round + 1));
         if stat(&r, |s| s.moves.load(Ordering::Acquire)) >= 1 {
@@ -563,21 +527,8 @@ fn a_reset_replays_suspended_groups() {
     const SPIN: u32 = 3000;
     const JOBS: u64 = 2;
     let vm = boss.vm_create().unwrap();
-    let mut groups: Vec<Grp> = (0..12u64)
-        .map(|k| {
-            group(
-                &boss,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_MEDIUM,
-            )
-        })
-        .collect();
-    for g in &mut groups {
-        for j in 0..JOBS {
-            g.stage_spin(&boss, j, SPIN);
-        }
-    }
+    let mut groups = groups_of(&boss, vm, 0x100_0000, 0..12, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    stage_spins(&mut groups, &boss, JOBS, SPIN);
     // The guilty group runs on its second queue, whose stream hangs in every slot.
     let mut guilty = group_q(&boss, vm, 0x200_0000, PANTHOR_GROUP_PRIORITY_HIGH, 2);
     r.gpu()
@@ -600,8 +551,7 @@ fn a_reset_replays_suspended_groups() {
         "only {pending} groups still had work at the reset"
     );
     for g in &groups {
-        boss.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&boss, JOBS, SPIN);
+        g.finish(&boss, JOBS, SPIN);
     }
     assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 4);
     // The work item resets right after it failed the job.
@@ -623,21 +573,8 @@ fn suspended_groups_are_destroyed_and_unplugged_with_every_fence_signalled() {
     let r = fair_rig();
     let umd = Umd::open(r.dev()).unwrap();
     let vm = umd.vm_create().unwrap();
-    let mut groups: Vec<Grp> = (0..12u64)
-        .map(|k| {
-            group(
-                &umd,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_MEDIUM,
-            )
-        })
-        .collect();
-    for g in &mut groups {
-        for j in 0..2 {
-            g.stage_spin(&umd, j, SPIN);
-        }
-    }
+    let mut groups = groups_of(&umd, vm, 0x100_0000, 0..12, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    stage_spins(&mut groups, &umd, 2, SPIN);
     let gate = gate(&umd, vm, 0x300_0000, 2);
     for g in &mut groups {
         g.submit_staged(&umd, Some(gate.go));
@@ -733,20 +670,8 @@ fn one_client_cannot_take_the_suspend_buffers_others_need() {
 
     // With memory, the other client's groups get buffers in a new block and share the slots
     // by time-slicing while the greedy client's groups sit idle.
-    let mut groups: Vec<Grp> = (0..12u64)
-        .map(|k| {
-            let mut g = group(
-                &other,
-                vm,
-                0x100_0000 + k * 0x10_0000,
-                PANTHOR_GROUP_PRIORITY_MEDIUM,
-            );
-            for j in 0..JOBS {
-                g.stage_spin(&other, j, SPIN);
-            }
-            g
-        })
-        .collect();
+    let mut groups = groups_of(&other, vm, 0x100_0000, 0..12, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    stage_spins(&mut groups, &other, JOBS, SPIN);
     assert_eq!(dev.suspend_blocks(), 2);
     assert_eq!(dev.suspend_bufs_in_use(), hoard.len() + groups.len());
     let gate = gate(&other, vm, 0x800_0000, 2);
@@ -755,8 +680,7 @@ fn one_client_cannot_take_the_suspend_buffers_others_need() {
         g.submit_staged(&other, Some(gate.go));
     }
     for g in &groups {
-        other.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&other, JOBS, SPIN);
+        g.finish(&other, JOBS, SPIN);
     }
     assert_eq!(resets(&r), 0);
     assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) >= 4);
@@ -778,16 +702,8 @@ fn busy_groups(n: u64, jobs: u64, spin: u32) -> (Rig, Umd, Vec<Grp>, Gate) {
     let r = fair_rig();
     let umd = Umd::open(r.dev()).unwrap();
     let vm = umd.vm_create().unwrap();
-    let mut groups: Vec<Grp> = (0..n)
-        .map(|k| {
-            let va = 0x100_0000 + k * 0x10_0000;
-            let mut g = group(&umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM);
-            for j in 0..jobs {
-                g.stage_spin(&umd, j, spin);
-            }
-            g
-        })
-        .collect();
+    let mut groups = groups_of(&umd, vm, 0x100_0000, 0..n, PANTHOR_GROUP_PRIORITY_MEDIUM);
+    stage_spins(&mut groups, &umd, jobs, spin);
     let gate = gate(&umd, vm, 0x800_0000, 1);
     for g in &mut groups {
         g.submit_staged(&umd, Some(gate.go));
@@ -842,8 +758,7 @@ fn a_system_suspend_saves_running_groups_and_the_resume_continues_them() {
     );
     tyr::driver::resume(r.dev()).unwrap();
     for g in &groups {
-        umd.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&umd, JOBS, SPIN);
+        g.finish(&umd, JOBS, SPIN);
     }
     assert_eq!(resets(&r), 0);
     assert!(stat(&r, |s| s.resumes.load(Ordering::Acquire)) - resumes >= saved);
@@ -866,8 +781,7 @@ fn a_system_suspend_the_firmware_ignores_resets_and_loses_nothing() {
     assert!(!r.dev().pm.is_powered());
     tyr::driver::resume(r.dev()).unwrap();
     for g in &groups {
-        umd.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&umd, JOBS, SPIN);
+        g.finish(&umd, JOBS, SPIN);
     }
     assert_eq!(resets(&r), 1);
 }
@@ -885,8 +799,7 @@ fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
         (0..8).for_each(|n| g.set_csg_ignores(n, mali_sim::csf::csg::STATE_SUSPEND, true))
     });
     for g in &groups {
-        umd.wait(&g.jobs, WAIT).unwrap();
-        g.check_spins(&umd, JOBS, SPIN);
+        g.finish(&umd, JOBS, SPIN);
     }
     assert_eq!(resets(&r), 1, "the stuck rotation was reset once");
 }
@@ -908,12 +821,8 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
                 t.spawn(move || {
                     let umd = Umd::open(dev).unwrap();
                     let vm = umd.vm_create().unwrap();
-                    let mut groups: Vec<Grp> = (0..3u64)
-                        .map(|k| {
-                            let va = 0x100_0000 + k * 0x10_0000;
-                            group(&umd, vm, va, PANTHOR_GROUP_PRIORITY_MEDIUM)
-                        })
-                        .collect();
+                    let mut groups =
+                        groups_of(&umd, vm, 0x100_0000, 0..3, PANTHOR_GROUP_PRIORITY_MEDIUM);
                     for j in 0..JOBS {
                         for g in &mut groups {
                             g.stage_spin(&umd, j, SPIN + w as u32);
@@ -922,8 +831,7 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
                         }
                     }
                     for g in &groups {
-                        umd.wait(&g.jobs, WAIT).unwrap();
-                        g.check_spins(&umd, JOBS, SPIN + w as u32);
+                        g.finish(&umd, JOBS, SPIN + w as u32);
                     }
                 })
             })
@@ -965,24 +873,14 @@ fn a_higher_priority_queue_of_a_group_runs_first() {
     let umd = Umd::open(r.dev()).unwrap();
     let vm = umd.vm_create().unwrap();
     for (k, prios) in [(0u64, [2u8, 9]), (1, [12, 3])] {
-        let va = 0x100_0000 + k * 0x10_0000;
-        let bo = umd.bo_create(0x10000).unwrap();
-        umd.map(vm, &bo, va).unwrap();
-        let handle = umd
-            .group_create_queues(
-                vm,
-                &[(RING, prios[0]), (RING, prios[1])],
-                PANTHOR_GROUP_PRIORITY_MEDIUM,
-            )
-            .unwrap();
-        let mut g = Grp {
-            handle,
-            bo,
-            va,
-            code: 0,
-            jobs: Vec::new(),
-            staged: Vec::new(),
-        };
+        let mut g = group_with(
+            &umd,
+            vm,
+            0x100_0000 + k * 0x10_0000,
+            PANTHOR_GROUP_PRIORITY_MEDIUM,
+            &[(RING, prios[0]), (RING, prios[1])],
+        );
+        let (handle, va) = (g.handle, g.va);
         let mut jobs = Vec::new();
         let mut done = [0; 2];
         for (q, d) in done.iter_mut().enumerate() {
@@ -1072,8 +970,7 @@ fn a_start_the_firmware_ignores_resets_at_once() {
     let mut g = group(&umd, vm, 0x100_0000, PANTHOR_GROUP_PRIORITY_MEDIUM);
     g.stage_spin(&umd, 0, SPIN);
     g.submit_staged(&umd, None);
-    umd.wait(&g.jobs, WAIT).unwrap();
-    g.check_spins(&umd, 1, SPIN);
+    g.finish(&umd, 1, SPIN);
     assert_eq!(resets(&r), 1);
     let log = r.dev().backend.log_lines();
     assert!(
