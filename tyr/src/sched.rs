@@ -1495,7 +1495,21 @@ impl<B: Backend> DevInner<B> {
         // The firmware takes the group before the slot counts as running (panthor waits for
         // its CSG updates too). One that does not within `SUSPEND_TIMEOUT` gets the GPU reset,
         // which takes the slot back and restarts the group from its first unfinished job.
-        let cout = self.fw.csg[n].1;
+        self.wait_csg_state(n, state, "start")
+    }
+
+    /// Waits up to [`SUSPEND_TIMEOUT`] for the firmware to acknowledge `state` on group slot
+    /// `n` (its output `REQ` state reads `state`). One that does not gets the GPU reset, which
+    /// takes every slot back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`] if the acknowledgement did not come (the reset is asked for).
+    fn wait_csg_state(&self, n: usize, state: u32, what: &str) -> Result {
+        let (w, base) = (self.fw_words(), self.fw.base);
+        let Some(&(_, cout)) = self.fw.csg.get(n) else {
+            return Err(Error::Invalid);
+        };
         let acked = read_poll_timeout(
             self.backend.clock(),
             || Ok::<_, Error>(w.rd32(base + cout + csg::REQ) & csg::STATE_MASK),
@@ -1506,16 +1520,21 @@ impl<B: Backend> DevInner<B> {
         if acked.is_err() {
             dev_err!(
                 &self.backend,
-                "CSG slot {n}: the firmware did not acknowledge a start; resetting the GPU"
+                "CSG slot {n}: the firmware did not acknowledge a {what}; resetting the GPU"
             );
-            self.sched
-                .shared
-                .reset_needed
-                .store(true, Ordering::Release);
-            self.backend.executor().waker().wake_by_ref();
+            self.request_reset();
             return Err(Error::TimedOut);
         }
         Ok(())
+    }
+
+    /// Asks the work item for a GPU reset and wakes it.
+    fn request_reset(&self) {
+        self.sched
+            .shared
+            .reset_needed
+            .store(true, Ordering::Release);
+        self.backend.executor().waker().wake_by_ref();
     }
 
     /// Takes `g`'s slot away (terminating its streams), if it has one.
@@ -1576,7 +1595,7 @@ impl<B: Backend> DevInner<B> {
         if g.state.slot.load(Ordering::Acquire) != n || g.state.torn_down.load(Ordering::Acquire) {
             return Ok(());
         }
-        let (Some(&(cin, cout)), Some(streams)) = (self.fw.csg.get(n), self.fw.cs.get(n)) else {
+        let (Some(&(cin, _)), Some(streams)) = (self.fw.csg.get(n), self.fw.cs.get(n)) else {
             return Err(Error::Invalid);
         };
         let w = self.fw_words();
@@ -1611,25 +1630,7 @@ impl<B: Backend> DevInner<B> {
             w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
         }
         self.glb_doorbell(1 << n);
-        let acked = read_poll_timeout(
-            self.backend.clock(),
-            || Ok::<_, Error>(w.rd32(base + cout + csg::REQ) & csg::STATE_MASK),
-            |&state| state == csg::STATE_SUSPEND,
-            core::time::Duration::from_micros(10),
-            SUSPEND_TIMEOUT,
-        );
-        if acked.is_err() {
-            dev_err!(
-                &self.backend,
-                "CSG slot {n}: the firmware did not acknowledge a suspend; resetting the GPU"
-            );
-            self.sched
-                .shared
-                .reset_needed
-                .store(true, Ordering::Release);
-            self.backend.executor().waker().wake_by_ref();
-            return Err(Error::TimedOut);
-        }
+        self.wait_csg_state(n, csg::STATE_SUSPEND, "suspend")?;
         // Jobs that finished before the suspend signal now; the rest wait for the resume.
         for q in &g.queues {
             lock(&q.jq).backend_mut().complete(dma);
@@ -1940,11 +1941,7 @@ impl<B: Backend> DevInner<B> {
         });
         if let Err(e) = down {
             dev_err!(&self.backend, "GPU power-down failed: {e}; resetting");
-            self.sched
-                .shared
-                .reset_needed
-                .store(true, Ordering::Release);
-            self.backend.executor().waker().wake_by_ref();
+            self.request_reset();
         }
     }
 
@@ -2060,8 +2057,7 @@ impl<B: Backend> DevInner<B> {
         if let Err(e) = r {
             dev_err!(&self.backend, "Suspend failed: {e}; resetting the GPU");
             s.sleep_err.store(e.to_errno(), Ordering::Release);
-            s.shared.reset_needed.store(true, Ordering::Release);
-            self.backend.executor().waker().wake_by_ref();
+            self.request_reset();
         }
         s.sleep.store(
             if r.is_ok() { SLEEP_DONE } else { SLEEP_FAILED },
