@@ -37,7 +37,7 @@ use tyr::csf::instr;
 use tyr::driver;
 use tyr::host::HostBackend;
 use tyr::uapi::*;
-use tyr::umd::{timeline_op, Job, Umd};
+use tyr::umd::{spin_stream, timeline_op, Job, Umd};
 
 /// Jobs in the dependency chain.
 const CHAIN: u64 = 64;
@@ -314,19 +314,6 @@ fn run() -> Result<(), String> {
     println!("{}", sharing()?);
     println!("mali_g610: OK");
     Ok(())
-}
-
-/// A job's user stream that counts register 2 up `spin` times, then stores `[spin, value]` at
-/// `data`: its result is right only if every register survived the suspends in between.
-fn spin_stream(data: u64, value: u32, spin: u32) -> Vec<u64> {
-    let mut prog = vec![
-        instr::move48(0, data),
-        instr::move32(2, 0),
-        instr::move32(3, value),
-    ];
-    prog.extend((0..spin).map(|_| instr::add_imm32(2, 2, 1)));
-    prog.push(instr::store_multiple(2, 0, 0, 0b11));
-    prog
 }
 
 /// A group of `umd` in `vm` with one queue and its own 1 MiB object at `va` (streams from

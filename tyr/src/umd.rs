@@ -138,6 +138,23 @@ impl Job {
     }
 }
 
+/// A spinning job's user stream: sets a register pair to `data` and a register to `value`,
+/// counts a third register up `spin` times, then stores `[spin, value]` at `data`. A suspend
+/// anywhere in the middle must carry every register over for the result to be right, which is
+/// what the scheduling tests and the demo's sharing step check.
+pub fn spin_stream(data: u64, value: u32, spin: u32) -> Vec<u64> {
+    use crate::csf::instr;
+    let mut prog = Vec::new();
+    prog.extend([
+        instr::move48(0, data),
+        instr::move32(2, 0),
+        instr::move32(3, value),
+    ]);
+    prog.extend((0..spin).map(|_| instr::add_imm32(2, 2, 1)));
+    prog.push(instr::store_multiple(2, 0, 0, 0b11));
+    prog
+}
+
 /// A sync op on point `point` of the timeline syncobj `handle`, signalling or waiting.
 pub fn timeline_op(signal: bool, handle: u32, point: u64) -> SyncOp {
     SyncOp {

@@ -18,7 +18,7 @@ use drm_ctx::drm::OpenOptions;
 use tyr::csf::instr;
 use tyr::sched::TICK_PERIOD;
 use tyr::uapi::*;
-use tyr::umd::{Bo, Job, Umd};
+use tyr::umd::{spin_stream, Bo, Job, Umd};
 
 const ETIMEDOUT: i32 = -110;
 const WAIT: i64 = 600_000_000_000;

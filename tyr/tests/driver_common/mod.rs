@@ -206,18 +206,3 @@ pub fn fence_status(umd: &tyr::umd::Umd, h: u32) -> Option<i32> {
     let f = umd.client().file().syncobjs().fence(h).unwrap()?;
     f.status().map(|r| r.err().unwrap_or(0))
 }
-
-/// A spinning job's user stream: sets a register pair to `data` and a register to `value`,
-/// counts a third register up `spin` times, then stores `[spin, value]` at `data`. A
-/// suspend anywhere in the middle must carry every register over for the result to be right.
-pub fn spin_stream(data: u64, value: u32, spin: u32) -> Vec<u64> {
-    use tyr::csf::instr;
-    let mut prog = vec![
-        instr::move48(0, data),
-        instr::move32(2, 0),
-        instr::move32(3, value),
-    ];
-    prog.extend((0..spin).map(|_| instr::add_imm32(2, 2, 1)));
-    prog.push(instr::store_multiple(2, 0, 0, 0b11));
-    prog
-}
