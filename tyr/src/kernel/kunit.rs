@@ -92,6 +92,59 @@ mod tests {
         }
     }
 
+    /// The MCU's address space as probe makes it: the firmware interface region (fresh DMA
+    /// memory) mapped at `MCU_SHARED_REGION_START` by a `Vm` of `gpuvm` and `io-pgtable`, and
+    /// address space 0 enabled on those tables.
+    struct McuSpace {
+        vm: crate::vm::Vm<crate::kernel::SimDma, FwRegion, ArraySlots>,
+        region: crate::backend::DmaRegion,
+    }
+
+    impl McuSpace {
+        fn map(b: &KernelBackend, info: &gpu::GpuInfo) -> Result<Self> {
+            use crate::backend::PAGE_SIZE;
+            use crate::vm::{BindReq, NoMmu, Vm, VmLayout};
+            use crate::{fw, mmu, uapi};
+
+            let size = fw::FW_INTERFACE_SIZE as u64;
+            let region = b.dma().alloc((size / PAGE_SIZE) as usize, PAGE_SIZE)?;
+            let obj = FwRegion(region);
+            let mapped = VmLayout::new(info.va_bits(), 0).and_then(|layout| {
+                let mut vm =
+                    Vm::<_, FwRegion, ArraySlots>::new(1, b.dma().clone(), layout, info.pa_bits())?;
+                let map = BindReq::Map {
+                    va: fw::MCU_SHARED_REGION_START,
+                    size,
+                    obj: &obj,
+                    offset: 0,
+                    flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
+                };
+                vm.bind(&[map], &mut NoMmu).map_err(|(_, e)| e)?;
+                mmu::enable(b, mmu::MCU_AS, &vm.as_regs()?)?;
+                Ok(vm)
+            });
+            match mapped {
+                Ok(vm) => Ok(McuSpace { vm, region }),
+                Err(e) => {
+                    // SAFETY: Nothing maps the region (the VM that did is gone, and address
+                    // space 0 was not enabled on it).
+                    unsafe { b.dma().free(region) };
+                    Err(e.into())
+                }
+            }
+        }
+
+        /// Disables address space 0 (the MCU must be off or halted) and frees everything.
+        fn unmap(self, b: &KernelBackend) -> Result {
+            crate::mmu::disable(b, crate::mmu::MCU_AS, false)?;
+            drop(self.vm);
+            // SAFETY: Address space 0 is disabled and the VM that mapped the region is gone:
+            // nothing uses it any more.
+            unsafe { b.dma().free(self.region) };
+            Ok(())
+        }
+    }
+
     /// Fixed `gpuvm` slot arrays: the firmware VM holds one mapping.
     struct ArraySlots;
 
@@ -115,28 +168,13 @@ mod tests {
 
     #[test]
     fn firmware_boots_through_the_drivers_page_tables() -> Result {
-        use crate::backend::PAGE_SIZE;
-        use crate::vm::{BindReq, NoMmu, Vm, VmLayout};
-        use crate::{fw, mmu, uapi};
+        use crate::{fw, mmu};
         use mali_sim::AccessType;
 
         let b = KernelBackend::g610()?;
         let info = gpu::probe(&b)?;
-        let size = fw::FW_INTERFACE_SIZE as u64;
-        let region = b.dma().alloc((size / PAGE_SIZE) as usize, PAGE_SIZE)?;
-        let obj = FwRegion(region);
-        let layout = VmLayout::new(info.va_bits(), 0)?;
-        let mut vm =
-            Vm::<_, FwRegion, ArraySlots>::new(1, b.dma().clone(), layout, info.pa_bits())?;
-        let map = BindReq::Map {
-            va: fw::MCU_SHARED_REGION_START,
-            size,
-            obj: &obj,
-            offset: 0,
-            flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
-        };
-        vm.bind(&[map], &mut NoMmu).map_err(|(_, e)| e)?;
-        mmu::enable(&b, mmu::MCU_AS, &vm.as_regs()?)?;
+        let mcu = McuSpace::map(&b, &info)?;
+        let (region, size) = (mcu.region, fw::FW_INTERFACE_SIZE as u64);
         // The simulated MMU walks the tables io-pgtable wrote into the simulator's memory.
         let va = fw::MCU_SHARED_REGION_START + 0x3000;
         let pa = b
@@ -149,11 +187,7 @@ mod tests {
         // What the simulated firmware publishes (its own constants, not the driver's).
         assert_eq!(csif.csg_slot_count as usize, mali_sim::csf::NUM_CSGS);
         assert!(csif.cs_slot_count >= 1);
-        mmu::disable(&b, mmu::MCU_AS, false)?;
-        drop(vm);
-        // SAFETY: Nothing maps or uses the region any more.
-        unsafe { b.dma().free(region) };
-        Ok(())
+        mcu.unmap(&b)
     }
 
     /// Power management on the kernel backend, with the kernel's mutex as its gate: the
@@ -162,29 +196,14 @@ mod tests {
     /// of the MCU) without a fault from the simulator, which refuses a wrong order.
     #[test]
     fn the_gpu_powers_down_and_wakes_in_order() -> Result {
-        use crate::backend::PAGE_SIZE;
+        use crate::fw;
         use crate::pm::Pm;
-        use crate::vm::{BindReq, NoMmu, Vm, VmLayout};
-        use crate::{fw, mmu, uapi};
 
         let b = KernelBackend::g610()?;
         let info = gpu::probe(&b)?;
-        let size = fw::FW_INTERFACE_SIZE as u64;
-        let region = b.dma().alloc((size / PAGE_SIZE) as usize, PAGE_SIZE)?;
-        let obj = FwRegion(region);
-        let layout = VmLayout::new(info.va_bits(), 0)?;
-        let mut vm =
-            Vm::<_, FwRegion, ArraySlots>::new(1, b.dma().clone(), layout, info.pa_bits())?;
-        let map = BindReq::Map {
-            va: fw::MCU_SHARED_REGION_START,
-            size,
-            obj: &obj,
-            offset: 0,
-            flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
-        };
-        vm.bind(&[map], &mut NoMmu).map_err(|(_, e)| e)?;
-        mmu::enable(&b, mmu::MCU_AS, &vm.as_regs()?)?;
-        fw::boot(&b, region.addr, size)?;
+        let mcu = McuSpace::map(&b, &info)?;
+        let region = mcu.region;
+        fw::boot(&b, region.addr, fw::FW_INTERFACE_SIZE as u64)?;
         let faults = || b.device().with(|g| g.power_faults());
         let booted = || b.device().with(|g| g.csf_booted());
         let pm = Pm::<crate::kernel::KernelLocks>::new(&b)?;
@@ -207,11 +226,7 @@ mod tests {
         let cores = crate::regs::SHADER_PWRON::zeroed().with_request(info.raw.shader_present);
         b.io().write_reg(cores);
         assert_eq!(faults(), 1);
-        mmu::disable(&b, mmu::MCU_AS, false)?;
-        drop(vm);
-        // SAFETY: The MCU is off and its address space disabled: nothing uses the region.
-        unsafe { b.dma().free(region) };
-        Ok(())
+        mcu.unmap(&b)
     }
 
     /// An interrupt handler that acknowledges what it finds, and a work item that counts.
