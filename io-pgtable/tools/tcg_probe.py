@@ -38,6 +38,41 @@ def sh(*cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
+def parse_asm_log(path):
+    """Each translation block's guest PC -> (host instructions in its fast path, helper
+    calls among them), from QEMU's `-d in_asm,out_asm` log."""
+    host = {}
+    tb_pc, mode, body, calls = None, None, 0, 0
+    for line in open(path):
+        if line.startswith("IN:"):
+            mode, tb_pc = "in", None
+        elif mode == "in":
+            m = re.match(r"0x([0-9a-f]+):", line)
+            if m and tb_pc is None:
+                tb_pc = int(m.group(1), 16)
+            if line.startswith("OUT:"):
+                mode, body, calls = "out", 0, 0
+        elif mode == "out":
+            if "tb slow paths" in line or line.startswith("---") or not line.strip():
+                host[tb_pc] = (body, calls)
+                mode = None
+            elif re.match(r"0x[0-9a-f]+:", line):
+                body += 1
+                calls += "callq" in line
+    return host
+
+
+def host_code(qemu, work, syms, funcs):
+    """Boots `qemu` again with the translator's log limited to the functions `funcs` (indices
+    into `syms`) and returns `parse_asm_log` of it."""
+    ranges = ",".join("%#x..%#x" % (syms[i][0], syms[i + 1][0] - 1) for i in sorted(funcs))
+    log = os.path.join(work, "asm.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    sh(*qemu, "-d", "in_asm,out_asm", "-D", log, "-dfilter", ranges)
+    return parse_asm_log(log)
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else sorted(
         glob.glob(os.path.expanduser("~/.cache/gpukit/kernel-bench/*/build")))[-1]
@@ -102,29 +137,7 @@ def main():
     best = {side: min((w for w in guest if w % 2 == side), key=lambda w: guest[w][0])
             for side in (0, 1)}
 
-    ranges = ",".join("%#x..%#x" % (syms[i][0], syms[i + 1][0] - 1) for i in sorted(funcs))
-    log = os.path.join(work, "asm.log")
-    if os.path.exists(log):
-        os.unlink(log)
-    sh(*qemu, "-d", "in_asm,out_asm", "-D", log, "-dfilter", ranges)
-    host = {}
-    tb_pc, mode, body, calls = None, None, 0, 0
-    for line in open(log):
-        if line.startswith("IN:"):
-            mode, tb_pc = "in", None
-        elif mode == "in":
-            m = re.match(r"0x([0-9a-f]+):", line)
-            if m and tb_pc is None:
-                tb_pc = int(m.group(1), 16)
-            if line.startswith("OUT:"):
-                mode, body, calls = "out", 0, 0
-        elif mode == "out":
-            if "tb slow paths" in line or line.startswith("---") or not line.strip():
-                host[tb_pc] = (body, calls)
-                mode = None
-            elif re.match(r"0x[0-9a-f]+:", line):
-                body += 1
-                calls += "callq" in line
+    host = host_code(qemu, work, syms, funcs)
 
     n = PER_ROUND
     print("per map + unmap of one 4K page (mean over %d, each side's best round)" % n)

@@ -25,11 +25,10 @@ import bisect
 import collections
 import glob
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tcg_probe import HERE, sh  # noqa: E402
+from tcg_probe import HERE, host_code, sh  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 PASSES = 4  # one untimed, three timed
@@ -120,29 +119,7 @@ def main():
         f = [int(x) for x in line.split()]
         win[f[0]] = f[1:]
 
-    ranges = ",".join("%#x..%#x" % (syms[i][0], syms[i + 1][0] - 1) for i in sorted(funcs))
-    log = os.path.join(work, "asm.log")
-    if os.path.exists(log):
-        os.unlink(log)
-    sh(*qemu, "-d", "in_asm,out_asm", "-D", log, "-dfilter", ranges)
-    host = {}
-    tb_pc, mode, body, ncalls = None, None, 0, 0
-    for line in open(log):
-        if line.startswith("IN:"):
-            mode, tb_pc = "in", None
-        elif mode == "in":
-            m = re.match(r"0x([0-9a-f]+):", line)
-            if m and tb_pc is None:
-                tb_pc = int(m.group(1), 16)
-            if line.startswith("OUT:"):
-                mode, body, ncalls = "out", 0, 0
-        elif mode == "out":
-            if "tb slow paths" in line or line.startswith("---") or not line.strip():
-                host[tb_pc] = (body, ncalls)
-                mode = None
-            elif re.match(r"0x[0-9a-f]+:", line):
-                body += 1
-                ncalls += "callq" in line
+    host = host_code(qemu, work, syms, funcs)
 
     print("per unmap + map (mean over %d, each side's timed pass with the fewest guest "
           "instructions; L2 of %d KiB)" % (OPS, l2kb))
