@@ -25,6 +25,7 @@ import bisect
 import collections
 import glob
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
