@@ -631,6 +631,30 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         if slots.iter().any(|s| s.load(Ordering::Acquire) != 0) {
             return self.install_leaves_over(table, first, slots, iova, paddr, size, attrs, lvl);
         }
+        // SAFETY: `slots` are entries `first ..` of the live `table` (the caller's guarantee).
+        unsafe { self.write_leaves(table, first, slots, paddr, size, attrs, lvl) };
+        Ok(())
+    }
+
+    /// Writes leaves of `size` bytes each, from `paddr`, into `slots` and syncs them for the
+    /// walker (the one loop of [`install_leaves`](Self::install_leaves) and
+    /// [`install_leaves_over`](Self::install_leaves_over), inlined into both).
+    ///
+    /// # Safety
+    ///
+    /// `slots` are entries `first ..` of the live `table`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write_leaves(
+        &self,
+        table: TableMem,
+        first: usize,
+        slots: &[AtomicU64],
+        paddr: u64,
+        size: u64,
+        attrs: u64,
+        lvl: u32,
+    ) {
         let ty = pte::leaf_type(lvl, Self::mali());
         let mut pa = paddr;
         for s in slots {
@@ -639,7 +663,6 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         }
         // SAFETY: `slots` are entries `first ..` of the live `table` (the caller's guarantee).
         unsafe { self.sync_slots(table, first, slots.len()) };
-        Ok(())
     }
 
     /// [`install_leaves`](Self::install_leaves) where some of `slots` are not empty: fails
@@ -688,14 +711,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
                 }
             }
         }
-        let ty = pte::leaf_type(lvl, Self::mali());
-        let mut pa = paddr;
-        for s in slots {
-            s.store(attrs | ty | pte::paddr_to_pte(pa), Ordering::Relaxed);
-            pa = pa.wrapping_add(size);
-        }
-        // SAFETY: As above.
-        unsafe { self.sync_slots(table, first, slots.len()) };
+        // SAFETY: `slots` are entries `first ..` of the live `table` (the caller's guarantee).
+        unsafe { self.write_leaves(table, first, slots, paddr, size, attrs, lvl) };
         Ok(())
     }
 
