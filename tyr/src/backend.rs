@@ -24,9 +24,7 @@
 
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::AtomicU64;
-#[cfg(feature = "std")]
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use register::io::poll::PollClock;
 use register::io::{Io, IoCapable, IoKnownSize};
@@ -196,6 +194,9 @@ pub trait Backend: Send + Sync + 'static {
     type Dma: DmaMemory + Clone + 'static;
     /// Memory of the DRM core.
     type DrmAlloc: drm_ctx::mem::Allocator;
+    /// The memory of the driver's own bookkeeping ([`env`](crate::env) containers: lists of
+    /// VMs, groups and mappings, shared objects); `kvmalloc` in the kernel.
+    type Alloc: drm_ctx::mem::Allocator;
     /// The locks of the driver's state that is not `std`-only (power management).
     type Locks: LockFamily;
 

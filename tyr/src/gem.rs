@@ -9,17 +9,15 @@
 //! belong to; its `drm::Driver` implementation, the table of ioctls, is in `driver`, on top.
 
 use core::marker::PhantomData;
-use std::sync::{Mutex, PoisonError};
-use std::vec::Vec;
 
 use drm_ctx::drm::{self, gem, AnyCtx};
 use drm_ctx::types::ARef;
 use drm_ctx::Result as DrmResult;
 use gpuvm::GemObject;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, Words, PAGE_SIZE};
-use crate::vm::{self, BoBacking, VecSlots};
-use crate::{uapi, Error, Result};
+use crate::backend::{Backend, DmaMemory, DmaRegion, Lock, LockFamily, Words, PAGE_SIZE};
+use crate::vm::{self, BoBacking, EnvSlots};
+use crate::{env, uapi, Error, Result};
 
 /// The driver type for a backend.
 pub struct TyrDriver<B>(PhantomData<fn() -> B>);
@@ -28,7 +26,7 @@ pub struct TyrDriver<B>(PhantomData<fn() -> B>);
 pub type TyrDevice<B, C = drm::Registered> = drm::Device<TyrDriver<B>, C>;
 
 /// A VM of the driver.
-pub type TyrVm<B> = vm::Vm<<B as Backend>::Dma, BoRef<B>, VecSlots>;
+pub type TyrVm<B> = vm::Vm<<B as Backend>::Dma, BoRef<B>, EnvSlots<<B as Backend>::Alloc>>;
 
 /// Arguments of a new buffer object.
 pub struct BoArgs<B: Backend> {
@@ -60,8 +58,11 @@ pub struct TyrBo<B: Backend> {
     exclusive_vm: u64,
     /// The label userspace gave the object (`BO_SET_LABEL`), without its NUL; `None` when
     /// there is none (an empty label is not the same as none).
-    label: Mutex<Option<Vec<u8>>>,
+    label: <B::Locks as LockFamily>::Lock<Option<Label<B>>>,
 }
+
+/// A buffer object's label.
+pub type Label<B> = env::Vec<u8, <B as Backend>::Alloc>;
 
 impl<B: Backend> TyrBo<B> {
     /// Device address of the first byte.
@@ -118,18 +119,15 @@ impl<B: Backend> TyrBo<B> {
     }
 
     /// Replaces the object's label (`None` removes it); the old one is dropped.
-    pub fn set_label(&self, label: Option<Vec<u8>>) {
-        let old = core::mem::replace(
-            &mut *self.label.lock().unwrap_or_else(PoisonError::into_inner),
-            label,
-        );
+    pub fn set_label(&self, label: Option<Label<B>>) {
+        // The old label is freed after the lock is let go.
+        let old = self.label.with(|l| core::mem::replace(l, label));
         drop(old);
     }
 
     /// Runs `f` on the object's label (its bytes without the NUL), or `None` if it has none.
     pub fn with_label<R>(&self, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
-        let label = self.label.lock().unwrap_or_else(PoisonError::into_inner);
-        f(label.as_deref())
+        self.label.with(|l| f(l.as_deref()))
     }
 
     /// Whether CPU mappings of the object bypass the CPU caches (write-combined), as panthor
@@ -194,7 +192,7 @@ impl<B: Backend> gem::DriverObject for TyrBo<B> {
             id: args.id,
             flags: args.flags,
             exclusive_vm: args.exclusive_vm,
-            label: Mutex::new(None),
+            label: Lock::new(None)?,
         })
     }
 }
@@ -265,4 +263,4 @@ impl<B: Backend> BoBacking for FwBoRef<B> {
 }
 
 /// The MCU's VM.
-pub type McuVm<B> = vm::Vm<<B as Backend>::Dma, FwBoRef<B>, VecSlots>;
+pub type McuVm<B> = vm::Vm<<B as Backend>::Dma, FwBoRef<B>, EnvSlots<<B as Backend>::Alloc>>;

@@ -554,6 +554,7 @@ impl Backend for HostBackend {
     type Exec = HostExec;
     type Dma = SimDma;
     type DrmAlloc = drm_ctx::mem::Global;
+    type Alloc = drm_ctx::mem::Global;
     type Locks = crate::backend::StdLocks;
 
     fn io(&self) -> &SimIo {

@@ -45,13 +45,13 @@ use crate::backend::{Backend, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrVm};
-use crate::heap;
 use crate::job::{job_fence, JobSyncFence};
 use crate::mmu::AsUpdate;
 use crate::regs::{CYCLE_COUNT, LATEST_FLUSH_ID, TIMESTAMP, TIMESTAMP_OFFSET};
 use crate::sched::{self, JobPayload, JOB_INSTRS, JOB_SLOTS, MAX_STREAM_SIZE, RINGBUF_SIZES};
 use crate::uapi::{self, UObj};
 use crate::vm::{self, BindReq, VmLayout};
+use crate::{env, heap};
 use crate::{Error, Result};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -710,8 +710,12 @@ fn io_coherent<B: Backend>(dev: &TyrDevice<B>) -> bool {
 /// Reads a NUL-terminated string of at most `max` bytes (its NUL included) at user address
 /// `ptr`, as `strndup_user` does: [`Error::Fault`] if a byte before the NUL cannot be read,
 /// [`Error::TooBig`] if no NUL comes within `max` bytes. Returns the bytes before the NUL.
-fn read_user_cstr(user: &dyn UserMemory, ptr: u64, max: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+fn read_user_cstr<A: drm_ctx::mem::Allocator>(
+    user: &dyn UserMemory,
+    ptr: u64,
+    max: usize,
+) -> Result<env::Vec<u8, A>> {
+    let mut out = env::Vec::new();
     for i in 0..max as u64 {
         let at = ptr.checked_add(i).ok_or(Error::Fault)?;
         let mut b = [0u8; 1];
@@ -719,8 +723,7 @@ fn read_user_cstr(user: &dyn UserMemory, ptr: u64, max: usize) -> Result<Vec<u8>
         if b[0] == 0 {
             return Ok(out);
         }
-        out.try_reserve(1).map_err(|_| Error::NoMemory)?;
-        out.push(b[0]);
+        out.try_push(b[0])?;
     }
     Err(Error::TooBig)
 }

@@ -59,6 +59,32 @@ impl From<Error> for ::kernel::error::Error {
     }
 }
 
+/// The driver's bookkeeping memory: `kvmalloc(GFP_KERNEL)`, physically contiguous when the
+/// slab has it and virtually contiguous otherwise, so that a long list (a VM's mappings) does
+/// not need a high-order page.
+pub struct KernelAlloc;
+
+// SAFETY: `KVmalloc` returns blocks of at least `layout.size()` bytes aligned to
+// `layout.align()` that stay ours until `KVmalloc::free` with the same layout.
+unsafe impl drm_ctx::mem::Allocator for KernelAlloc {
+    fn alloc(layout: core::alloc::Layout) -> drm_ctx::Result<NonNull<u8>> {
+        use ::kernel::alloc::Allocator as _;
+        ::kernel::alloc::allocator::KVmalloc::alloc(
+            layout,
+            ::kernel::alloc::flags::GFP_KERNEL,
+            ::kernel::alloc::NumaNode::NO_NODE,
+        )
+        .map(|p| p.cast::<u8>())
+        .map_err(|_| drm_ctx::Error::NoMemory)
+    }
+
+    unsafe fn free(ptr: NonNull<u8>, layout: core::alloc::Layout) {
+        use ::kernel::alloc::Allocator as _;
+        // SAFETY: The caller passes a block from `alloc` with the same layout.
+        unsafe { ::kernel::alloc::allocator::KVmalloc::free(ptr, layout) }
+    }
+}
+
 /// The simulator's physical memory, in `vmalloc` frames.
 pub type Memory = SimMemory<KernelFrames, SimLocks>;
 
@@ -523,6 +549,7 @@ impl Backend for KernelBackend {
     type Exec = KernelExec;
     type Dma = SimDma;
     type DrmAlloc = drm_ctx::kernel::KernelAlloc;
+    type Alloc = KernelAlloc;
     type Locks = KernelLocks;
 
     fn io(&self) -> &SimIo {

@@ -37,21 +37,22 @@
 //! nothing below calls up. Top first:
 //!
 //! ```text
-//! 15  umd                       | a Mesa-like client of the ioctls (feature host)
-//! 14  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
-//! 13  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
-//! 12  file                      | a client's VMs and groups; group creation
-//! 11  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
-//! 10  pm                        | power: idle power-down and wake, accounting (no_std)
-//!  9  bindq                     | bind queues: asynchronous VM_BIND jobs
-//!  8  job                       | what all queues share: clock, sizes, syncobj fences
-//!  7  fw                        | the MCU and its interface (panthor_fw)
-//!  6  heap                      | tiler heaps: contexts and chunk lists per VM (panthor_heap)
-//!  5  gem                       | buffer objects (panthor_gem)
-//!  4  mmu                       | address-space slots, MMU commands (panthor_mmu)
-//!  3  vm                        | VMs: gpuvm + io-pgtable, all-or-nothing VM_BIND
-//!  2  gpu, host, kernel         | probe, reset, power (panthor_gpu); the host and kernel backends
-//!  1  backend                   | the environment: MMIO, DMA memory, IRQs, time, logging
+//! 16  umd                       | a Mesa-like client of the ioctls (feature host)
+//! 15  driver                    | probe; the drm-ctx Driver and its ioctl table (panthor_drv)
+//! 14  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
+//! 13  file                      | a client's VMs and groups; group creation
+//! 12  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
+//! 11  pm                        | power: idle power-down and wake, accounting (no_std)
+//! 10  bindq                     | bind queues: asynchronous VM_BIND jobs
+//!  9  job                       | what all queues share: clock, sizes, syncobj fences
+//!  8  fw                        | the MCU and its interface (panthor_fw)
+//!  7  heap                      | tiler heaps: contexts and chunk lists per VM (panthor_heap)
+//!  6  gem                       | buffer objects (panthor_gem)
+//!  5  mmu                       | address-space slots, MMU commands (panthor_mmu)
+//!  4  vm                        | VMs: gpuvm + io-pgtable, all-or-nothing VM_BIND
+//!  3  gpu, host, kernel         | probe, reset, power (panthor_gpu); the host and kernel backends
+//!  2  backend                   | the environment: MMIO, DMA memory, IRQs, time, logging
+//!  1  env                       | containers: fallible Vec, Arc and Weak over an allocator
 //!  0  error, regs, csf, uapi    | definitions: errors, registers, CSF interface, uAPI structs
 //! ```
 //!
@@ -87,6 +88,7 @@ pub mod bindq;
 pub mod csf;
 #[cfg(feature = "std")]
 pub mod driver;
+pub mod env;
 mod error;
 #[cfg(feature = "std")]
 pub mod file;

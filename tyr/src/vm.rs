@@ -28,6 +28,7 @@
 //! offset). Splitting a sparse VA (an unmap or a map over part of it) leaves remnants that are
 //! sparse too, backed the same way.
 
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -40,8 +41,10 @@ use io_pgtable::{
     Arm64LpaeS1, Config as PtConfig, NoFlush, PageTable, Prot, TableAlloc, TableMem, SZ_2M, SZ_4K,
 };
 
+use drm_ctx::mem::Allocator;
+
 use crate::backend::{DmaMemory, PAGE_SIZE};
-use crate::uapi;
+use crate::{env, uapi};
 use crate::{Error, Result};
 
 /// The kernel keeps at least this much of every VM.
@@ -130,25 +133,22 @@ pub trait VmSlots<O> {
     fn ops() -> Self::Ops;
 }
 
-/// Slot storage in vectors that grow fallibly.
-#[cfg(feature = "std")]
-#[derive(Clone, Copy, Debug)]
-pub struct VecSlots;
+/// Slot storage in [`env::Vec`]s that grow fallibly, with memory from `A`.
+pub struct EnvSlots<A>(PhantomData<fn() -> A>);
 
-#[cfg(feature = "std")]
-impl<O> VmSlots<O> for VecSlots {
-    type Vas = std::vec::Vec<VaSlot<()>>;
-    type Bos = std::vec::Vec<BoSlot<O>>;
-    type Ops = std::vec::Vec<OpEntry>;
+impl<O, A: Allocator> VmSlots<O> for EnvSlots<A> {
+    type Vas = env::Vec<VaSlot<()>, A>;
+    type Bos = env::Vec<BoSlot<O>, A>;
+    type Ops = env::Vec<OpEntry, A>;
 
     fn vas() -> Self::Vas {
-        std::vec::Vec::new()
+        env::Vec::new()
     }
     fn bos() -> Self::Bos {
-        std::vec::Vec::new()
+        env::Vec::new()
     }
     fn ops() -> Self::Ops {
-        std::vec::Vec::new()
+        env::Vec::new()
     }
 }
 
@@ -1161,7 +1161,7 @@ mod tests {
     }
 
     #[cfg(feature = "host")]
-    fn fake_vm() -> Vm<crate::host::SimDma, FakeBo, VecSlots> {
+    fn fake_vm() -> Vm<crate::host::SimDma, FakeBo, EnvSlots<drm_ctx::mem::Global>> {
         use crate::host::SimDma;
         use mali_sim::{MemConfig, SimMemory};
         use std::sync::Arc;

@@ -18,6 +18,8 @@ const FLOORS: &[&[&str]] = &[
     // Definitions: the register map, the firmware-interface layout and instruction set, the
     // uAPI structs, the error type. They name nothing of the crate.
     &["error", "regs", "csf", "uapi"],
+    // Containers over the environment's allocator: fallible vectors, shared references.
+    &["env"],
     // The environment: the backend traits, logging, CPU access to DMA memory.
     &["backend"],
     // The device (probe, reset, power) and the host implementation of the environment.
