@@ -23,6 +23,7 @@
 //! `host::HostBackend` (feature `host`) implements the bundle over the simulated Mali-G610.
 
 use core::fmt;
+use core::ops::DerefMut;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -124,10 +125,15 @@ pub unsafe trait DmaMemory: Send + Sync {
 
 /// A lock owning a `T`, from the environment's [`LockFamily`].
 ///
-/// The driver locks only through [`with`](Lock::with): no guard escapes, so the same code
-/// holds a `std` mutex on a host and a `kernel::sync::Mutex` in Linux (whose guards the
-/// kernel ties to lockdep classes), and nothing is held across a return to the caller.
+/// The same driver code holds a `std` mutex on a host and a `kernel::sync::Mutex` in Linux.
+/// [`with`](Lock::with) runs a closure with the value locked; [`guard`](Lock::guard) hands out
+/// a guard for code that keeps the value locked across calls (a VM during a whole bind).
 pub trait Lock<T>: Sized + Send + Sync {
+    /// The value, locked until the guard drops.
+    type Guard<'a>: DerefMut<Target = T>
+    where
+        Self: 'a;
+
     /// Wraps `value`.
     ///
     /// # Errors
@@ -136,9 +142,18 @@ pub trait Lock<T>: Sized + Send + Sync {
     /// kernel mutex lives in a pinned allocation) and there is none.
     fn new(value: T) -> crate::Result<Self>;
 
+    /// Locks the value (sleeping while another holder has it). The holder must not lock the
+    /// same lock again.
+    fn guard(&self) -> Self::Guard<'_>;
+
     /// Runs `f` with the value locked. `f` must not lock the same lock again.
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.guard())
+    }
 }
+
+/// The lock of backend `B`'s family around a `T`.
+pub type LockOf<B, T> = <<B as Backend>::Locks as LockFamily>::Lock<T>;
 
 /// A kind of sleeping lock, for values of any type (the environment's mutex).
 pub trait LockFamily: 'static {
@@ -158,17 +173,20 @@ impl LockFamily for StdLocks {
 
 #[cfg(feature = "std")]
 impl<T: Send> Lock<T> for std::sync::Mutex<T> {
+    type Guard<'a>
+        = std::sync::MutexGuard<'a, T>
+    where
+        T: 'a;
+
     fn new(value: T) -> crate::Result<Self> {
         Ok(std::sync::Mutex::new(value))
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+    fn guard(&self) -> std::sync::MutexGuard<'_, T> {
         // The driver does not panic while it holds a lock; a poisoned lock (a panic in a
         // caller's code) still guards a consistent value.
-        let mut guard = self
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+        self.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

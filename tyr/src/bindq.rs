@@ -20,7 +20,7 @@
 //! address-space slots), which the device state on the scheduling floor above implements.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::vec::Vec;
 
 use jobqueue::host::{HostAlloc, HostFence};
@@ -29,16 +29,12 @@ use jobqueue::{
     TimeoutAction,
 };
 
-use crate::backend::Backend;
-use crate::gem::{BoRef, TyrVm};
+use crate::backend::{Backend, Lock, LockOf};
+use crate::gem::{BoRef, SharedVm};
 use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
 use crate::mmu::{AsSlots, AsUpdate};
 use crate::vm::{BindReq, BindReservation};
 use crate::{Error, Result};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What a decoded bind operation does to its range.
 pub enum BindOp<B: Backend> {
@@ -83,7 +79,7 @@ impl<B: Backend> BindOp<B> {
 
 /// One bind operation waiting to be applied.
 pub struct BindPayload<B: Backend> {
-    vm: Arc<Mutex<TyrVm<B>>>,
+    vm: SharedVm<B>,
     va: u64,
     size: u64,
     op: BindOp<B>,
@@ -96,7 +92,7 @@ impl<B: Backend> BindPayload<B> {
     /// A bind of `size` bytes at `va` in `vm` doing `op`, applied with the memory `res` set
     /// aside.
     pub(crate) fn new(
-        vm: Arc<Mutex<TyrVm<B>>>,
+        vm: SharedVm<B>,
         va: u64,
         size: u64,
         op: BindOp<B>,
@@ -117,7 +113,7 @@ impl<B: Backend> BindPayload<B> {
 impl<B: Backend> Drop for BindPayload<B> {
     fn drop(&mut self) {
         if !self.applied {
-            lock(&self.vm).release_bind(self.res);
+            self.vm.guard().release_bind(self.res);
         }
     }
 }
@@ -129,7 +125,7 @@ pub trait BindDevice<B: Backend>: Send + Sync {
     /// The environment.
     fn backend(&self) -> &B;
     /// The address-space slots.
-    fn as_slots(&self) -> &Mutex<AsSlots>;
+    fn as_slots(&self) -> &LockOf<B, AsSlots>;
 }
 
 /// The bind queue's backend: applies a bind when the queue runs it.
@@ -151,9 +147,9 @@ impl<B: Backend> JqBackend for BindHw<B> {
         p.applied = true;
         let result = match self.dev.upgrade() {
             Some(dev) => {
-                let mut vm = lock(&p.vm);
+                let mut vm = p.vm.guard();
                 let req = p.op.req(p.va, p.size);
-                let slots = lock(dev.as_slots());
+                let slots = dev.as_slots().guard();
                 let mut upd = AsUpdate {
                     backend: dev.backend(),
                     slot: slots.slot_of(vm.key()),
@@ -162,7 +158,7 @@ impl<B: Backend> JqBackend for BindHw<B> {
                     .map_err(|e| FenceError::new(e.to_errno()).unwrap_or(FenceError::IO))
             }
             None => {
-                lock(&p.vm).release_bind(p.res);
+                p.vm.guard().release_bind(p.res);
                 Err(FenceError::CANCELED)
             }
         };
@@ -209,7 +205,7 @@ impl<B: Backend> BindQueues<B> {
         key: u64,
         live: impl FnOnce() -> bool,
     ) -> Result<Arc<Mutex<BindQueue<B>>>> {
-        let mut map = lock(&self.0);
+        let mut map = self.0.guard();
         if !live() {
             return Err(Error::Invalid);
         }
@@ -232,28 +228,28 @@ impl<B: Backend> BindQueues<B> {
 
     /// Cancels the queued binds of a VM that goes away.
     pub fn remove(&self, key: u64) {
-        let q = lock(&self.0).remove(&key);
+        let q = self.0.guard().remove(&key);
         if let Some(q) = q {
-            lock(&q).kill();
+            q.guard().kill();
         }
     }
 
     /// Runs every bind queue (the work item).
     pub fn run(&self) {
-        let queues: Vec<_> = lock(&self.0).values().cloned().collect();
+        let queues: Vec<_> = self.0.guard().values().cloned().collect();
         for q in queues {
-            lock(&q).run();
+            q.guard().run();
         }
     }
 
     /// Keys of the VMs that have a bind queue.
     pub fn keys(&self) -> Vec<u64> {
-        lock(&self.0).keys().copied().collect()
+        self.0.guard().keys().copied().collect()
     }
 
     /// Number of bind queues.
     pub fn len(&self) -> usize {
-        lock(&self.0).len()
+        self.0.guard().len()
     }
 
     /// Whether there is no bind queue.

@@ -74,7 +74,7 @@ pub fn probe<B: Backend>(
             fw_objects.push(fw);
             Ok(TyrData::new(DevInner::new(
                 backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm,
-            )))
+            )?))
         })?;
     let reg = drm::Registration::new(unreg, 0)?;
     let dev = reg.device();

@@ -646,15 +646,27 @@ unsafe impl<T: Send + Sync, A: Allocator> Send for Weak<T, A> {}
 unsafe impl<T: Send + Sync, A: Allocator> Sync for Weak<T, A> {}
 
 impl<T, A: Allocator> Weak<T, A> {
-    fn inner(&self) -> &ArcInner<T> {
-        // SAFETY: The block is live while this weak reference exists (invariant); only the
-        // counts are read through it unless the value is known to live.
-        unsafe { self.ptr.as_ref() }
+    // A weak reference never makes a reference to the whole block: the value may be dropped
+    // (through `&mut`) by another thread meanwhile. It reaches the counts only.
+
+    fn strong(&self) -> &AtomicUsize {
+        // SAFETY: The block is live while this weak reference exists (invariant); the place
+        // is only computed.
+        let p = unsafe { ptr::addr_of!((*self.ptr.as_ptr()).strong) };
+        // SAFETY: The count is initialised and only ever accessed atomically.
+        unsafe { &*p }
+    }
+
+    fn weak(&self) -> &AtomicUsize {
+        // SAFETY: As in `strong`.
+        let p = unsafe { ptr::addr_of!((*self.ptr.as_ptr()).weak) };
+        // SAFETY: As in `strong`.
+        unsafe { &*p }
     }
 
     /// A strong reference to the value, or `None` if it has been dropped.
     pub fn upgrade(&self) -> Option<Arc<T, A>> {
-        let strong = &self.inner().strong;
+        let strong = self.strong();
         let mut n = strong.load(Ordering::Relaxed);
         loop {
             if n == 0 {
@@ -680,7 +692,7 @@ impl<T, A: Allocator> Weak<T, A> {
 
 impl<T, A: Allocator> Clone for Weak<T, A> {
     fn clone(&self) -> Self {
-        count_up(&self.inner().weak);
+        count_up(self.weak());
         // INVARIANT: The weak count includes the new reference.
         Weak {
             ptr: self.ptr,
@@ -691,7 +703,7 @@ impl<T, A: Allocator> Clone for Weak<T, A> {
 
 impl<T, A: Allocator> Drop for Weak<T, A> {
     fn drop(&mut self) {
-        if !count_down(&self.inner().weak) {
+        if !count_down(self.weak()) {
             return;
         }
         // SAFETY: The last reference of any kind is gone (the strong ones hold one weak

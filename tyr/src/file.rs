@@ -14,14 +14,14 @@
 //! group needs; binds into an active VM lock, update and flush through the MMU.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
 use drm_ctx::drm::{self, gem};
 use drm_ctx::Result as DrmResult;
 
-use crate::backend::{Backend, Words, PAGE_SIZE};
-use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrDriver, TyrVm};
+use crate::backend::{Backend, Lock, LockOf, Words, PAGE_SIZE};
+use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrDriver, TyrVm};
 use crate::heap::HeapBudget;
 use crate::mmu::{self, AsUpdate};
 use crate::sched::{
@@ -29,18 +29,14 @@ use crate::sched::{
     QUEUE_IFACE_SIZE,
 };
 use crate::vm;
-use crate::{uapi, Error, Result};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::{env, uapi, Error, Result};
 
 /// VMs per file.
 pub const MAX_VMS_PER_FILE: u32 = 32;
 
 /// Per-file data: the file's VMs and groups.
 pub struct TyrFile<B: Backend> {
-    pub(crate) vms: Mutex<BTreeMap<u32, Arc<Mutex<TyrVm<B>>>>>,
+    pub(crate) vms: Mutex<BTreeMap<u32, SharedVm<B>>>,
     groups: Mutex<BTreeMap<u32, Arc<Group<B>>>>,
     /// Queues of the file's groups (created or being created), at most
     /// [`MAX_QUEUES_PER_FILE`].
@@ -51,7 +47,7 @@ pub struct TyrFile<B: Backend> {
     /// bind (see [`TyrFile::sparse_backing`]).
     sparse: Mutex<Option<BoRef<B>>>,
     /// What the tiler heaps of the file's VMs may hold together (see [`crate::heap`]).
-    pub heap_budget: Arc<HeapBudget>,
+    pub heap_budget: env::Arc<HeapBudget, B::Alloc>,
 }
 
 /// Groups per file.
@@ -82,7 +78,7 @@ impl<B: Backend> TyrFile<B> {
 
     /// Registers a group under the lowest free handle (from 1).
     pub(crate) fn insert_group(&self, g: Arc<Group<B>>) -> Result<u32> {
-        let mut groups = lock(&self.groups);
+        let mut groups = self.groups.guard();
         let h = (1..=MAX_GROUPS_PER_FILE)
             .find(|i| !groups.contains_key(i))
             .ok_or(Error::Busy)?;
@@ -92,24 +88,24 @@ impl<B: Backend> TyrFile<B> {
 
     /// Removes a group from the file (giving its queues back to the file's budget).
     pub(crate) fn remove_group(&self, handle: u32) -> Option<Arc<Group<B>>> {
-        let g = lock(&self.groups).remove(&handle)?;
+        let g = self.groups.guard().remove(&handle)?;
         self.release_queues(g.queues.len());
         Some(g)
     }
 
     /// The group `handle`.
     pub fn group(&self, handle: u32) -> Option<Arc<Group<B>>> {
-        lock(&self.groups).get(&handle).cloned()
+        self.groups.guard().get(&handle).cloned()
     }
 
     /// The VM `id`, or [`Error::Invalid`].
-    pub fn vm(&self, id: u32) -> Result<Arc<Mutex<TyrVm<B>>>> {
-        lock(&self.vms).get(&id).cloned().ok_or(Error::Invalid)
+    pub fn vm(&self, id: u32) -> Result<SharedVm<B>> {
+        self.vms.guard().get(&id).cloned().ok_or(Error::Invalid)
     }
 
     /// IDs of the file's VMs.
     pub fn vm_ids(&self) -> Vec<u32> {
-        lock(&self.vms).keys().copied().collect()
+        self.vms.guard().keys().copied().collect()
     }
 
     /// Where the user MMIO pages start in the file's mmap offsets: at open
@@ -137,7 +133,7 @@ impl<B: Backend> TyrFile<B> {
     ///
     /// The allocation error ([`Error::NoMemory`]) the first time.
     pub(crate) fn sparse_backing(&self, dev: &TyrDevice<B>) -> Result<BoRef<B>> {
-        let mut backing = lock(&self.sparse);
+        let mut backing = self.sparse.guard();
         if let Some(bo) = &*backing {
             return Ok(bo.clone());
         }
@@ -184,16 +180,16 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
                 uapi::DRM_PANTHOR_USER_MMIO_OFFSET,
             ),
             sparse: Mutex::new(None),
-            heap_budget: Arc::new(HeapBudget::default()),
+            heap_budget: env::Arc::try_new(HeapBudget::default())?,
         })
     }
 
     fn close(&self, device: &TyrDevice<B>) {
-        let groups = core::mem::take(&mut *lock(&self.groups));
+        let groups = core::mem::take(&mut *self.groups.guard());
         for g in groups.into_values() {
             device.destroy_group(&g);
         }
-        let vms = core::mem::take(&mut *lock(&self.vms));
+        let vms = core::mem::take(&mut *self.vms.guard());
         for vm in vms.into_values() {
             release_vm(device, &vm);
         }
@@ -202,14 +198,14 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
 
 /// Takes the address space away from a VM that is going away, and its tiler heaps (their
 /// chunks are unmapped before they are freed, so a job still using them faults).
-pub(crate) fn release_vm<B: Backend>(dev: &DevInner<B>, vm: &Mutex<TyrVm<B>>) {
-    let key = lock(vm).key();
+pub(crate) fn release_vm<B: Backend>(dev: &DevInner<B>, vm: &LockOf<B, TyrVm<B>>) {
+    let key = vm.guard().key();
     dev.heaps.destroy_pool(&dev.backend, &dev.slots, key);
     dev.sched.binds.remove(key);
-    let mut slots = lock(&dev.slots);
+    let mut slots = dev.slots.guard();
     if slots.is_pinned(key) {
         // A group of the VM holds a group slot: the address space goes when it is unbound.
-        lock(&dev.zombie_vms).insert(key);
+        dev.zombie_vms.guard().insert(key);
         return;
     }
     if let Some(slot) = slots.release(key) {
@@ -231,7 +227,7 @@ pub fn vm_activate<B: Backend>(
     id: u32,
 ) -> Result<usize> {
     let vm = file.inner().vm(id)?;
-    let vm = lock(&vm);
+    let vm = vm.guard();
     dev.activate(&vm)
 }
 
@@ -241,8 +237,8 @@ pub fn vm_slot<B: Backend>(
     file: &drm::File<TyrFile<B>>,
     id: u32,
 ) -> Result<Option<usize>> {
-    let key = lock(&*file.inner().vm(id)?).key();
-    Ok(lock(&dev.slots).slot_of(key))
+    let key = (*file.inner().vm(id)?).guard().key();
+    Ok(dev.slots.guard().slot_of(key))
 }
 
 impl<B: Backend> DevInner<B> {
@@ -251,7 +247,7 @@ impl<B: Backend> DevInner<B> {
         self: &Arc<Self>,
         dev: &TyrDevice<B>,
         file: &File<B>,
-        vm: Arc<Mutex<TyrVm<B>>>,
+        vm: SharedVm<B>,
         qargs: &[uapi::QueueCreate],
         priority: u8,
     ) -> Result<u32> {
@@ -269,13 +265,13 @@ impl<B: Backend> DevInner<B> {
         self: &Arc<Self>,
         dev: &TyrDevice<B>,
         file: &File<B>,
-        vm: Arc<Mutex<TyrVm<B>>>,
+        vm: SharedVm<B>,
         qargs: &[uapi::QueueCreate],
         priority: u8,
     ) -> Result<u32> {
         let rings: Vec<u32> = qargs.iter().map(|q| q.ringbuf_size).collect();
         let size = sched::group_mem_size(&rings);
-        let mut vmg = lock(&vm);
+        let mut vmg = vm.guard();
         if vmg.is_unusable() {
             return Err(Error::Invalid);
         }
@@ -294,7 +290,7 @@ impl<B: Backend> DevInner<B> {
         let base = mem.0.dma_addr();
         let va = vmg.alloc_kernel_va()?;
         let mapped = {
-            let slots = lock(&self.slots);
+            let slots = self.slots.guard();
             let mut upd = AsUpdate {
                 backend: &self.backend,
                 slot: slots.slot_of(vm_key),
@@ -381,7 +377,7 @@ impl<B: Backend> DevInner<B> {
         });
         // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
         // with this call can only find a group that its teardown removes everywhere.
-        lock(&self.sched.groups).insert(key, group.clone());
+        self.sched.groups.guard().insert(key, group.clone());
         match file.inner().insert_group(group.clone()) {
             Ok(h) => Ok(h),
             Err(e) => {

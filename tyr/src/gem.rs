@@ -15,7 +15,7 @@ use drm_ctx::types::ARef;
 use drm_ctx::Result as DrmResult;
 use gpuvm::GemObject;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, Lock, LockFamily, Words, PAGE_SIZE};
+use crate::backend::{Backend, DmaMemory, DmaRegion, Lock, LockFamily, LockOf, Words, PAGE_SIZE};
 use crate::vm::{self, BoBacking, EnvSlots};
 use crate::{env, uapi, Error, Result};
 
@@ -27,6 +27,10 @@ pub type TyrDevice<B, C = drm::Registered> = drm::Device<TyrDriver<B>, C>;
 
 /// A VM of the driver.
 pub type TyrVm<B> = vm::Vm<<B as Backend>::Dma, BoRef<B>, EnvSlots<<B as Backend>::Alloc>>;
+
+/// A VM as the driver's objects share it: its files, bind jobs, groups and heap pools hold it,
+/// locked while one of them changes it.
+pub type SharedVm<B> = env::Arc<LockOf<B, TyrVm<B>>, <B as Backend>::Alloc>;
 
 /// Arguments of a new buffer object.
 pub struct BoArgs<B: Backend> {

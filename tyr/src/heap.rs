@@ -60,11 +60,10 @@
 //! reachable by the GPU.
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::vec::Vec;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, Words, PAGE_SIZE};
-use crate::gem::TyrVm;
+use crate::backend::{Backend, DmaMemory, DmaRegion, Lock, LockOf, Words, PAGE_SIZE};
+use crate::env;
+use crate::gem::{SharedVm, TyrVm};
 use crate::mmu::{AsSlots, AsUpdate};
 use crate::vm::KERNEL_CHUNK;
 use crate::{Error, Result};
@@ -79,10 +78,6 @@ pub const MIN_CHUNK_SIZE: u32 = 128 << 10;
 pub const MAX_CHUNK_SIZE: u32 = 8 << 20;
 /// Bytes of chunks all heaps of one file may hold together.
 pub const MAX_HEAP_BYTES_PER_FILE: u64 = 256 << 20;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The link of a chunk, as chunk headers and `HEAP_START` hold it: GPU address in bits 63:12,
 /// size in pages in bits 11:0.
@@ -172,7 +167,7 @@ impl<D: DmaMemory + Clone> Mapped<D> {
     /// Allocates `size` bytes (zeroed) and maps them in `vm`.
     fn new<B: Backend<Dma = D>>(
         backend: &B,
-        slots: &Mutex<AsSlots>,
+        slots: &LockOf<B, AsSlots>,
         vm: &mut TyrVm<B>,
         size: u64,
     ) -> Result<Self> {
@@ -190,7 +185,7 @@ impl<D: DmaMemory + Clone> Mapped<D> {
         m.va = vm.alloc_kernel_range(vchunks)?;
         m.vchunks = vchunks;
         let mapped = {
-            let slots = lock(slots);
+            let slots = slots.guard();
             let mut upd = AsUpdate {
                 backend,
                 slot: slots.slot_of(vm.key()),
@@ -210,11 +205,11 @@ impl<D: DmaMemory + Clone> Mapped<D> {
     fn unmap<B: Backend<Dma = D>>(
         &mut self,
         backend: &B,
-        slots: &Mutex<AsSlots>,
+        slots: &LockOf<B, AsSlots>,
         vm: &mut TyrVm<B>,
     ) {
         if self.mapped {
-            let slots = lock(slots);
+            let slots = slots.guard();
             let mut upd = AsUpdate {
                 backend,
                 slot: slots.slot_of(vm.key()),
@@ -248,8 +243,8 @@ impl<D: DmaMemory> Drop for Mapped<D> {
 }
 
 /// One heap: its chunks (the list's first chunk last) and limits.
-struct Heap<D: DmaMemory> {
-    chunks: Vec<Mapped<D>>,
+struct Heap<B: Backend> {
+    chunks: env::Vec<Mapped<B::Dma>, B::Alloc>,
     args: HeapArgs,
 }
 
@@ -257,12 +252,12 @@ struct Heap<D: DmaMemory> {
 pub struct HeapPool<B: Backend> {
     vm_key: u64,
     /// The VM, kept alive while the pool maps memory in it.
-    vm: Arc<Mutex<TyrVm<B>>>,
-    budget: Arc<HeapBudget>,
+    vm: SharedVm<B>,
+    budget: env::Arc<HeapBudget, B::Alloc>,
     /// The heap contexts, one per `stride` bytes.
     contexts: Mapped<B::Dma>,
     stride: u64,
-    heaps: Vec<Option<Heap<B::Dma>>>,
+    heaps: env::Vec<Option<Heap<B>>, B::Alloc>,
 }
 
 /// What a new heap is: its index in the pool, its context's GPU address, its first chunk's
@@ -281,7 +276,7 @@ pub struct NewHeap {
 /// link or 0), counted against `budget`.
 fn new_chunk<B: Backend>(
     backend: &B,
-    slots: &Mutex<AsSlots>,
+    slots: &LockOf<B, AsSlots>,
     vm: &mut TyrVm<B>,
     budget: &HeapBudget,
     chunk_size: u32,
@@ -306,10 +301,10 @@ fn new_chunk<B: Backend>(
 /// Unmaps and frees chunks, giving their bytes back to `budget`.
 fn drop_chunks<B: Backend>(
     backend: &B,
-    slots: &Mutex<AsSlots>,
+    slots: &LockOf<B, AsSlots>,
     vm: &mut TyrVm<B>,
     budget: &HeapBudget,
-    chunks: Vec<Mapped<B::Dma>>,
+    chunks: env::Vec<Mapped<B::Dma>, B::Alloc>,
 ) {
     for mut chunk in chunks {
         chunk.unmap(backend, slots, vm);
@@ -319,27 +314,29 @@ fn drop_chunks<B: Backend>(
 
 impl<B: Backend> HeapPool<B> {
     /// Makes a heap (arguments already checked).
-    fn create(&mut self, backend: &B, slots: &Mutex<AsSlots>, args: HeapArgs) -> Result<NewHeap> {
+    fn create(
+        &mut self,
+        backend: &B,
+        slots: &LockOf<B, AsSlots>,
+        args: HeapArgs,
+    ) -> Result<NewHeap> {
         let index = match self.heaps.iter().position(Option::is_none) {
             Some(i) => i,
             None if self.heaps.len() < MAX_HEAPS_PER_POOL as usize => {
-                self.heaps.try_reserve(1).map_err(|_| Error::NoMemory)?;
-                self.heaps.push(None);
+                self.heaps.try_push(None)?;
                 self.heaps.len() - 1
             }
             None => return Err(Error::Busy),
         };
-        let mut chunks = Vec::new();
-        chunks
-            .try_reserve_exact(args.initial_chunks as usize)
-            .map_err(|_| Error::NoMemory)?;
-        let mut vm = lock(&self.vm);
+        let mut chunks = env::Vec::try_with_capacity(args.initial_chunks as usize)?;
+        let mut vm = self.vm.guard();
         let mut link = 0;
         for _ in 0..args.initial_chunks {
             match new_chunk(backend, slots, &mut vm, &self.budget, args.chunk_size, link) {
                 Ok(c) => {
                     link = chunk_link(c.va, args.chunk_size);
-                    chunks.push(c);
+                    // Room was reserved for every initial chunk.
+                    let _ = chunks.push_within_capacity(c);
                 }
                 Err(e) => {
                     drop_chunks(backend, slots, &mut vm, &self.budget, chunks);
@@ -365,13 +362,13 @@ impl<B: Backend> HeapPool<B> {
     }
 
     /// Destroys heap `index`; [`Error::Invalid`] if there is none.
-    fn destroy(&mut self, backend: &B, slots: &Mutex<AsSlots>, index: u32) -> Result {
+    fn destroy(&mut self, backend: &B, slots: &LockOf<B, AsSlots>, index: u32) -> Result {
         let heap = self
             .heaps
             .get_mut(index as usize)
             .and_then(Option::take)
             .ok_or(Error::Invalid)?;
-        let mut vm = lock(&self.vm);
+        let mut vm = self.vm.guard();
         drop_chunks(backend, slots, &mut vm, &self.budget, heap.chunks);
         Ok(())
     }
@@ -380,7 +377,7 @@ impl<B: Backend> HeapPool<B> {
     fn grow(
         &mut self,
         backend: &B,
-        slots: &Mutex<AsSlots>,
+        slots: &LockOf<B, AsSlots>,
         context_va: u64,
         in_flight: u32,
     ) -> Result<u64> {
@@ -400,20 +397,21 @@ impl<B: Backend> HeapPool<B> {
         {
             return Err(Error::NoMemory);
         }
-        let mut vm = lock(&self.vm);
+        let mut vm = self.vm.guard();
         let heap = self.heaps[index as usize].as_mut().ok_or(Error::Invalid)?;
         // Room for the chunk first, so that keeping it cannot fail once it exists.
-        heap.chunks.try_reserve(1).map_err(|_| Error::NoMemory)?;
+        heap.chunks.try_reserve(1)?;
         // A grown chunk links to nothing: the GPU links it behind the one it filled.
         let chunk = new_chunk(backend, slots, &mut vm, &self.budget, args.chunk_size, 0)?;
         let link = chunk_link(chunk.va, args.chunk_size);
-        heap.chunks.push(chunk);
+        // Room was reserved above.
+        let _ = heap.chunks.push_within_capacity(chunk);
         Ok(link)
     }
 
     /// Destroys every heap and unmaps the contexts (the pool is dropped after).
-    fn destroy_all(&mut self, backend: &B, slots: &Mutex<AsSlots>) {
-        let mut vm = lock(&self.vm);
+    fn destroy_all(&mut self, backend: &B, slots: &LockOf<B, AsSlots>) {
+        let mut vm = self.vm.guard();
         for heap in core::mem::take(&mut self.heaps).into_iter().flatten() {
             drop_chunks(backend, slots, &mut vm, &self.budget, heap.chunks);
         }
@@ -427,18 +425,17 @@ impl<B: Backend> HeapPool<B> {
 /// VMs that outlived the file, which the DRM core does not allow) is freed with no stream
 /// left to use it.
 pub struct HeapPools<B: Backend> {
-    pools: Mutex<Vec<HeapPool<B>>>,
-}
-
-impl<B: Backend> Default for HeapPools<B> {
-    fn default() -> Self {
-        HeapPools {
-            pools: Mutex::new(Vec::new()),
-        }
-    }
+    pools: LockOf<B, env::Vec<HeapPool<B>, B::Alloc>>,
 }
 
 impl<B: Backend> HeapPools<B> {
+    /// No pool yet; [`Error::NoMemory`] if the lock cannot be made.
+    pub fn new() -> Result<Self> {
+        Ok(HeapPools {
+            pools: Lock::new(env::Vec::new())?,
+        })
+    }
+
     /// Makes a heap in VM `vm` (key `vm_key`), making the VM's pool first if it has none.
     /// `still_live` is asked, under the pools' lock, whether the VM is still its file's: a VM
     /// destroyed meanwhile gets no pool (its destruction takes the same lock after leaving the
@@ -454,16 +451,16 @@ impl<B: Backend> HeapPools<B> {
     pub fn create(
         &self,
         backend: &B,
-        slots: &Mutex<AsSlots>,
-        vm: &Arc<Mutex<TyrVm<B>>>,
-        budget: &Arc<HeapBudget>,
+        slots: &LockOf<B, AsSlots>,
+        vm: &SharedVm<B>,
+        budget: &env::Arc<HeapBudget, B::Alloc>,
         stride: u64,
         args: HeapArgs,
         still_live: impl FnOnce() -> bool,
     ) -> Result<NewHeap> {
         args.check()?;
-        let vm_key = lock(vm).key();
-        let mut pools = lock(&self.pools);
+        let vm_key = vm.guard().key();
+        let mut pools = self.pools.guard();
         if !still_live() {
             return Err(Error::Invalid);
         }
@@ -471,16 +468,17 @@ impl<B: Backend> HeapPools<B> {
         let at = match existing {
             Some(i) => i,
             None => {
-                pools.try_reserve(1).map_err(|_| Error::NoMemory)?;
+                pools.try_reserve(1)?;
                 let size = stride * u64::from(MAX_HEAPS_PER_POOL);
-                let contexts = Mapped::new(backend, slots, &mut lock(vm), size)?;
-                pools.push(HeapPool {
+                let contexts = Mapped::new(backend, slots, &mut vm.guard(), size)?;
+                // Room was reserved above.
+                let _ = pools.push_within_capacity(HeapPool {
                     vm_key,
                     vm: vm.clone(),
                     budget: budget.clone(),
                     contexts,
                     stride,
-                    heaps: Vec::new(),
+                    heaps: env::Vec::new(),
                 });
                 pools.len() - 1
             }
@@ -488,8 +486,9 @@ impl<B: Backend> HeapPools<B> {
         let made = pools[at].create(backend, slots, args);
         if made.is_err() && existing.is_none() {
             // A pool made for this call goes again: a refused create changes nothing.
-            let mut pool = pools.swap_remove(at);
-            pool.destroy_all(backend, slots);
+            if let Some(mut pool) = pools.swap_remove(at) {
+                pool.destroy_all(backend, slots);
+            }
         }
         made
     }
@@ -500,8 +499,14 @@ impl<B: Backend> HeapPools<B> {
     ///
     /// [`Error::NotFound`] if the VM has no pool, [`Error::Invalid`] if the pool has no such
     /// heap.
-    pub fn destroy(&self, backend: &B, slots: &Mutex<AsSlots>, vm_key: u64, index: u32) -> Result {
-        let mut pools = lock(&self.pools);
+    pub fn destroy(
+        &self,
+        backend: &B,
+        slots: &LockOf<B, AsSlots>,
+        vm_key: u64,
+        index: u32,
+    ) -> Result {
+        let mut pools = self.pools.guard();
         let pool = pools
             .iter_mut()
             .find(|p| p.vm_key == vm_key)
@@ -520,12 +525,12 @@ impl<B: Backend> HeapPools<B> {
     pub fn grow(
         &self,
         backend: &B,
-        slots: &Mutex<AsSlots>,
+        slots: &LockOf<B, AsSlots>,
         vm_key: u64,
         context_va: u64,
         in_flight: u32,
     ) -> Result<u64> {
-        let mut pools = lock(&self.pools);
+        let mut pools = self.pools.guard();
         let pool = pools
             .iter_mut()
             .find(|p| p.vm_key == vm_key)
@@ -538,18 +543,20 @@ impl<B: Backend> HeapPools<B> {
     }
 
     /// Destroys VM `vm_key`'s pool and every heap in it (VM destruction, file close).
-    pub fn destroy_pool(&self, backend: &B, slots: &Mutex<AsSlots>, vm_key: u64) {
-        let mut pools = lock(&self.pools);
+    pub fn destroy_pool(&self, backend: &B, slots: &LockOf<B, AsSlots>, vm_key: u64) {
+        let mut pools = self.pools.guard();
         if let Some(at) = pools.iter().position(|p| p.vm_key == vm_key) {
-            let mut pool = pools.swap_remove(at);
+            let pool = pools.swap_remove(at);
             drop(pools);
-            pool.destroy_all(backend, slots);
+            if let Some(mut pool) = pool {
+                pool.destroy_all(backend, slots);
+            }
         }
     }
 
     /// Live pools, heaps and chunks of the device (for tests counting what is left).
     pub fn counts(&self) -> (usize, usize, usize) {
-        let pools = lock(&self.pools);
+        let pools = self.pools.guard();
         let heaps = pools.iter().flat_map(|p| p.heaps.iter().flatten());
         let (h, c) = heaps.fold((0, 0), |(h, c), heap| (h + 1, c + heap.chunks.len()));
         (pools.len(), h, c)

@@ -28,7 +28,7 @@
 
 use core::mem::size_of;
 use core::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
@@ -41,10 +41,10 @@ use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as 
 use register::io::poll::PollClock;
 use register::io::Io;
 
-use crate::backend::{Backend, PAGE_SIZE};
+use crate::backend::{Backend, Lock, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
-use crate::gem::{BoArgs, BoRef, TyrBo, TyrDevice, TyrVm};
+use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrVm};
 use crate::job::{job_fence, JobSyncFence};
 use crate::mmu::AsUpdate;
 use crate::regs::{CYCLE_COUNT, LATEST_FLUSH_ID, TIMESTAMP, TIMESTAMP_OFFSET};
@@ -53,10 +53,6 @@ use crate::uapi::{self, UObj};
 use crate::vm::{self, BindReq, VmLayout};
 use crate::{env, heap};
 use crate::{Error, Result};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 // ---------------------------------------------------------------- user objects
 
@@ -453,7 +449,7 @@ pub(crate) fn vm_create<B: Backend>(
         return Err(DrmError::Invalid);
     }
     let layout = VmLayout::new(dev.gpu_info.va_bits(), args.user_va_range)?;
-    let mut vms = lock(&file.inner().vms);
+    let mut vms = file.inner().vms.guard();
     let id = (1..=MAX_VMS_PER_FILE)
         .find(|i| !vms.contains_key(i))
         .ok_or(DrmError::Busy)?;
@@ -463,7 +459,8 @@ pub(crate) fn vm_create<B: Backend>(
         layout,
         dev.gpu_info.pa_bits(),
     )?;
-    vms.insert(id, Arc::new(Mutex::new(vm)));
+    let vm = env::Arc::try_new(Lock::new(vm)?)?;
+    vms.insert(id, vm);
     args.id = id;
     args.user_va_range = layout.kernel_start;
     Ok(0)
@@ -477,7 +474,10 @@ pub(crate) fn vm_destroy<B: Backend>(
     if args.pad != 0 {
         return Err(DrmError::Invalid);
     }
-    let vm = lock(&file.inner().vms)
+    let vm = file
+        .inner()
+        .vms
+        .guard()
         .remove(&args.id)
         .ok_or(DrmError::Invalid)?;
     release_vm(dev, &vm);
@@ -610,7 +610,7 @@ pub(crate) fn vm_bind<B: Backend>(
             .nth(req)
             .map_or(ops.len(), |(i, _)| i)
     };
-    let mut vm = lock(&vm);
+    let mut vm = vm.guard();
     // A sparse map needs the file's sparse backing, made once every request is known to be
     // good (a malformed bind leaves no memory behind).
     let sparse = reqs
@@ -627,7 +627,7 @@ pub(crate) fn vm_bind<B: Backend>(
             return Err(e.into());
         }
     }
-    let slots = lock(&dev.slots);
+    let slots = dev.slots.guard();
     let mut upd = AsUpdate {
         backend: &dev.backend,
         slot: slots.slot_of(vm.key()),
@@ -647,7 +647,7 @@ pub(crate) fn vm_get_state<B: Backend>(
     file: &File<B>,
 ) -> DrmResult<u32> {
     let vm = file.inner().vm(args.vm_id)?;
-    args.state = if lock(&vm).is_unusable() {
+    args.state = if vm.guard().is_unusable() {
         uapi::DRM_PANTHOR_VM_STATE_UNUSABLE
     } else {
         uapi::DRM_PANTHOR_VM_STATE_USABLE
@@ -667,7 +667,7 @@ pub(crate) fn bo_create<B: Backend>(
     }
     let exclusive_vm = match args.exclusive_vm_id {
         0 => 0,
-        id => lock(&*file.inner().vm(id)?).key(),
+        id => (*file.inner().vm(id)?).guard().key(),
     };
     let size = usize::try_from(args.size).map_err(|_| DrmError::NoMemory)?;
     let bo = gem::Object::<TyrBo<B>>::new(
@@ -836,7 +836,7 @@ pub(crate) fn tiler_heap_create<B: Backend>(
     let live = || {
         file.inner()
             .vm(args.vm_id)
-            .is_ok_and(|v| Arc::ptr_eq(&v, &vm))
+            .is_ok_and(|v| env::Arc::ptr_eq(&v, &vm))
     };
     let made = dev.heaps.create(
         &dev.backend,
@@ -865,7 +865,7 @@ pub(crate) fn tiler_heap_destroy<B: Backend>(
         return Err(DrmError::Invalid);
     }
     let vm = file.inner().vm(args.handle >> 16)?;
-    let key = lock(&vm).key();
+    let key = vm.guard().key();
     dev.heaps
         .destroy(&dev.backend, &dev.slots, key, args.handle & 0xffff)?;
     Ok(0)
@@ -1110,7 +1110,7 @@ pub(crate) fn group_submit<B: Backend>(
         if n == 0 {
             continue;
         }
-        let jq = lock(&q.jq);
+        let jq = q.jq.guard();
         if jq.is_killed() || g.state.dead.load(Ordering::Acquire) {
             return Err(DrmError::Invalid);
         }
@@ -1157,15 +1157,17 @@ pub(crate) fn vm_bind_async<B: Backend>(
     ops: &[uapi::VmBindOp],
 ) -> DrmResult<u32> {
     let vm = file.inner().vm(args.vm_id)?;
-    let key = lock(&vm).key();
+    let key = vm.guard().key();
     let queue = dev.sched.binds.get(dev.shared(), key, || {
-        lock(&file.inner().vms)
+        file.inner()
+            .vms
+            .guard()
             .get(&args.vm_id)
-            .is_some_and(|v| Arc::ptr_eq(v, &vm))
+            .is_some_and(|v| env::Arc::ptr_eq(v, &vm))
     })?;
     // Refuse what cannot fit before setting any memory aside (checked again at commit).
     {
-        let q = lock(&queue);
+        let q = queue.guard();
         if q.is_killed() {
             return Err(DrmError::Invalid);
         }
@@ -1213,9 +1215,9 @@ pub(crate) fn vm_bind_async<B: Backend>(
     // A sparse map needs the file's sparse backing by the time it applies: made once every
     // op is known to be good (a malformed call leaves no memory behind).
     if sparse {
-        file.inner().give_sparse_backing(dev, &mut lock(&vm))?;
+        file.inner().give_sparse_backing(dev, &mut vm.guard())?;
     }
-    let mut q = lock(&queue);
+    let mut q = queue.guard();
     if q.is_killed() {
         return Err(DrmError::Invalid);
     }
@@ -1243,7 +1245,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
 fn prepare_op<B: Backend>(
     op: &uapi::VmBindOp,
     file: &File<B>,
-    vm: &Arc<Mutex<TyrVm<B>>>,
+    vm: &SharedVm<B>,
 ) -> Result<BindJob<B>> {
     use uapi::*;
     let decoded =
@@ -1264,7 +1266,7 @@ fn prepare_op<B: Backend>(
         };
     let (va, size, op_kind) = decoded.unwrap_or((0, 0, BindOp::Unmap));
     let res = {
-        let mut v = lock(vm);
+        let mut v = vm.guard();
         if v.is_unusable() {
             return Err(Error::Invalid);
         }

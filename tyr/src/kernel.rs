@@ -531,15 +531,36 @@ struct Loose<T>(T);
 impl<T> Unpin for Loose<T> {}
 
 impl<T: Send> Lock<T> for KernelLock<T> {
+    type Guard<'a>
+        = KernelGuard<'a, T>
+    where
+        T: 'a;
+
     fn new(value: T) -> Result<Self> {
         KBox::pin_init(new_mutex!(Loose(value)), GFP_KERNEL)
             .map(KernelLock)
             .map_err(|_| Error::NoMemory)
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        let mut guard = self.0.lock();
-        f(&mut guard.0)
+    fn guard(&self) -> KernelGuard<'_, T> {
+        KernelGuard(self.0.lock())
+    }
+}
+
+/// The guard of a [`KernelLock`]: the kernel mutex's own guard, dereferencing to the value.
+pub struct KernelGuard<'a, T>(::kernel::sync::MutexGuard<'a, Loose<T>>);
+
+impl<T> core::ops::Deref for KernelGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0 .0
+    }
+}
+
+impl<T> core::ops::DerefMut for KernelGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0 .0
     }
 }
 

@@ -92,7 +92,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::vec::Vec;
 
 use drm_ctx::drm::{gem, AnyCtx};
@@ -105,18 +105,18 @@ use jobqueue::{
 use register::io::poll::{read_poll_timeout, PollClock};
 use register::io::Io;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, Events, Words, PAGE_SIZE};
+use crate::backend::{Backend, DmaMemory, DmaRegion, Events, Lock, LockOf, Words, PAGE_SIZE};
 use crate::bindq::{BindDevice, BindQueues};
 use crate::csf::{cs, csg, glb, instr};
 use crate::fw::FwIface;
-use crate::gem::{BoRef, McuVm, TyrBo, TyrVm};
+use crate::gem::{BoRef, McuVm, SharedVm, TyrBo, TyrVm};
 use crate::heap::HeapPools;
 use crate::mmu::{self, AsSlots, AsUpdate};
 use crate::regs::{
     mcu, AS_FAULTADDRESS, AS_FAULTSTATUS, DOORBELL, GPU_IRQ_CLEAR, GPU_IRQ_STATUS, JOB_IRQ_CLEAR,
     JOB_IRQ_MASK, JOB_IRQ_STATUS, MCU_CONTROL, MMU_IRQ_CLEAR, MMU_IRQ_MASK, MMU_IRQ_STATUS,
 };
-use crate::{dev_err, dev_info, gpu, uapi, Error, Result};
+use crate::{dev_err, dev_info, env, gpu, uapi, Error, Result};
 
 pub use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
 
@@ -138,10 +138,6 @@ pub const MAX_QUEUES: usize =
     ((crate::fw::FW_INTERFACE_SIZE as u64 - QUEUE_IFACE_BASE) / QUEUE_IFACE_SIZE) as usize;
 /// Bytes of sync objects per queue (`{seqno, status, pad}` as panthor lays them out).
 pub(crate) const SYNCOBJ_SIZE: u64 = 16;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The fence type of the driver's queues (host fences: the DRM glue is host-only for now).
 pub type Fence = HostFence;
@@ -578,7 +574,7 @@ pub struct Group<B: Backend> {
     /// Device-unique key.
     pub key: u64,
     /// The VM.
-    pub vm: Arc<Mutex<TyrVm<B>>>,
+    pub vm: SharedVm<B>,
     /// The VM's key.
     pub vm_key: u64,
     /// State shared with the rings.
@@ -729,7 +725,7 @@ impl<D: DmaMemory + Clone> SuspendWindow<D> {
             .dma
             .alloc((bytes / PAGE_SIZE) as usize, PAGE_SIZE)
             .map_err(|_| Error::NoMemory)?;
-        let mut vm = lock(mcu_vm);
+        let mut vm = mcu_vm.guard();
         let mapped = vm.alloc_kernel_va().and_then(|va| {
             // A range of the kernel region never mapped before (the window's blocks are the
             // only mappings made there after probe, and they stay): no TLB entry of AS 0 can
@@ -868,7 +864,7 @@ impl<B: Backend> Sched<B> {
 
     /// Takes `n` interface-word slots; [`Error::NoSpace`] if there are not enough.
     pub(crate) fn alloc_iface(&self, n: usize) -> Result<Vec<usize>> {
-        let mut free = lock(&self.iface_free);
+        let mut free = self.iface_free.guard();
         let picked: Vec<usize> = free
             .iter()
             .enumerate()
@@ -887,7 +883,7 @@ impl<B: Backend> Sched<B> {
 
     /// Returns interface-word slots.
     pub(crate) fn free_iface(&self, slots: &[usize]) {
-        let mut free = lock(&self.iface_free);
+        let mut free = self.iface_free.guard();
         for i in slots {
             if let Some(f) = free.get_mut(*i) {
                 *f = true;
@@ -897,12 +893,12 @@ impl<B: Backend> Sched<B> {
 
     /// A snapshot of the live groups.
     pub fn group_list(&self) -> Vec<Arc<Group<B>>> {
-        lock(&self.groups).values().cloned().collect()
+        self.groups.guard().values().cloned().collect()
     }
 
     /// Number of queue-interface slots in use (by live groups).
     pub fn ifaces_in_use(&self) -> usize {
-        lock(&self.iface_free).iter().filter(|f| !**f).count()
+        self.iface_free.guard().iter().filter(|f| !**f).count()
     }
 
     /// Number of bind queues (one per VM that has had an asynchronous bind and still exists).
@@ -959,7 +955,7 @@ pub struct DevInner<B: Backend> {
     pub fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
     /// The MCU's VM (address space 0), mapping the firmware interface region.
     pub mcu_vm: Mutex<McuVm<B>>,
-    pub(crate) slots: Mutex<AsSlots>,
+    pub(crate) slots: LockOf<B, AsSlots>,
     next_key: AtomicU64,
     /// Where the firmware's interface blocks are.
     pub fw: FwIface,
@@ -987,16 +983,16 @@ impl<B: Backend> DevInner<B> {
         mcu_vm: McuVm<B>,
         fw: FwIface,
         pm: crate::pm::Pm<B::Locks>,
-    ) -> Self {
+    ) -> Result<Self> {
         let mcu_vm = Mutex::new(mcu_vm);
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
-        DevInner {
+        Ok(DevInner {
             suspend_window: Mutex::new(window),
-            slots: Mutex::new(AsSlots::with_reserved(gpu_info.num_as(), 1)),
+            slots: Lock::new(AsSlots::with_reserved(gpu_info.num_as(), 1))?,
             sched: Sched::new(csif_info.csg_slot_count as usize),
             fw,
             zombie_vms: Mutex::new(BTreeSet::new()),
-            heaps: HeapPools::default(),
+            heaps: HeapPools::new()?,
             gpu_info,
             csif_info,
             fw_objects,
@@ -1004,7 +1000,7 @@ impl<B: Backend> DevInner<B> {
             next_key: AtomicU64::new(2),
             pm,
             backend,
-        }
+        })
     }
 }
 
@@ -1020,7 +1016,7 @@ impl<B: Backend> Drop for TyrData<B> {
             self.inner
                 .teardown_group(&g, jobqueue::FenceError::CANCELED);
         }
-        lock(&self.sched.groups).clear();
+        self.sched.groups.guard().clear();
         // Stop the MCU and unmap its address space before its page tables are freed.
         self.backend
             .io()
@@ -1033,14 +1029,14 @@ impl<B: Backend> DevInner<B> {
     /// Number of VMs destroyed while a group of theirs held a slot, whose address space is
     /// still to be released.
     pub fn zombie_vm_count(&self) -> usize {
-        lock(&self.zombie_vms).len()
+        self.zombie_vms.guard().len()
     }
 }
 
 impl<B: Backend> DevInner<B> {
     /// Gives `vm` an address space; see `file::vm_activate`.
     pub(crate) fn activate(&self, vm: &TyrVm<B>) -> Result<usize> {
-        let mut slots = lock(&self.slots);
+        let mut slots = self.slots.guard();
         if slots.count() == 0 {
             return Err(Error::NoDevice);
         }
@@ -1073,7 +1069,7 @@ impl<B: Backend> BindDevice<B> for DevInner<B> {
         &self.backend
     }
 
-    fn as_slots(&self) -> &Mutex<AsSlots> {
+    fn as_slots(&self) -> &LockOf<B, AsSlots> {
         &self.slots
     }
 }
@@ -1082,9 +1078,9 @@ impl<B: Backend> BindDevice<B> for DevInner<B> {
 
 impl<B: Backend> DevInner<B> {
     /// Unmaps group memory from the kernel region of `vm` and gives its VA back.
-    pub(crate) fn unmap_group_mem(&self, vm: &Mutex<TyrVm<B>>, va: u64, size: u64) {
-        let mut vmg = lock(vm);
-        let slots = lock(&self.slots);
+    pub(crate) fn unmap_group_mem(&self, vm: &LockOf<B, TyrVm<B>>, va: u64, size: u64) {
+        let mut vmg = vm.guard();
+        let slots = self.slots.guard();
         let mut upd = AsUpdate {
             backend: &self.backend,
             slot: slots.slot_of(vmg.key()),
@@ -1101,37 +1097,37 @@ impl<B: Backend> DevInner<B> {
     ///
     /// [`Error::NoMemory`] if none is left and the window cannot grow.
     pub(crate) fn take_suspend_buf(&self) -> Result<u64> {
-        lock(&self.suspend_window).take(&self.mcu_vm)
+        self.suspend_window.guard().take(&self.mcu_vm)
     }
 
     /// Gives back a suspend buffer of [`take_suspend_buf`](Self::take_suspend_buf) that no
     /// slot uses.
     pub(crate) fn put_suspend_buf(&self, va: u64) {
-        lock(&self.suspend_window).put(va);
+        self.suspend_window.guard().put(va);
     }
 
     /// Blocks of suspend buffers mapped for the MCU so far.
     pub fn suspend_blocks(&self) -> usize {
-        lock(&self.suspend_window).blocks()
+        self.suspend_window.guard().blocks()
     }
 
     /// Suspend buffers handed out to live groups.
     pub fn suspend_bufs_in_use(&self) -> usize {
-        lock(&self.suspend_window).in_use()
+        self.suspend_window.guard().in_use()
     }
 
     /// Stops a dead group for good: fails what is on its rings, cancels what is queued, takes
     /// its slot away and frees its memory. Idempotent.
     pub(crate) fn teardown_group(&self, g: &Group<B>, first: FenceError) {
         // A concurrent teardown (work item and GROUP_DESTROY) finishes before this returns.
-        let _serial = lock(&g.teardown);
+        let _serial = g.teardown.guard();
         if g.state.torn_down.swap(true, Ordering::AcqRel) {
             return;
         }
         self.unbind_group(g);
         let fatal = g.state.fatal_queues.load(Ordering::Acquire);
         for (i, q) in g.queues.iter().enumerate() {
-            let mut jq = lock(&q.jq);
+            let mut jq = q.jq.guard();
             let err = if fatal & (1 << i) != 0 {
                 FenceError::new(-14).unwrap_or(FenceError::IO)
             } else {
@@ -1149,11 +1145,11 @@ impl<B: Backend> DevInner<B> {
         self.unmap_group_mem(&g.vm, g.mem_va, size);
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.
-        if Arc::strong_count(&g.vm) == 1 {
-            lock(&self.zombie_vms).remove(&g.vm_key);
-            self.release_unpinned_as(&mut lock(&self.slots), g.vm_key);
+        if env::Arc::strong_count(&g.vm) == 1 {
+            self.zombie_vms.guard().remove(&g.vm_key);
+            self.release_unpinned_as(&mut self.slots.guard(), g.vm_key);
         }
-        lock(&self.sched.groups).remove(&g.key);
+        self.sched.groups.guard().remove(&g.key);
     }
 
     /// Destroys a group (`GROUP_DESTROY`, file close).
@@ -1198,7 +1194,7 @@ impl<B: Backend> Events for DevInner<B> {
         }
         for g in &groups {
             for q in &g.queues {
-                lock(&q.jq).run();
+                q.jq.guard().run();
             }
         }
         for g in &groups {
@@ -1222,8 +1218,8 @@ impl<B: Backend> DevInner<B> {
 
     /// The group in slot `n`.
     fn group_in(&self, n: usize) -> Option<Arc<Group<B>>> {
-        let key = (*lock(&self.sched.slots).get(n)?)?;
-        lock(&self.sched.groups).get(&key).cloned()
+        let key = (*self.sched.slots.guard().get(n)?)?;
+        self.sched.groups.guard().get(&key).cloned()
     }
 
     /// Acknowledges the events of group slot `n` and handles stream faults.
@@ -1297,7 +1293,7 @@ impl<B: Backend> DevInner<B> {
             return;
         }
         // Binding and unbinding take this too: the slot stays the group's while we answer.
-        let _serial = lock(&g.teardown);
+        let _serial = g.teardown.guard();
         let pending = g.state.tiler_oom.swap(0, Ordering::AcqRel);
         let n = g.state.slot.load(Ordering::Acquire);
         let (Some(&(cin, cout)), Some(streams)) = (self.fw.csg.get(n), self.fw.cs.get(n)) else {
@@ -1374,12 +1370,12 @@ impl<B: Backend> DevInner<B> {
                 fs.unwrap_or(0),
                 addr.unwrap_or(0)
             );
-            let Some(key) = lock(&self.slots).vm_in(a) else {
+            let Some(key) = self.slots.guard().vm_in(a) else {
                 continue;
             };
-            for g in lock(&self.sched.groups).values() {
+            for g in self.sched.groups.guard().values() {
                 if g.vm_key == key {
-                    lock(&g.vm).set_unusable();
+                    g.vm.guard().set_unusable();
                     g.state
                         .state
                         .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_FATAL_FAULT, Ordering::AcqRel);
@@ -1392,12 +1388,12 @@ impl<B: Backend> DevInner<B> {
     /// Signals the hardware fences of every completed job of the groups holding a slot.
     fn collect_completions(&self) {
         let dma = self.backend.dma();
-        for g in lock(&self.sched.groups).values() {
+        for g in self.sched.groups.guard().values() {
             if g.state.slot.load(Ordering::Acquire) == NO_SLOT {
                 continue;
             }
             for q in &g.queues {
-                lock(&q.jq).backend_mut().complete(dma);
+                q.jq.guard().backend_mut().complete(dma);
             }
         }
     }
@@ -1418,17 +1414,17 @@ impl<B: Backend> DevInner<B> {
     /// Puts `g` into group slot `n`: address space, stream configuration, start.
     fn bind_group(&self, n: usize, g: &Group<B>) -> Result {
         // A concurrent GROUP_DESTROY must see either no slot or the whole binding.
-        let _serial = lock(&g.teardown);
+        let _serial = g.teardown.guard();
         if g.state.dead.load(Ordering::Acquire) || g.state.torn_down.load(Ordering::Acquire) {
             return Ok(());
         }
         let as_slot = {
-            let vm = lock(&g.vm);
+            let vm = g.vm.guard();
             if vm.is_unusable() {
                 return Err(Error::Invalid);
             }
             let s = self.activate(&vm)?;
-            lock(&self.slots).pin(g.vm_key);
+            self.slots.guard().pin(g.vm_key);
             s
         };
         let w = self.fw_words();
@@ -1439,7 +1435,7 @@ impl<B: Backend> DevInner<B> {
             let Some(&(sin, _)) = self.fw.cs[n].get(s) else {
                 continue;
             };
-            let jq = lock(&q.jq);
+            let jq = q.jq.guard();
             let r = jq.backend();
             let mcu = crate::fw::MCU_SHARED_REGION_START;
             w.wr64(base + sin + cs::RINGBUF_BASE, r.ring_va);
@@ -1489,7 +1485,7 @@ impl<B: Backend> DevInner<B> {
             .stamp
             .store(self.sched.ticks.load(Ordering::Acquire), Ordering::Release);
         g.state.start_timeout_clock(now_ns(&self.backend));
-        lock(&self.sched.slots)[n] = Some(g.key);
+        self.sched.slots.guard()[n] = Some(g.key);
         self.glb_doorbell(1 << n);
         ring_doorbell(&self.backend, n);
         // The firmware takes the group before the slot counts as running (panthor waits for
@@ -1565,13 +1561,13 @@ impl<B: Backend> DevInner<B> {
 
     /// Frees group slot `n`, which `g` held, and `g`'s pin on its address space.
     fn release_slot(&self, g: &Group<B>, n: usize) {
-        if let Some(s) = lock(&self.sched.slots).get_mut(n) {
+        if let Some(s) = self.sched.slots.guard().get_mut(n) {
             *s = None;
         }
-        let mut slots = lock(&self.slots);
+        let mut slots = self.slots.guard();
         slots.unpin(g.vm_key);
         // A VM destroyed while its group ran keeps its address space until now.
-        if !slots.is_pinned(g.vm_key) && lock(&self.zombie_vms).remove(&g.vm_key) {
+        if !slots.is_pinned(g.vm_key) && self.zombie_vms.guard().remove(&g.vm_key) {
             self.release_unpinned_as(&mut slots, g.vm_key);
         }
     }
@@ -1591,7 +1587,7 @@ impl<B: Backend> DevInner<B> {
     /// then waits for a slot, keeping its jobs and their fences. A firmware that does not
     /// acknowledge within [`SUSPEND_TIMEOUT`] gets the GPU reset.
     fn suspend_group(&self, n: usize, g: &Group<B>) -> Result {
-        let _serial = lock(&g.teardown);
+        let _serial = g.teardown.guard();
         if g.state.slot.load(Ordering::Acquire) != n || g.state.torn_down.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -1606,7 +1602,7 @@ impl<B: Backend> DevInner<B> {
         let mut blocked = false;
         let mut stuck = true;
         for (s, q) in g.queues.iter().enumerate() {
-            let mut jq = lock(&q.jq);
+            let mut jq = q.jq.guard();
             jq.backend_mut().complete(dma);
             if jq.backend().is_idle() {
                 continue;
@@ -1633,7 +1629,7 @@ impl<B: Backend> DevInner<B> {
         self.wait_csg_state(n, csg::STATE_SUSPEND, "suspend")?;
         // Jobs that finished before the suspend signal now; the rest wait for the resume.
         for q in &g.queues {
-            lock(&q.jq).backend_mut().complete(dma);
+            q.jq.guard().backend_mut().complete(dma);
         }
         g.state.slot.store(NO_SLOT, Ordering::Release);
         if !(blocked && stuck) {
@@ -1707,7 +1703,7 @@ impl<B: Backend> DevInner<B> {
                 g.key,
             )
         });
-        let nslots = lock(&self.sched.slots).len();
+        let nslots = self.sched.slots.guard().len();
         if due {
             self.sched.ticks.fetch_add(1, Ordering::AcqRel);
             // Residents that are not among the first `nslots` lose their slot. Groups without a
@@ -1724,7 +1720,7 @@ impl<B: Backend> DevInner<B> {
             }
         }
         for g in order.iter().filter(|g| waiting(g)) {
-            let free = lock(&self.sched.slots).iter().position(Option::is_none);
+            let free = self.sched.slots.guard().iter().position(Option::is_none);
             let Some(n) = free else {
                 break;
             };
@@ -1781,7 +1777,7 @@ impl<B: Backend> DevInner<B> {
         match queues.split_first() {
             None => self.unbind_group(g),
             Some((q, rest)) => {
-                let mut jq = lock(&q.jq);
+                let mut jq = q.jq.guard();
                 jq.backend_mut().complete(self.backend.dma());
                 if jq.backend().is_idle() {
                     self.evict_if_idle(g, rest);
@@ -1799,7 +1795,7 @@ impl<B: Backend> DevInner<B> {
             if let Some(g) = self.group_in(n) {
                 g.state.slot.store(NO_SLOT, Ordering::Release);
             }
-            if let Some(s) = lock(&self.sched.slots).get_mut(n) {
+            if let Some(s) = self.sched.slots.guard().get_mut(n) {
                 *s = None;
             }
         }
@@ -1811,9 +1807,9 @@ impl<B: Backend> DevInner<B> {
             g.state.stop_timeout_clock(now);
         }
         self.sched.next_tick.store(NOT_RUNNING, Ordering::Release);
-        lock(&self.slots).clear();
+        self.slots.guard().clear();
         // No address space is left, so none is waiting to be released.
-        lock(&self.zombie_vms).clear();
+        self.zombie_vms.guard().clear();
         let mut ok = false;
         for attempt in 1..=3 {
             if gpu::soft_reset(b).is_ok() {
@@ -1842,7 +1838,7 @@ impl<B: Backend> DevInner<B> {
         let booted = ok
             && gpu::power_on(b, &self.gpu_info.raw).is_ok()
             && {
-                let regs = lock(&self.mcu_vm).as_regs();
+                let regs = self.mcu_vm.guard().as_regs();
                 regs.and_then(|r| mmu::enable(b, mmu::MCU_AS, &r)).is_ok()
             }
             && crate::fw::boot(b, self.fw.base, crate::fw::FW_INTERFACE_SIZE as u64).is_ok();
@@ -1869,7 +1865,7 @@ impl<B: Backend> DevInner<B> {
             }
             let mut pending = false;
             for q in &g.queues {
-                let mut jq = lock(&q.jq);
+                let mut jq = q.jq.guard();
                 let r = jq.backend_mut();
                 r.complete(b.dma());
                 let from = r.replay_from();
@@ -1898,7 +1894,7 @@ impl<B: Backend> DevInner<B> {
             }
             g.state.wants_slot.load(Ordering::Acquire)
                 || g.queues.iter().any(|q| {
-                    let mut jq = lock(&q.jq);
+                    let mut jq = q.jq.guard();
                     jq.backend_mut().complete(dma);
                     !jq.backend().is_idle()
                 })
@@ -1951,7 +1947,7 @@ impl<B: Backend> DevInner<B> {
         let w = self.fw_words();
         let base = self.fw.base;
         g.queues.iter().any(|q| {
-            let iface = lock(&q.jq).backend().iface;
+            let iface = q.jq.guard().backend().iface;
             w.rd64(base + iface + 0x10) < w.rd64(base + iface)
         })
     }
@@ -1971,7 +1967,7 @@ impl<B: Backend> DevInner<B> {
         let dma = self.backend.dma();
         let mut pending = false;
         for q in &g.queues {
-            let mut jq = lock(&q.jq);
+            let mut jq = q.jq.guard();
             let r = jq.backend_mut();
             r.complete(dma);
             // Output words: extract, active.
@@ -2165,7 +2161,7 @@ impl<B: Backend> DevInner<B> {
         for g in self.sched.group_list() {
             let mut pending = false;
             for q in &g.queues {
-                let mut jq = lock(&q.jq);
+                let mut jq = q.jq.guard();
                 let r = jq.backend_mut();
                 r.complete(dma);
                 w.wr64(base + r.iface, r.insert());
