@@ -470,6 +470,114 @@ impl<T, A: Allocator> gpuvm::Storage<T> for Vec<T, A> {
     }
 }
 
+/// A map from small integer IDs (handles) to values, in memory from `A`.
+///
+/// The driver's handle tables (a file's VMs and groups) hold tens of entries, bounded by
+/// per-file limits, and are read far more often than changed: a sorted vector with binary
+/// search is smaller and faster than a tree there, and its growth is one fallible reservation.
+pub struct IdMap<V, A: Allocator> {
+    entries: Vec<(u32, V), A>,
+}
+
+impl<V, A: Allocator> IdMap<V, A> {
+    /// An empty map; allocates nothing.
+    pub const fn new() -> Self {
+        IdMap {
+            entries: Vec::new(),
+        }
+    }
+
+    fn find(&self, id: u32) -> core::result::Result<usize, usize> {
+        self.entries.binary_search_by_key(&id, |(k, _)| *k)
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether `id` has a value.
+    pub fn contains_key(&self, id: u32) -> bool {
+        self.find(id).is_ok()
+    }
+
+    /// The value of `id`.
+    pub fn get(&self, id: u32) -> Option<&V> {
+        self.find(id).ok().map(|i| &self.entries[i].1)
+    }
+
+    /// The value of `id`, mutably.
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut V> {
+        self.find(id).ok().map(|i| &mut self.entries[i].1)
+    }
+
+    /// Sets the value of `id`, returning the one it replaces; [`Error::NoMemory`] (and no
+    /// change, `value` dropped) if a new entry cannot be stored.
+    pub fn try_insert(&mut self, id: u32, value: V) -> Result<Option<V>> {
+        match self.find(id) {
+            Ok(i) => Ok(Some(mem::replace(&mut self.entries[i].1, value))),
+            Err(i) => self.entries.try_insert(i, (id, value)).map(|()| None),
+        }
+    }
+
+    /// Removes and returns the value of `id`.
+    pub fn remove(&mut self, id: u32) -> Option<V> {
+        let i = self.find(id).ok()?;
+        self.entries.remove(i).map(|(_, v)| v)
+    }
+
+    /// The lowest ID in `from..=to` without a value.
+    pub fn first_free(&self, from: u32, to: u32) -> Option<u32> {
+        // Entries are sorted: walk them while they fill the range from its start.
+        let mut next = from;
+        let start = self.find(from).unwrap_or_else(|i| i);
+        for (k, _) in &self.entries[start..] {
+            if *k != next {
+                break;
+            }
+            next = next.checked_add(1)?;
+        }
+        (next <= to).then_some(next)
+    }
+
+    /// The IDs, in increasing order.
+    pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entries.iter().map(|(k, _)| *k)
+    }
+
+    /// The values, by increasing ID.
+    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
+    /// The entries, by increasing ID.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &V)> + '_ {
+        self.entries.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Takes the values out, by increasing ID, leaving the map empty.
+    pub fn into_values(self) -> impl Iterator<Item = V> {
+        self.entries.into_iter().map(|(_, v)| v)
+    }
+}
+
+impl<V, A: Allocator> Default for IdMap<V, A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: fmt::Debug, A: Allocator> fmt::Debug for IdMap<V, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
 /// The largest count a reference count takes before it saturates.
 const MAX_REFCOUNT: usize = isize::MAX as usize;
 /// Where a saturated count is parked: far from both 0 and wrapping, so that racing increments
@@ -834,6 +942,35 @@ mod tests {
         assert_eq!(&v[..], b"a");
         v.clear();
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn an_id_map_keeps_its_ids_sorted_and_finds_the_first_free_one() {
+        let mut m = IdMap::<&str, Global>::new();
+        assert_eq!(m.first_free(1, 3), Some(1));
+        for id in [3, 1, 2, 7] {
+            assert_eq!(m.try_insert(id, "x"), Ok(None));
+        }
+        assert_eq!(m.try_insert(2, "two"), Ok(Some("x")));
+        assert_eq!(m.keys().collect::<std::vec::Vec<_>>(), [1, 2, 3, 7]);
+        assert_eq!(m.get(2), Some(&"two"));
+        assert_eq!(m.first_free(1, 8), Some(4));
+        assert_eq!(m.first_free(1, 3), None);
+        assert_eq!(m.first_free(5, 8), Some(5));
+        assert_eq!(m.remove(1), Some("x"));
+        assert_eq!(m.remove(1), None);
+        assert_eq!(m.first_free(1, 3), Some(1));
+        assert!(!m.contains_key(1) && m.contains_key(7));
+        assert_eq!(m.len(), 3);
+        assert_eq!(m.into_values().count(), 3);
+    }
+
+    #[test]
+    fn a_full_id_range_has_no_free_id() {
+        let mut m = IdMap::<(), Global>::new();
+        m.try_insert(u32::MAX, ()).unwrap();
+        assert_eq!(m.first_free(u32::MAX, u32::MAX), None);
+        assert_eq!(m.first_free(u32::MAX - 1, u32::MAX), Some(u32::MAX - 1));
     }
 
     #[test]

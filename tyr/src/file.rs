@@ -13,7 +13,6 @@
 //! when a group of the VM gets a slot), least recently used first among the VMs no running
 //! group needs; binds into an active VM lock, update and flush through the MMU.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
@@ -36,8 +35,8 @@ pub const MAX_VMS_PER_FILE: u32 = 32;
 
 /// Per-file data: the file's VMs and groups.
 pub struct TyrFile<B: Backend> {
-    pub(crate) vms: Mutex<BTreeMap<u32, SharedVm<B>>>,
-    groups: Mutex<BTreeMap<u32, Arc<Group<B>>>>,
+    pub(crate) vms: LockOf<B, env::IdMap<SharedVm<B>, B::Alloc>>,
+    groups: LockOf<B, env::IdMap<Arc<Group<B>>, B::Alloc>>,
     /// Queues of the file's groups (created or being created), at most
     /// [`MAX_QUEUES_PER_FILE`].
     queues: core::sync::atomic::AtomicUsize,
@@ -45,7 +44,7 @@ pub struct TyrFile<B: Backend> {
     user_mmio_offset: core::sync::atomic::AtomicU64,
     /// What the sparse ranges of the file's VMs are backed with, made at the first sparse
     /// bind (see [`TyrFile::sparse_backing`]).
-    sparse: Mutex<Option<BoRef<B>>>,
+    sparse: LockOf<B, Option<BoRef<B>>>,
     /// What the tiler heaps of the file's VMs may hold together (see [`crate::heap`]).
     pub heap_budget: env::Arc<HeapBudget, B::Alloc>,
 }
@@ -79,33 +78,33 @@ impl<B: Backend> TyrFile<B> {
     /// Registers a group under the lowest free handle (from 1).
     pub(crate) fn insert_group(&self, g: Arc<Group<B>>) -> Result<u32> {
         let mut groups = self.groups.guard();
-        let h = (1..=MAX_GROUPS_PER_FILE)
-            .find(|i| !groups.contains_key(i))
+        let h = groups
+            .first_free(1, MAX_GROUPS_PER_FILE)
             .ok_or(Error::Busy)?;
-        groups.insert(h, g);
+        groups.try_insert(h, g)?;
         Ok(h)
     }
 
     /// Removes a group from the file (giving its queues back to the file's budget).
     pub(crate) fn remove_group(&self, handle: u32) -> Option<Arc<Group<B>>> {
-        let g = self.groups.guard().remove(&handle)?;
+        let g = self.groups.guard().remove(handle)?;
         self.release_queues(g.queues.len());
         Some(g)
     }
 
     /// The group `handle`.
     pub fn group(&self, handle: u32) -> Option<Arc<Group<B>>> {
-        self.groups.guard().get(&handle).cloned()
+        self.groups.guard().get(handle).cloned()
     }
 
     /// The VM `id`, or [`Error::Invalid`].
     pub fn vm(&self, id: u32) -> Result<SharedVm<B>> {
-        self.vms.guard().get(&id).cloned().ok_or(Error::Invalid)
+        self.vms.guard().get(id).cloned().ok_or(Error::Invalid)
     }
 
     /// IDs of the file's VMs.
     pub fn vm_ids(&self) -> Vec<u32> {
-        self.vms.guard().keys().copied().collect()
+        self.vms.guard().keys().collect()
     }
 
     /// Where the user MMIO pages start in the file's mmap offsets: at open
@@ -173,13 +172,13 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
 
     fn open(_device: &TyrDevice<B>) -> DrmResult<Self> {
         Ok(TyrFile {
-            vms: Mutex::new(BTreeMap::new()),
-            groups: Mutex::new(BTreeMap::new()),
+            vms: Lock::new(env::IdMap::new())?,
+            groups: Lock::new(env::IdMap::new())?,
             queues: core::sync::atomic::AtomicUsize::new(0),
             user_mmio_offset: core::sync::atomic::AtomicU64::new(
                 uapi::DRM_PANTHOR_USER_MMIO_OFFSET,
             ),
-            sparse: Mutex::new(None),
+            sparse: Lock::new(None)?,
             heap_budget: env::Arc::try_new(HeapBudget::default())?,
         })
     }

@@ -450,9 +450,7 @@ pub(crate) fn vm_create<B: Backend>(
     }
     let layout = VmLayout::new(dev.gpu_info.va_bits(), args.user_va_range)?;
     let mut vms = file.inner().vms.guard();
-    let id = (1..=MAX_VMS_PER_FILE)
-        .find(|i| !vms.contains_key(i))
-        .ok_or(DrmError::Busy)?;
+    let id = vms.first_free(1, MAX_VMS_PER_FILE).ok_or(DrmError::Busy)?;
     let vm = TyrVm::<B>::new(
         dev.key(),
         dev.backend.dma().clone(),
@@ -460,7 +458,7 @@ pub(crate) fn vm_create<B: Backend>(
         dev.gpu_info.pa_bits(),
     )?;
     let vm = env::Arc::try_new(Lock::new(vm)?)?;
-    vms.insert(id, vm);
+    vms.try_insert(id, vm)?;
     args.id = id;
     args.user_va_range = layout.kernel_start;
     Ok(0)
@@ -478,7 +476,7 @@ pub(crate) fn vm_destroy<B: Backend>(
         .inner()
         .vms
         .guard()
-        .remove(&args.id)
+        .remove(args.id)
         .ok_or(DrmError::Invalid)?;
     release_vm(dev, &vm);
     Ok(0)
@@ -1162,7 +1160,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
         file.inner()
             .vms
             .guard()
-            .get(&args.vm_id)
+            .get(args.vm_id)
             .is_some_and(|v| env::Arc::ptr_eq(v, &vm))
     })?;
     // Refuse what cannot fit before setting any memory aside (checked again at commit).
