@@ -22,12 +22,13 @@
 //!   the executor is woken or a deadline has come, and otherwise steps the simulator.
 //! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
 //!
-//! - The driver's locks that are not `std`-only ([`KernelLocks`], the gate of power
-//!   management) are kernel mutexes.
+//! - The driver's locks ([`KernelLocks`]) are kernel mutexes, and its containers
+//!   ([`crate::env`]) take their memory from `kvmalloc` ([`KernelAlloc`]).
 //!
-//! The floors that still need `std` (buffer objects, tiler heaps, job and bind queues,
-//! scheduling, the ioctl layer) are not built here yet; what is built is registers, probe, the
-//! firmware interface, the MMU, VM management and power management.
+//! The floors from buffer objects up (buffer objects, tiler heaps, job and bind queues,
+//! scheduling, the ioctl layer) are not built here yet (see the crate's documentation); what
+//! is built is registers, probe, the firmware interface, the MMU, VM management, power
+//! management and the containers.
 
 use core::fmt;
 use core::ptr::NonNull;

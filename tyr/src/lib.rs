@@ -67,10 +67,14 @@
 //! every floor may use them.
 //!
 //! The core (registers, probe, firmware interface, MMU, VM management, power management,
-//! uAPI) is `no_std` and allocates and locks only through the backend and the storage traits
-//! it is given (`pm`'s gate is a lock of the backend's [`backend::LockFamily`]); the DRM glue needs
-//! `drm-ctx`'s host core (feature `std`), whose handle tables and user-memory access exist only
-//! there for now.
+//! uAPI) is `no_std` and allocates and locks only through the backend: its bookkeeping lives
+//! in the [`env`] containers (fallible `Vec`, `Arc`/`Weak`, `IdMap`) over the backend's
+//! allocator, and its locks are the backend's [`backend::LockFamily`]. Buffer objects, tiler
+//! heaps and a file's handle tables are written that way too (no `std` item in `gem`, `heap`),
+//! but build only with the floors above them (feature `std`): `drm-ctx` ties the object type to
+//! the driver type, whose `drm::Driver` implementation is in `driver`, and the job, bind-queue,
+//! scheduling and ioctl floors still use `std`'s `Arc`/`Mutex`/`BTreeMap`, the host fences of
+//! `jobqueue` and the host syncobjs of `drm-ctx`.
 
 #![no_std]
 

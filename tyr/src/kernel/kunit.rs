@@ -339,4 +339,61 @@ mod tests {
         b.set_events(None);
         Ok(())
     }
+
+    /// The driver's containers on the kernel's allocator and locks: a vector grows past what
+    /// one slab object holds (`kvmalloc` falls back to `vmalloc`), shared references drop
+    /// their value once and free it with the last weak reference, a handle table finds free
+    /// IDs, and a kernel-mutex guard gives the locked value.
+    #[test]
+    fn the_drivers_containers_live_in_kvmalloc_memory_and_kernel_mutexes() -> Result {
+        use crate::backend::Lock;
+        use crate::env;
+        use crate::kernel::{KernelAlloc, KernelLock};
+
+        // 8 MiB of `u64`: past `KMALLOC_MAX_SIZE` (4 MiB on x86_64), so only `vmalloc` has it.
+        let n = 1024 * 1024;
+        let mut v = env::Vec::<u64, KernelAlloc>::try_with_capacity(n).map_err(|_| ENOMEM)?;
+        for i in 0..n as u64 {
+            v.try_push(i * 3).map_err(|_| ENOMEM)?;
+        }
+        assert_eq!(v.len(), n);
+        assert_eq!(v[n - 1], (n as u64 - 1) * 3);
+        assert_eq!(
+            v.iter().copied().fold(0u64, u64::wrapping_add),
+            3 * (n as u64) * (n as u64 - 1) / 2
+        );
+        // An impossible reservation fails and leaves the vector whole.
+        assert_eq!(v.try_reserve(usize::MAX / 16), Err(Error::NoMemory));
+        assert_eq!(v.len(), n);
+        drop(v);
+
+        let drops = AtomicU64::new(0);
+        struct Counted<'a>(&'a AtomicU64);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let a = env::Arc::<_, KernelAlloc>::try_new(Counted(&drops)).map_err(|_| ENOMEM)?;
+        let w = env::Arc::downgrade(&a);
+        let b = a.clone();
+        drop(a);
+        assert!(w.upgrade().is_some());
+        drop(b);
+        assert_eq!(drops.load(Ordering::Relaxed), 1);
+        assert!(w.upgrade().is_none());
+        drop(w);
+
+        let mut ids = env::IdMap::<u32, KernelAlloc>::new();
+        for id in 1..=4 {
+            ids.try_insert(id, id * 10).map_err(|_| ENOMEM)?;
+        }
+        assert_eq!(ids.remove(2), Some(20));
+        assert_eq!(ids.first_free(1, 4), Some(2));
+
+        let lock = KernelLock::new(ids).map_err(|_| ENOMEM)?;
+        lock.guard().try_insert(2, 99).map_err(|_| ENOMEM)?;
+        assert_eq!(lock.with(|m| m.get(2).copied()), Some(99));
+        Ok(())
+    }
 }
