@@ -155,6 +155,9 @@ pub trait Lock<T>: Sized + Send + Sync {
 /// The lock of backend `B`'s family around a `T`.
 pub type LockOf<B, T> = <<B as Backend>::Locks as LockFamily>::Lock<T>;
 
+/// The guard of a [`LockOf`].
+pub type LockGuard<'a, B, T> = <LockOf<B, T> as Lock<T>>::Guard<'a>;
+
 /// A kind of sleeping lock, for values of any type (the environment's mutex).
 pub trait LockFamily: 'static {
     /// The lock of this family around a `T`.

@@ -19,8 +19,7 @@
 //! A bind job reaches its device through [`BindDevice`] (the environment and the
 //! address-space slots), which the device state on the scheduling floor above implements.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::vec::Vec;
 
 use jobqueue::host::{HostAlloc, HostFence};
@@ -34,7 +33,7 @@ use crate::gem::{BoRef, SharedVm};
 use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
 use crate::mmu::{AsSlots, AsUpdate};
 use crate::vm::{BindReq, BindReservation};
-use crate::{Error, Result};
+use crate::{env, Error, Result};
 
 /// What a decoded bind operation does to its range.
 pub enum BindOp<B: Backend> {
@@ -184,15 +183,17 @@ pub type BindQueue<B> =
 pub const BIND_CONFIG: QueueConfig = QueueConfig::new(JOB_SLOTS as u32).with_timeout(JOB_TIMEOUT);
 
 /// The bind queues of a device: one per VM (by key) that has had an asynchronous bind.
-pub struct BindQueues<B: Backend>(Mutex<BTreeMap<u64, Arc<Mutex<BindQueue<B>>>>>);
+pub struct BindQueues<B: Backend>(LockOf<B, env::IdMap<SharedBindQueue<B>, B::Alloc, u64>>);
 
-impl<B: Backend> Default for BindQueues<B> {
-    fn default() -> Self {
-        BindQueues(Mutex::new(BTreeMap::new()))
-    }
-}
+/// A bind queue as the device and the VM_BIND calls share it.
+pub type SharedBindQueue<B> = Arc<LockOf<B, BindQueue<B>>>;
 
 impl<B: Backend> BindQueues<B> {
+    /// No bind queue yet; [`Error::NoMemory`] if the lock cannot be made.
+    pub fn new() -> Result<Self> {
+        Ok(BindQueues(Lock::new(env::IdMap::new())?))
+    }
+
     /// The bind queue of the VM with key `key`, created on first use for device `dev`.
     ///
     /// `live` tells, under the lock of the queue map, whether the VM still belongs to its file.
@@ -204,12 +205,12 @@ impl<B: Backend> BindQueues<B> {
         dev: &Arc<D>,
         key: u64,
         live: impl FnOnce() -> bool,
-    ) -> Result<Arc<Mutex<BindQueue<B>>>> {
+    ) -> Result<SharedBindQueue<B>> {
         let mut map = self.0.guard();
         if !live() {
             return Err(Error::Invalid);
         }
-        if let Some(q) = map.get(&key) {
+        if let Some(q) = map.get(key) {
             return Ok(q.clone());
         }
         let weak: Weak<D> = Arc::downgrade(dev);
@@ -221,14 +222,14 @@ impl<B: Backend> BindQueues<B> {
             BIND_CONFIG,
         )
         .map_err(|_| Error::Invalid)?;
-        let q = Arc::new(Mutex::new(q));
-        map.insert(key, q.clone());
+        let q: SharedBindQueue<B> = Arc::new(Lock::new(q)?);
+        map.try_insert(key, q.clone())?;
         Ok(q)
     }
 
     /// Cancels the queued binds of a VM that goes away.
     pub fn remove(&self, key: u64) {
-        let q = self.0.guard().remove(&key);
+        let q = self.0.guard().remove(key);
         if let Some(q) = q {
             q.guard().kill();
         }
@@ -236,15 +237,20 @@ impl<B: Backend> BindQueues<B> {
 
     /// Runs every bind queue (the work item).
     pub fn run(&self) {
-        let queues: Vec<_> = self.0.guard().values().cloned().collect();
-        for q in queues {
+        // One queue at a time, the map's lock let go while it runs (a bind job may need it).
+        let mut at = None;
+        loop {
+            let Some((key, q)) = self.0.guard().next_after(at).map(|(k, q)| (k, q.clone())) else {
+                break;
+            };
+            at = Some(key);
             q.guard().run();
         }
     }
 
     /// Keys of the VMs that have a bind queue.
     pub fn keys(&self) -> Vec<u64> {
-        self.0.guard().keys().copied().collect()
+        self.0.guard().keys().collect()
     }
 
     /// Number of bind queues.

@@ -173,7 +173,9 @@ mod tests {
         let reg = probe(&parent, backend).unwrap();
         let dev = reg.device().shared();
         // A VM destroyed while a group of it held a slot.
-        dev.zombie_vms.lock().unwrap().insert(0x1234);
+        crate::backend::Lock::guard(&dev.vm_zombie)
+            .try_insert(0x1234, true)
+            .unwrap();
         assert_eq!(dev.zombie_vm_count(), 1);
         dev.reset();
         assert_eq!(dev.zombie_vm_count(), 0, "a zombie VM outlived the reset");

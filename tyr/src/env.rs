@@ -470,16 +470,17 @@ impl<T, A: Allocator> gpuvm::Storage<T> for Vec<T, A> {
     }
 }
 
-/// A map from small integer IDs (handles) to values, in memory from `A`.
+/// A map from IDs (handles, keys; `u32` unless said) to values, in memory from `A`.
 ///
-/// The driver's handle tables (a file's VMs and groups) hold tens of entries, bounded by
-/// per-file limits, and are read far more often than changed: a sorted vector with binary
-/// search is smaller and faster than a tree there, and its growth is one fallible reservation.
-pub struct IdMap<V, A: Allocator> {
-    entries: Vec<(u32, V), A>,
+/// The driver's ID tables (a file's VMs and groups, the device's groups and bind queues) hold
+/// tens to hundreds of entries, bounded by per-file limits, and are read far more often than
+/// changed: a sorted vector with binary search is smaller and faster than a tree there, and its
+/// growth is one fallible reservation.
+pub struct IdMap<V, A: Allocator, K = u32> {
+    entries: Vec<(K, V), A>,
 }
 
-impl<V, A: Allocator> IdMap<V, A> {
+impl<V, A: Allocator, K: Ord + Copy> IdMap<V, A, K> {
     /// An empty map; allocates nothing.
     pub const fn new() -> Self {
         IdMap {
@@ -487,7 +488,7 @@ impl<V, A: Allocator> IdMap<V, A> {
         }
     }
 
-    fn find(&self, id: u32) -> core::result::Result<usize, usize> {
+    fn find(&self, id: K) -> core::result::Result<usize, usize> {
         self.entries.binary_search_by_key(&id, |(k, _)| *k)
     }
 
@@ -502,35 +503,80 @@ impl<V, A: Allocator> IdMap<V, A> {
     }
 
     /// Whether `id` has a value.
-    pub fn contains_key(&self, id: u32) -> bool {
+    pub fn contains_key(&self, id: K) -> bool {
         self.find(id).is_ok()
     }
 
     /// The value of `id`.
-    pub fn get(&self, id: u32) -> Option<&V> {
+    pub fn get(&self, id: K) -> Option<&V> {
         self.find(id).ok().map(|i| &self.entries[i].1)
     }
 
     /// The value of `id`, mutably.
-    pub fn get_mut(&mut self, id: u32) -> Option<&mut V> {
+    pub fn get_mut(&mut self, id: K) -> Option<&mut V> {
         self.find(id).ok().map(|i| &mut self.entries[i].1)
     }
 
     /// Sets the value of `id`, returning the one it replaces; [`Error::NoMemory`] (and no
     /// change, `value` dropped) if a new entry cannot be stored.
-    pub fn try_insert(&mut self, id: u32, value: V) -> Result<Option<V>> {
+    pub fn try_insert(&mut self, id: K, value: V) -> Result<Option<V>> {
         match self.find(id) {
             Ok(i) => Ok(Some(mem::replace(&mut self.entries[i].1, value))),
             Err(i) => self.entries.try_insert(i, (id, value)).map(|()| None),
         }
     }
 
+    /// Keeps only the entries for which `keep` returns true.
+    pub fn retain(&mut self, mut keep: impl FnMut(K, &mut V) -> bool) {
+        self.entries.retain_mut(|(k, v)| keep(*k, v));
+    }
+
+    /// Drops every entry; keeps the memory.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
     /// Removes and returns the value of `id`.
-    pub fn remove(&mut self, id: u32) -> Option<V> {
+    pub fn remove(&mut self, id: K) -> Option<V> {
         let i = self.find(id).ok()?;
         self.entries.remove(i).map(|(_, v)| v)
     }
 
+    /// The first entry whose ID is above `after` (the first of all for `None`): a walk over
+    /// the map that lets its lock go between steps, without a copy of the map.
+    pub fn next_after(&self, after: Option<K>) -> Option<(K, &V)> {
+        let i = match after {
+            None => 0,
+            Some(k) => match self.find(k) {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            },
+        };
+        self.entries.get(i).map(|(k, v)| (*k, v))
+    }
+
+    /// The IDs, in increasing order.
+    pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
+        self.entries.iter().map(|(k, _)| *k)
+    }
+
+    /// The values, by increasing ID.
+    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
+    /// The entries, by increasing ID.
+    pub fn iter(&self) -> impl Iterator<Item = (K, &V)> + '_ {
+        self.entries.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Takes the values out, by increasing ID, leaving the map empty.
+    pub fn into_values(self) -> impl Iterator<Item = V> {
+        self.entries.into_iter().map(|(_, v)| v)
+    }
+}
+
+impl<V, A: Allocator> IdMap<V, A, u32> {
     /// The lowest ID in `from..=to` without a value.
     pub fn first_free(&self, from: u32, to: u32) -> Option<u32> {
         // Entries are sorted: walk them while they fill the range from its start.
@@ -544,35 +590,17 @@ impl<V, A: Allocator> IdMap<V, A> {
         }
         (next <= to).then_some(next)
     }
-
-    /// The IDs, in increasing order.
-    pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
-        self.entries.iter().map(|(k, _)| *k)
-    }
-
-    /// The values, by increasing ID.
-    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
-        self.entries.iter().map(|(_, v)| v)
-    }
-
-    /// The entries, by increasing ID.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &V)> + '_ {
-        self.entries.iter().map(|(k, v)| (*k, v))
-    }
-
-    /// Takes the values out, by increasing ID, leaving the map empty.
-    pub fn into_values(self) -> impl Iterator<Item = V> {
-        self.entries.into_iter().map(|(_, v)| v)
-    }
 }
 
-impl<V, A: Allocator> Default for IdMap<V, A> {
+impl<V, A: Allocator, K> Default for IdMap<V, A, K> {
     fn default() -> Self {
-        Self::new()
+        IdMap {
+            entries: Vec::new(),
+        }
     }
 }
 
-impl<V: fmt::Debug, A: Allocator> fmt::Debug for IdMap<V, A> {
+impl<V: fmt::Debug, A: Allocator, K: Ord + Copy + fmt::Debug> fmt::Debug for IdMap<V, A, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
@@ -953,6 +981,10 @@ mod tests {
         }
         assert_eq!(m.try_insert(2, "two"), Ok(Some("x")));
         assert_eq!(m.keys().collect::<std::vec::Vec<_>>(), [1, 2, 3, 7]);
+        assert_eq!(m.next_after(None).map(|(k, _)| k), Some(1));
+        assert_eq!(m.next_after(Some(3)).map(|(k, _)| k), Some(7));
+        assert_eq!(m.next_after(Some(4)).map(|(k, _)| k), Some(7));
+        assert_eq!(m.next_after(Some(7)), None);
         assert_eq!(m.get(2), Some(&"two"));
         assert_eq!(m.first_free(1, 8), Some(4));
         assert_eq!(m.first_free(1, 3), None);

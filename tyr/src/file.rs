@@ -13,7 +13,7 @@
 //! when a group of the VM gets a slot), least recently used first among the VMs no running
 //! group needs; binds into an active VM lock, update and flush through the MMU.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::vec::Vec;
 
 use drm_ctx::drm::{self, gem};
@@ -202,10 +202,17 @@ pub(crate) fn release_vm<B: Backend>(dev: &DevInner<B>, vm: &LockOf<B, TyrVm<B>>
     dev.heaps.destroy_pool(&dev.backend, &dev.slots, key);
     dev.sched.binds.remove(key);
     let mut slots = dev.slots.guard();
-    if slots.is_pinned(key) {
-        // A group of the VM holds a group slot: the address space goes when it is unbound.
-        dev.zombie_vms.guard().insert(key);
-        return;
+    {
+        let mut vms = dev.vm_zombie.guard();
+        if slots.is_pinned(key) {
+            // A group of the VM holds a group slot: the address space goes when it is
+            // unbound. (The entry was made with the VM.)
+            if let Some(zombie) = vms.get_mut(key) {
+                *zombie = true;
+            }
+            return;
+        }
+        vms.remove(key);
     }
     if let Some(slot) = slots.release(key) {
         // A failure leaves the slot faulting; the VM's tables are freed only after this.
@@ -348,7 +355,7 @@ impl<B: Backend> DevInner<B> {
             );
             match jq {
                 Ok(jq) => queues.push(GroupQueue {
-                    jq: Mutex::new(jq),
+                    jq: Lock::new(jq)?,
                     config,
                     // Checked by GROUP_CREATE (at most 15).
                     priority: q.priority,
@@ -372,11 +379,14 @@ impl<B: Backend> DevInner<B> {
             mem_va: va,
             suspend_va,
             iface_slots,
-            teardown: Mutex::new(()),
+            teardown: Lock::new(())?,
         });
         // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
         // with this call can only find a group that its teardown removes everywhere.
-        self.sched.groups.guard().insert(key, group.clone());
+        if let Err(e) = self.sched.groups.guard().try_insert(key, group.clone()) {
+            self.destroy_group(&group);
+            return Err(e);
+        }
         match file.inner().insert_group(group.clone()) {
             Ok(h) => Ok(h),
             Err(e) => {

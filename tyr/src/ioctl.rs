@@ -28,7 +28,7 @@
 
 use core::mem::size_of;
 use core::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
@@ -41,7 +41,7 @@ use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as 
 use register::io::poll::PollClock;
 use register::io::Io;
 
-use crate::backend::{Backend, Lock, PAGE_SIZE};
+use crate::backend::{Backend, Lock, LockGuard, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrVm};
@@ -457,8 +457,15 @@ pub(crate) fn vm_create<B: Backend>(
         layout,
         dev.gpu_info.pa_bits(),
     )?;
+    let key = vm.key();
     let vm = env::Arc::try_new(Lock::new(vm)?)?;
-    vms.try_insert(id, vm)?;
+    // The device's entry for the VM first (so that its destruction cannot fail), then the
+    // file's handle.
+    dev.vm_zombie.guard().try_insert(key, false)?;
+    if let Err(e) = vms.try_insert(id, vm) {
+        dev.vm_zombie.guard().remove(key);
+        return Err(e.into());
+    }
     args.id = id;
     args.user_va_range = layout.kernel_start;
     Ok(0)
@@ -1102,7 +1109,8 @@ pub(crate) fn group_submit<B: Backend>(
         });
     }
     // Lock the queues involved (in index order) and check there is room for every job.
-    let mut locks: Vec<(usize, MutexGuard<'_, sched::JobQueue<B>>)> = Vec::new();
+    type Locked<'a, B> = (usize, LockGuard<'a, B, sched::JobQueue<B>>);
+    let mut locks: env::Vec<Locked<'_, B>, B::Alloc> = env::Vec::try_with_capacity(g.queues.len())?;
     for (i, q) in g.queues.iter().enumerate() {
         let n = preps.iter().filter(|p| p.queue == i).count();
         if n == 0 {
@@ -1115,7 +1123,8 @@ pub(crate) fn group_submit<B: Backend>(
         if jq.pending_jobs() + n > JOB_SLOTS {
             return Err(DrmError::Busy);
         }
-        locks.push((i, jq));
+        // Room for every queue was made above.
+        let _ = locks.push_within_capacity((i, jq));
     }
     // Commit: nothing fails from here on.
     for p in preps {

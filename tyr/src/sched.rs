@@ -91,8 +91,7 @@
 //! bind queues reach it through [`BindDevice`], which it implements.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::vec::Vec;
 
 use drm_ctx::drm::{gem, AnyCtx};
@@ -561,7 +560,7 @@ pub const fn csg_priority(prio: u32) -> u32 {
 /// One queue of a group.
 pub struct GroupQueue<B: Backend> {
     /// The job queue (its backend is the ring).
-    pub jq: Mutex<JobQueue<B>>,
+    pub jq: LockOf<B, JobQueue<B>>,
     /// Its configuration.
     pub config: QueueConfig,
     /// Its priority among the group's queues (`drm_panthor_queue_create::priority`, 0..=15,
@@ -591,7 +590,7 @@ pub struct Group<B: Backend> {
     /// Interface-word slots of the queues.
     pub(crate) iface_slots: Vec<usize>,
     /// Held while the group is torn down, so that a second teardown waits for the first.
-    pub(crate) teardown: Mutex<()>,
+    pub(crate) teardown: LockOf<B, ()>,
 }
 
 impl<B: Backend> Group<B> {
@@ -664,7 +663,7 @@ pub(crate) struct SuspendWindow<D: DmaMemory> {
 impl<D: DmaMemory + Clone> SuspendWindow<D> {
     /// The window of a device whose firmware interface is at `fw_base`, with its first block
     /// made if there is memory for it (the next group to be created tries again otherwise).
-    fn new<B: Backend<Dma = D>>(b: &B, fw_base: u64, mcu_vm: &Mutex<McuVm<B>>) -> Self {
+    fn new<B: Backend<Dma = D>>(b: &B, fw_base: u64, mcu_vm: &LockOf<B, McuVm<B>>) -> Self {
         let ctrl = fw_base + crate::fw::CSF_GROUP_CONTROL_OFFSET + csg::SUSPEND_SIZE;
         let size = u64::from(Words(b.dma()).rd32(ctrl)).next_multiple_of(PAGE_SIZE);
         let size = if size > crate::vm::KERNEL_CHUNK {
@@ -682,7 +681,7 @@ impl<D: DmaMemory + Clone> SuspendWindow<D> {
             used: [0; MAX_SUSPEND_BUFS.div_ceil(64)],
         };
         if w.size != 0 {
-            let _ = w.grow(mcu_vm);
+            let _ = w.grow::<B>(mcu_vm);
         }
         w
     }
@@ -699,7 +698,7 @@ impl<D: DmaMemory + Clone> SuspendWindow<D> {
     /// [`Error::NoMemory`] if every place is taken and no block can be added (the window is
     /// at its size, or there is no memory or MCU address space for another block). Nothing
     /// changes then.
-    fn take<B: Backend<Dma = D>>(&mut self, mcu_vm: &Mutex<McuVm<B>>) -> Result<u64> {
+    fn take<B: Backend<Dma = D>>(&mut self, mcu_vm: &LockOf<B, McuVm<B>>) -> Result<u64> {
         if self.size == 0 {
             return Ok(0);
         }
@@ -709,7 +708,7 @@ impl<D: DmaMemory + Clone> SuspendWindow<D> {
         let i = match free {
             Some(i) => i,
             None if made < cap => {
-                self.grow(mcu_vm)?;
+                self.grow::<B>(mcu_vm)?;
                 made
             }
             None => return Err(Error::NoMemory),
@@ -719,7 +718,7 @@ impl<D: DmaMemory + Clone> SuspendWindow<D> {
     }
 
     /// Makes the next block and maps it for the MCU.
-    fn grow<B: Backend<Dma = D>>(&mut self, mcu_vm: &Mutex<McuVm<B>>) -> Result<()> {
+    fn grow<B: Backend<Dma = D>>(&mut self, mcu_vm: &LockOf<B, McuVm<B>>) -> Result<()> {
         let bytes = self.size * self.per_chunk as u64;
         let region = self
             .dma
@@ -801,11 +800,11 @@ pub struct Sched<B: Backend> {
     /// Shared with the rings.
     pub shared: SchedShared,
     /// Every live group by key.
-    pub groups: Mutex<BTreeMap<u64, Arc<Group<B>>>>,
+    pub groups: LockOf<B, GroupMap<B>>,
     /// The group in each group slot.
-    pub slots: Mutex<Vec<Option<u64>>>,
+    pub slots: LockOf<B, env::Vec<Option<u64>, B::Alloc>>,
     /// Free interface-word slots.
-    iface_free: Mutex<Vec<bool>>,
+    iface_free: LockOf<B, env::Vec<bool, B::Alloc>>,
     /// The bind queue of each VM (by key) that has had an asynchronous bind.
     pub(crate) binds: BindQueues<B>,
     /// The device could not be brought back after a reset.
@@ -839,18 +838,25 @@ const SLEEP_DONE: u32 = 4;
 /// The work item's suspend failed (`sleep_err`).
 const SLEEP_FAILED: u32 = 5;
 
+/// The device's groups by key.
+pub type GroupMap<B> = env::IdMap<Arc<Group<B>>, <B as Backend>::Alloc, u64>;
+
 impl<B: Backend> Sched<B> {
     /// Scheduler state for `slots` group slots.
-    pub fn new(slots: usize) -> Self {
-        Sched {
+    pub fn new(slots: usize) -> Result<Self> {
+        let mut slot_groups = env::Vec::new();
+        slot_groups.try_resize(slots, None)?;
+        let mut iface_free = env::Vec::new();
+        iface_free.try_resize(MAX_QUEUES, true)?;
+        Ok(Sched {
             shared: SchedShared {
                 reset_needed: AtomicBool::new(false),
                 resets: AtomicU32::new(0),
             },
-            groups: Mutex::new(BTreeMap::new()),
-            slots: Mutex::new(std::vec![None; slots]),
-            iface_free: Mutex::new(std::vec![true; MAX_QUEUES]),
-            binds: BindQueues::default(),
+            groups: Lock::new(env::IdMap::new())?,
+            slots: Lock::new(slot_groups)?,
+            iface_free: Lock::new(iface_free)?,
+            binds: BindQueues::new()?,
             broken: AtomicBool::new(false),
             ticks: AtomicU64::new(0),
             next_tick: AtomicU64::new(NOT_RUNNING),
@@ -859,7 +865,7 @@ impl<B: Backend> Sched<B> {
             moves: AtomicU64::new(0),
             sleep: AtomicU32::new(SLEEP_NONE),
             sleep_err: core::sync::atomic::AtomicI32::new(0),
-        }
+        })
     }
 
     /// Takes `n` interface-word slots; [`Error::NoSpace`] if there are not enough.
@@ -954,21 +960,23 @@ pub struct DevInner<B: Backend> {
     /// Objects created before registration (the firmware interface region).
     pub fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
     /// The MCU's VM (address space 0), mapping the firmware interface region.
-    pub mcu_vm: Mutex<McuVm<B>>,
+    pub mcu_vm: LockOf<B, McuVm<B>>,
     pub(crate) slots: LockOf<B, AsSlots>,
     next_key: AtomicU64,
     /// Where the firmware's interface blocks are.
     pub fw: FwIface,
     /// Groups, group slots and recovery state.
     pub sched: Sched<B>,
-    /// Destroyed VMs whose address space a running group still pins (released at unpin).
-    pub(crate) zombie_vms: Mutex<BTreeSet<u64>>,
+    /// Every VM of the device's files by key, with whether it is a "zombie": destroyed while a
+    /// running group still pins its address space (released at unpin). An entry is made when
+    /// the VM is (fallibly), so that marking it a zombie at destruction cannot fail.
+    pub(crate) vm_zombie: LockOf<B, env::IdMap<bool, B::Alloc, u64>>,
     /// The tiler heap pools of every VM.
     pub heaps: HeapPools<B>,
     /// Power state: idle power-down and wake (see `crate::pm`).
     pub pm: crate::pm::Pm<B::Locks>,
     /// Where groups' suspend buffers are mapped for the MCU.
-    pub(crate) suspend_window: Mutex<SuspendWindow<B::Dma>>,
+    pub(crate) suspend_window: LockOf<B, SuspendWindow<B::Dma>>,
 }
 
 impl<B: Backend> DevInner<B> {
@@ -984,14 +992,14 @@ impl<B: Backend> DevInner<B> {
         fw: FwIface,
         pm: crate::pm::Pm<B::Locks>,
     ) -> Result<Self> {
-        let mcu_vm = Mutex::new(mcu_vm);
+        let mcu_vm = Lock::new(mcu_vm)?;
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
         Ok(DevInner {
-            suspend_window: Mutex::new(window),
+            suspend_window: Lock::new(window)?,
             slots: Lock::new(AsSlots::with_reserved(gpu_info.num_as(), 1))?,
-            sched: Sched::new(csif_info.csg_slot_count as usize),
+            sched: Sched::new(csif_info.csg_slot_count as usize)?,
             fw,
-            zombie_vms: Mutex::new(BTreeSet::new()),
+            vm_zombie: Lock::new(env::IdMap::new())?,
             heaps: HeapPools::new()?,
             gpu_info,
             csif_info,
@@ -1026,10 +1034,20 @@ impl<B: Backend> Drop for TyrData<B> {
 }
 
 impl<B: Backend> DevInner<B> {
+    /// Forgets VM `key` if it is a zombie; whether it was.
+    fn take_zombie(&self, key: u64) -> bool {
+        let mut vms = self.vm_zombie.guard();
+        let zombie = vms.get(key).copied().unwrap_or(false);
+        if zombie {
+            vms.remove(key);
+        }
+        zombie
+    }
+
     /// Number of VMs destroyed while a group of theirs held a slot, whose address space is
     /// still to be released.
     pub fn zombie_vm_count(&self) -> usize {
-        self.zombie_vms.guard().len()
+        self.vm_zombie.guard().values().filter(|z| **z).count()
     }
 }
 
@@ -1097,7 +1115,7 @@ impl<B: Backend> DevInner<B> {
     ///
     /// [`Error::NoMemory`] if none is left and the window cannot grow.
     pub(crate) fn take_suspend_buf(&self) -> Result<u64> {
-        self.suspend_window.guard().take(&self.mcu_vm)
+        self.suspend_window.guard().take::<B>(&self.mcu_vm)
     }
 
     /// Gives back a suspend buffer of [`take_suspend_buf`](Self::take_suspend_buf) that no
@@ -1146,10 +1164,10 @@ impl<B: Backend> DevInner<B> {
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.
         if env::Arc::strong_count(&g.vm) == 1 {
-            self.zombie_vms.guard().remove(&g.vm_key);
+            self.vm_zombie.guard().remove(g.vm_key);
             self.release_unpinned_as(&mut self.slots.guard(), g.vm_key);
         }
-        self.sched.groups.guard().remove(&g.key);
+        self.sched.groups.guard().remove(g.key);
     }
 
     /// Destroys a group (`GROUP_DESTROY`, file close).
@@ -1219,7 +1237,7 @@ impl<B: Backend> DevInner<B> {
     /// The group in slot `n`.
     fn group_in(&self, n: usize) -> Option<Arc<Group<B>>> {
         let key = (*self.sched.slots.guard().get(n)?)?;
-        self.sched.groups.guard().get(&key).cloned()
+        self.sched.groups.guard().get(key).cloned()
     }
 
     /// Acknowledges the events of group slot `n` and handles stream faults.
@@ -1567,7 +1585,7 @@ impl<B: Backend> DevInner<B> {
         let mut slots = self.slots.guard();
         slots.unpin(g.vm_key);
         // A VM destroyed while its group ran keeps its address space until now.
-        if !slots.is_pinned(g.vm_key) && self.zombie_vms.guard().remove(&g.vm_key) {
+        if !slots.is_pinned(g.vm_key) && self.take_zombie(g.vm_key) {
             self.release_unpinned_as(&mut slots, g.vm_key);
         }
     }
@@ -1808,8 +1826,9 @@ impl<B: Backend> DevInner<B> {
         }
         self.sched.next_tick.store(NOT_RUNNING, Ordering::Release);
         self.slots.guard().clear();
-        // No address space is left, so none is waiting to be released.
-        self.zombie_vms.guard().clear();
+        // No address space is left, so none is waiting to be released: a zombie VM is now
+        // only a VM its groups keep alive, with nothing to give back.
+        self.vm_zombie.guard().retain(|_, zombie| !*zombie);
         let mut ok = false;
         for attempt in 1..=3 {
             if gpu::soft_reset(b).is_ok() {
