@@ -383,7 +383,7 @@ impl<B: Backend> DevInner<B> {
         });
         // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
         // with this call can only find a group that its teardown removes everywhere.
-        if let Err(e) = self.sched.groups.guard().try_insert(key, group.clone()) {
+        if let Err(e) = self.sched.insert_group(group.clone()) {
             self.destroy_group(&group);
             return Err(e);
         }

@@ -801,6 +801,12 @@ pub struct Sched<B: Backend> {
     pub shared: SchedShared,
     /// Every live group by key.
     pub groups: LockOf<B, GroupMap<B>>,
+    /// Groups registered in `groups` (or being registered): the ordering scratch has room
+    /// for at least this many.
+    registered: AtomicUsize,
+    /// The scheduler's candidates in the order they deserve a slot, rebuilt by every
+    /// scheduling pass (only the work item uses it) in memory reserved at group creation.
+    order: LockOf<B, env::Vec<Arc<Group<B>>, B::Alloc>>,
     /// The group in each group slot.
     pub slots: LockOf<B, env::Vec<Option<u64>, B::Alloc>>,
     /// Free interface-word slots.
@@ -854,6 +860,8 @@ impl<B: Backend> Sched<B> {
                 resets: AtomicU32::new(0),
             },
             groups: Lock::new(env::IdMap::new())?,
+            registered: AtomicUsize::new(0),
+            order: Lock::new(env::Vec::new())?,
             slots: Lock::new(slot_groups)?,
             iface_free: Lock::new(iface_free)?,
             binds: BindQueues::new()?,
@@ -897,9 +905,49 @@ impl<B: Backend> Sched<B> {
         }
     }
 
-    /// A snapshot of the live groups.
-    pub fn group_list(&self) -> Vec<Arc<Group<B>>> {
-        self.groups.guard().values().cloned().collect()
+    /// The live groups, one at a time by key, the table's lock let go between them (so the
+    /// caller may lock anything, the table included); allocates nothing. A group created
+    /// during the walk may or may not be seen, one destroyed is not seen after it went.
+    pub fn live_groups(&self) -> impl Iterator<Item = Arc<Group<B>>> + '_ {
+        let mut at = None;
+        core::iter::from_fn(move || {
+            let (key, g) = self
+                .groups
+                .guard()
+                .next_after(at)
+                .map(|(k, g)| (k, g.clone()))?;
+            at = Some(key);
+            Some(g)
+        })
+    }
+
+    /// Number of live groups.
+    pub fn group_count(&self) -> usize {
+        self.groups.guard().len()
+    }
+
+    /// Registers group `g` under its key, with room for it in the scheduler's ordering
+    /// scratch first, so that a tick never allocates; [`Error::NoMemory`] (nothing
+    /// registered) if either cannot grow.
+    pub(crate) fn insert_group(&self, g: Arc<Group<B>>) -> Result {
+        let n = self.registered.fetch_add(1, Ordering::AcqRel) + 1;
+        let room = {
+            let mut order = self.order.guard();
+            let len = order.len();
+            order.try_reserve(n.saturating_sub(len))
+        };
+        let inserted = room.and_then(|()| self.groups.guard().try_insert(g.key, g).map(drop));
+        if inserted.is_err() {
+            self.registered.fetch_sub(1, Ordering::AcqRel);
+        }
+        inserted
+    }
+
+    /// Unregisters group `key`.
+    pub(crate) fn remove_group(&self, key: u64) {
+        if self.groups.guard().remove(key).is_some() {
+            self.registered.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// Number of queue-interface slots in use (by live groups).
@@ -1019,7 +1067,7 @@ impl<B: Backend> Drop for TyrData<B> {
         for key in self.sched.binds.keys() {
             self.sched.binds.remove(key);
         }
-        for g in self.sched.group_list() {
+        for g in self.sched.live_groups() {
             g.state.dead.store(true, Ordering::Release);
             self.inner
                 .teardown_group(&g, jobqueue::FenceError::CANCELED);
@@ -1167,7 +1215,7 @@ impl<B: Backend> DevInner<B> {
             self.vm_zombie.guard().remove(g.vm_key);
             self.release_unpinned_as(&mut self.slots.guard(), g.vm_key);
         }
-        self.sched.groups.guard().remove(g.key);
+        self.sched.remove_group(g.key);
     }
 
     /// Destroys a group (`GROUP_DESTROY`, file close).
@@ -1206,18 +1254,17 @@ impl<B: Backend> Events for DevInner<B> {
 
     fn work(&self) {
         self.sched.binds.run();
-        let groups = self.sched.group_list();
-        for g in &groups {
-            self.answer_tiler_oom(g);
+        for g in self.sched.live_groups() {
+            self.answer_tiler_oom(&g);
         }
-        for g in &groups {
+        for g in self.sched.live_groups() {
             for q in &g.queues {
                 q.jq.guard().run();
             }
         }
-        for g in &groups {
+        for g in self.sched.live_groups() {
             if g.state.dead.load(Ordering::Acquire) {
-                self.teardown_group(g, FenceError::CANCELED);
+                self.teardown_group(&g, FenceError::CANCELED);
             }
         }
         if self.sched.shared.reset_needed.swap(false, Ordering::AcqRel) {
@@ -1672,13 +1719,12 @@ impl<B: Backend> DevInner<B> {
         if self.sched.broken.load(Ordering::Acquire) {
             return;
         }
-        let groups = self.sched.group_list();
         let waiting = |g: &Group<B>| {
             !g.state.dead.load(Ordering::Acquire)
                 && g.state.slot.load(Ordering::Acquire) == NO_SLOT
                 && g.state.wants_slot.load(Ordering::Acquire)
         };
-        if !groups.iter().any(|g| waiting(g)) {
+        if !self.sched.live_groups().any(|g| waiting(&g)) {
             self.sched.next_tick.store(NOT_RUNNING, Ordering::Release);
             return;
         }
@@ -1695,24 +1741,32 @@ impl<B: Backend> DevInner<B> {
         self.evict_idle();
         let now = now_ns(&self.backend);
         let prio = |g: &Group<B>| g.state.priority.load(Ordering::Acquire);
-        let resident: Vec<&Arc<Group<B>>> = groups
-            .iter()
+        let lowest_resident = self
+            .sched
+            .live_groups()
             .filter(|g| g.state.slot.load(Ordering::Acquire) != NO_SLOT)
-            .collect();
-        let lowest_resident = resident.iter().map(|g| prio(g)).min();
-        let outranked = groups
-            .iter()
+            .map(|g| prio(&g))
+            .min();
+        let outranked = self
+            .sched
+            .live_groups()
             .filter(|g| waiting(g))
-            .any(|g| lowest_resident.is_some_and(|low| prio(g) > low));
+            .any(|g| lowest_resident.is_some_and(|low| prio(&g) > low));
         let next = self.sched.next_tick.load(Ordering::Acquire);
         let due = outranked || (next != NOT_RUNNING && now >= next);
-        // Candidates in the order they deserve a slot.
-        let mut order: Vec<&Arc<Group<B>>> = groups
-            .iter()
-            .filter(|g| waiting(g) || g.state.slot.load(Ordering::Acquire) != NO_SLOT)
-            .filter(|g| !g.state.dead.load(Ordering::Acquire))
-            .collect();
-        order.sort_by_key(|g| {
+        // Candidates in the order they deserve a slot, in the scratch reserved for them (room
+        // for every registered group: pushing cannot fail, and would only leave a group out
+        // of this pass if it did).
+        let mut order = self.sched.order.guard();
+        order.clear();
+        for g in self.sched.live_groups() {
+            let candidate = waiting(&g) || g.state.slot.load(Ordering::Acquire) != NO_SLOT;
+            if candidate && !g.state.dead.load(Ordering::Acquire) {
+                let _ = order.push_within_capacity(g);
+            }
+        }
+        // Keys are unique, so the unstable sort gives the one order there is.
+        order.sort_unstable_by_key(|g| {
             let is_resident = g.state.slot.load(Ordering::Acquire) != NO_SLOT;
             (
                 core::cmp::Reverse(prio(g)),
@@ -1754,8 +1808,11 @@ impl<B: Backend> DevInner<B> {
                 }
             }
         }
+        // The candidates' references go before anything below may tear a group down.
+        order.clear();
+        drop(order);
         // Groups still waiting: the next tick rotates them in.
-        if groups.iter().any(|g| waiting(g)) {
+        if self.sched.live_groups().any(|g| waiting(&g)) {
             let next = self.sched.next_tick.load(Ordering::Acquire);
             let next = if due || next == NOT_RUNNING {
                 now.saturating_add(TICK_PERIOD.as_nanos() as u64)
@@ -1820,7 +1877,7 @@ impl<B: Backend> DevInner<B> {
         // Suspend buffers do not survive the reset: every group, resident or suspended, is
         // replayed from its first unfinished job below, and waits for a slot meanwhile.
         let now = now_ns(b);
-        for g in self.sched.group_list() {
+        for g in self.sched.live_groups() {
             g.state.suspended.store(false, Ordering::Release);
             g.state.stop_timeout_clock(now);
         }
@@ -1864,7 +1921,7 @@ impl<B: Backend> DevInner<B> {
         if !booted {
             dev_err!(b, "GPU did not come back after a reset; failing all work");
             self.sched.broken.store(true, Ordering::Release);
-            for g in self.sched.group_list() {
+            for g in self.sched.live_groups() {
                 g.state
                     .state
                     .fetch_or(uapi::DRM_PANTHOR_GROUP_STATE_TIMEDOUT, Ordering::AcqRel);
@@ -1877,7 +1934,7 @@ impl<B: Backend> DevInner<B> {
         dev_info!(b, "GPU reset done; replaying unfinished jobs");
         // Every surviving group restarts from its first unfinished job.
         let w = self.fw_words();
-        for g in self.sched.group_list() {
+        for g in self.sched.live_groups() {
             if g.state.dead.load(Ordering::Acquire) {
                 self.teardown_group(&g, FenceError::CANCELED);
                 continue;
@@ -1907,7 +1964,7 @@ impl<B: Backend> DevInner<B> {
     /// slot. Dead groups do not count (their teardown needs no GPU).
     fn gpu_has_work(&self) -> bool {
         let dma = self.backend.dma();
-        self.sched.group_list().iter().any(|g| {
+        self.sched.live_groups().any(|g| {
             if g.state.dead.load(Ordering::Acquire) {
                 return false;
             }
@@ -2177,7 +2234,7 @@ impl<B: Backend> DevInner<B> {
         let w = self.fw_words();
         let base = self.fw.base;
         let dma = self.backend.dma();
-        for g in self.sched.group_list() {
+        for g in self.sched.live_groups() {
             let mut pending = false;
             for q in &g.queues {
                 let mut jq = q.jq.guard();

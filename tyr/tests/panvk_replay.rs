@@ -440,7 +440,7 @@ fn panvk_device_queue_and_submissions_replay() {
     }
     assert!(umd.client().file().syncobjs().is_empty());
     drop(umd);
-    assert!(dev.sched.group_list().is_empty());
+    assert!(dev.sched.group_count() == 0);
     assert_eq!(dev.sched.ifaces_in_use(), 0);
     assert_eq!(dev.sched.bind_queue_count(), 0);
     assert_eq!(dev.zombie_vm_count(), 0);
