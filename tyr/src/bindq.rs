@@ -20,7 +20,6 @@
 //! address-space slots), which the device state on the scheduling floor above implements.
 
 use std::sync::{Arc, Weak};
-use std::vec::Vec;
 
 use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
@@ -248,9 +247,11 @@ impl<B: Backend> BindQueues<B> {
         }
     }
 
-    /// Keys of the VMs that have a bind queue.
-    pub fn keys(&self) -> Vec<u64> {
-        self.0.guard().keys().collect()
+    /// Cancels the queued binds of every VM (the device goes).
+    pub fn remove_all(&self) {
+        while let Some(key) = self.0.guard().next_after(None).map(|(k, _)| k) {
+            self.remove(key);
+        }
     }
 
     /// Number of bind queues.

@@ -15,16 +15,15 @@
 //! under their historical paths.
 
 use std::sync::Arc;
-use std::vec::Vec;
 
+use drm_ctx::device;
 use drm_ctx::drm::{self, gem, ioctl, AnyCtx};
-use drm_ctx::{device, Error as DrmError};
 
 use crate::backend::Backend;
 use crate::fw::{start_mcu, FwIface};
 use crate::ioctl::*;
 use crate::sched;
-use crate::{dev_info, gpu, uapi, Result};
+use crate::{dev_info, env, gpu, uapi, Result};
 
 pub use crate::file::{
     vm_activate, vm_slot, TyrFile, MAX_GROUPS_PER_FILE, MAX_QUEUES_PER_FILE, MAX_VMS_PER_FILE,
@@ -69,9 +68,8 @@ pub fn probe<B: Backend>(
                 csif_info.cs_slot_count as usize,
             )?;
             sched::enable_irqs(&backend);
-            let mut fw_objects = Vec::new();
-            fw_objects.try_reserve(1).map_err(|_| DrmError::NoMemory)?;
-            fw_objects.push(fw);
+            let mut fw_objects = env::Vec::new();
+            fw_objects.try_push(fw)?;
             Ok(TyrData::new(DevInner::new(
                 backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm,
             )?))

@@ -14,7 +14,6 @@
 //! group needs; binds into an active VM lock, update and flush through the MMU.
 
 use std::sync::Arc;
-use std::vec::Vec;
 
 use drm_ctx::drm::{self, gem};
 use drm_ctx::Result as DrmResult;
@@ -100,11 +99,6 @@ impl<B: Backend> TyrFile<B> {
     /// The VM `id`, or [`Error::Invalid`].
     pub fn vm(&self, id: u32) -> Result<SharedVm<B>> {
         self.vms.guard().get(id).cloned().ok_or(Error::Invalid)
-    }
-
-    /// IDs of the file's VMs.
-    pub fn vm_ids(&self) -> Vec<u32> {
-        self.vms.guard().keys().collect()
     }
 
     /// Where the user MMIO pages start in the file's mmap offsets: at open
@@ -275,8 +269,11 @@ impl<B: Backend> DevInner<B> {
         qargs: &[uapi::QueueCreate],
         priority: u8,
     ) -> Result<u32> {
-        let rings: Vec<u32> = qargs.iter().map(|q| q.ringbuf_size).collect();
-        let size = sched::group_mem_size(&rings);
+        let size = sched::group_mem_size(qargs.iter().map(|q| q.ringbuf_size));
+        // What can be made before any resource is taken is made first: the failures below
+        // give back what they took.
+        let teardown = Lock::new(())?;
+        let mut queues = env::Vec::try_with_capacity(qargs.len())?;
         let mut vmg = vm.guard();
         if vmg.is_unusable() {
             return Err(Error::Invalid);
@@ -326,7 +323,6 @@ impl<B: Backend> DevInner<B> {
             }
         };
         let state = Arc::new(GroupState::new(priority));
-        let mut queues = Vec::new();
         let mut off = 0u64;
         let sync_base = size - PAGE_SIZE;
         let w = Words(self.backend.dma());
@@ -353,18 +349,22 @@ impl<B: Backend> DevInner<B> {
                 sched::SchedClock(self.backend.clock().clone()),
                 config,
             );
+            let jq = jq.map_err(|_| Error::Invalid).and_then(Lock::new);
             match jq {
-                Ok(jq) => queues.push(GroupQueue {
-                    jq: Lock::new(jq)?,
-                    config,
-                    // Checked by GROUP_CREATE (at most 15).
-                    priority: q.priority,
-                }),
-                Err(_) => {
+                Ok(jq) => {
+                    // Room for every queue was made above.
+                    let _ = queues.push_within_capacity(GroupQueue {
+                        jq,
+                        config,
+                        // Checked by GROUP_CREATE (at most 15).
+                        priority: q.priority,
+                    });
+                }
+                Err(e) => {
                     self.put_suspend_buf(suspend_va);
                     self.sched.free_iface(&iface_slots);
                     self.unmap_group_mem(&vm, va, size);
-                    return Err(Error::Invalid);
+                    return Err(e);
                 }
             }
         }
@@ -379,7 +379,7 @@ impl<B: Backend> DevInner<B> {
             mem_va: va,
             suspend_va,
             iface_slots,
-            teardown: Lock::new(())?,
+            teardown,
         });
         // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
         // with this call can only find a group that its teardown removes everywhere.

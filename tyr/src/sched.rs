@@ -92,7 +92,6 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::vec::Vec;
 
 use drm_ctx::drm::{gem, AnyCtx};
 use drm_ctx::types::ARef;
@@ -579,7 +578,7 @@ pub struct Group<B: Backend> {
     /// State shared with the rings.
     pub state: Arc<GroupState>,
     /// The queues.
-    pub queues: Vec<GroupQueue<B>>,
+    pub queues: env::Vec<GroupQueue<B>, B::Alloc>,
     /// The object holding rings and sync objects, and where it is mapped in the VM's kernel
     /// region.
     pub(crate) mem: BoRef<B>,
@@ -588,7 +587,7 @@ pub struct Group<B: Backend> {
     /// suspended, only evicted when idle).
     pub(crate) suspend_va: u64,
     /// Interface-word slots of the queues.
-    pub(crate) iface_slots: Vec<usize>,
+    pub(crate) iface_slots: env::Vec<usize, B::Alloc>,
     /// Held while the group is torn down, so that a second teardown waits for the first.
     pub(crate) teardown: LockOf<B, ()>,
 }
@@ -610,8 +609,8 @@ impl<B: Backend> Group<B> {
 
 /// Bytes of group memory for queues of the given ring sizes: the rings, then a page of sync
 /// objects.
-pub fn group_mem_size(rings: &[u32]) -> u64 {
-    rings.iter().map(|r| u64::from(*r)).sum::<u64>() + crate::backend::PAGE_SIZE
+pub fn group_mem_size(rings: impl IntoIterator<Item = u32>) -> u64 {
+    rings.into_iter().map(u64::from).sum::<u64>() + crate::backend::PAGE_SIZE
 }
 
 /// Most suspend buffers a device hands out: one per queue interface, as every group has at
@@ -877,15 +876,19 @@ impl<B: Backend> Sched<B> {
     }
 
     /// Takes `n` interface-word slots; [`Error::NoSpace`] if there are not enough.
-    pub(crate) fn alloc_iface(&self, n: usize) -> Result<Vec<usize>> {
+    pub(crate) fn alloc_iface(&self, n: usize) -> Result<env::Vec<usize, B::Alloc>> {
+        let mut picked = env::Vec::try_with_capacity(n)?;
         let mut free = self.iface_free.guard();
-        let picked: Vec<usize> = free
+        for i in free
             .iter()
             .enumerate()
             .filter(|(_, f)| **f)
             .map(|(i, _)| i)
             .take(n)
-            .collect();
+        {
+            // Room for `n` was made above.
+            let _ = picked.push_within_capacity(i);
+        }
         if picked.len() < n {
             return Err(Error::NoSpace);
         }
@@ -1006,7 +1009,7 @@ pub struct DevInner<B: Backend> {
     /// Command-stream interface information, as the firmware published it.
     pub csif_info: uapi::CsifInfo,
     /// Objects created before registration (the firmware interface region).
-    pub fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
+    pub fw_objects: env::Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>, B::Alloc>,
     /// The MCU's VM (address space 0), mapping the firmware interface region.
     pub mcu_vm: LockOf<B, McuVm<B>>,
     pub(crate) slots: LockOf<B, AsSlots>,
@@ -1035,7 +1038,7 @@ impl<B: Backend> DevInner<B> {
         backend: B,
         gpu_info: gpu::GpuInfo,
         csif_info: uapi::CsifInfo,
-        fw_objects: Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>>,
+        fw_objects: env::Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>, B::Alloc>,
         mcu_vm: McuVm<B>,
         fw: FwIface,
         pm: crate::pm::Pm<B::Locks>,
@@ -1064,9 +1067,7 @@ impl<B: Backend> Drop for TyrData<B> {
     fn drop(&mut self) {
         // No more interrupts or work; then every job still pending is cancelled.
         self.backend.stop_events();
-        for key in self.sched.binds.keys() {
-            self.sched.binds.remove(key);
-        }
+        self.sched.binds.remove_all();
         for g in self.sched.live_groups() {
             g.state.dead.store(true, Ordering::Release);
             self.inner
@@ -2067,6 +2068,8 @@ impl<B: Backend> DevInner<B> {
     /// without a suspend buffer (a firmware that asks for none) is terminated and restarts the
     /// same way.
     fn sleep(&self) -> Result {
+        // Room for the groups the power-down may still find resident, before anything changes.
+        let mut left = env::Vec::<Arc<Group<B>>, B::Alloc>::try_with_capacity(self.fw.csg.len())?;
         for n in 0..self.fw.csg.len() {
             let Some(g) = self.group_in(n) else {
                 continue;
@@ -2092,13 +2095,13 @@ impl<B: Backend> DevInner<B> {
         // one to give slots, and it gives none while jobs are held) gives its slot up too,
         // under the gate, where no queue lock may be taken; it restarts from its first
         // unfinished job.
-        let mut left = Vec::new();
         let (b, info, fw) = (&self.backend, &self.gpu_info, self.fw.base);
         let down = self.pm.power_down(b, info, fw, || {
             for n in 0..self.fw.csg.len() {
                 if let Some(g) = self.group_in(n) {
                     self.unbind_group(&g);
-                    left.push(g);
+                    // Room for one group a slot was made above.
+                    let _ = left.push_within_capacity(g);
                 }
             }
             true
