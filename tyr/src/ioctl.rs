@@ -33,6 +33,7 @@ use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
 use drm_ctx::host::syncobj::{for_each_unwrapped, ChainPoint, FenceRef, SyncobjKey, SyncobjTable};
+use drm_ctx::mem::Allocator;
 use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
@@ -101,12 +102,12 @@ pub(crate) fn get_uobj<T: UObj>(user: &dyn UserMemory, ptr: u64, usize: u32) -> 
 }
 
 /// Reads an array of user objects as `PANTHOR_UOBJ_GET_ARRAY` does.
-pub(crate) fn read_array<T: UObj>(
+pub(crate) fn read_array<T: UObj, A: Allocator>(
     user: &dyn drm_ctx::uaccess::UserMemory,
     a: &uapi::ObjArray,
     max: u32,
-) -> Result<Vec<T>> {
-    let mut out = Vec::new();
+) -> Result<env::Vec<T, A>> {
+    let mut out = env::Vec::new();
     if a.count == 0 {
         return Ok(out);
     }
@@ -120,7 +121,7 @@ pub(crate) fn read_array<T: UObj>(
             .checked_mul(u64::from(a.stride))
             .and_then(|o| o.checked_add(a.array))
             .ok_or(Error::Fault)?;
-        out.push(get_uobj(user, at, a.stride)?);
+        out.try_push(get_uobj(user, at, a.stride)?)?;
     }
     Ok(out)
 }
@@ -490,8 +491,11 @@ pub(crate) fn vm_destroy<B: Backend>(
 }
 
 /// Reads the `ops` array of a VM_BIND from user memory, as `PANTHOR_UOBJ_GET_ARRAY` does.
-fn read_bind_ops(user: &dyn UserMemory, ops: &uapi::ObjArray) -> Result<Vec<uapi::VmBindOp>> {
-    let mut out = Vec::new();
+fn read_bind_ops<A: Allocator>(
+    user: &dyn UserMemory,
+    ops: &uapi::ObjArray,
+) -> Result<env::Vec<uapi::VmBindOp, A>> {
+    let mut out = env::Vec::new();
     if ops.count == 0 {
         return Ok(out);
     }
@@ -511,7 +515,7 @@ fn read_bind_ops(user: &dyn UserMemory, ops: &uapi::ObjArray) -> Result<Vec<uapi
             .checked_mul(u64::from(ops.stride))
             .and_then(|o| o.checked_add(ops.array))
             .ok_or(Error::Fault)?;
-        out.push(get_uobj(user, at, ops.stride)?);
+        out.try_push(get_uobj(user, at, ops.stride)?)?;
     }
     Ok(out)
 }
@@ -577,11 +581,11 @@ pub(crate) fn vm_bind<B: Backend>(
         return Err(DrmError::Invalid);
     }
     let vm = file.inner().vm(args.vm_id)?;
-    let ops = read_bind_ops(file.user(), &args.ops)?;
+    let ops = read_bind_ops::<B::Alloc>(file.user(), &args.ops)?;
     if args.flags & uapi::DRM_PANTHOR_VM_BIND_ASYNC != 0 {
         return vm_bind_async(dev, args, file, &ops);
     }
-    let mut decoded = Vec::new();
+    let mut decoded = env::Vec::<_, B::Alloc>::new();
     decoded
         .try_reserve(ops.len())
         .map_err(|_| DrmError::NoMemory)?;
@@ -593,18 +597,16 @@ pub(crate) fn vm_bind<B: Backend>(
             decode_op(op, file)
         };
         match one {
-            Ok(d) => decoded.push(d),
+            Ok(d) => decoded.try_push(d)?,
             Err(e) => {
                 args.ops.count = i as u32;
                 return Err(e.into());
             }
         }
     }
-    let mut reqs = Vec::new();
-    reqs.try_reserve(decoded.len())
-        .map_err(|_| DrmError::NoMemory)?;
+    let mut reqs = env::Vec::<_, B::Alloc>::try_with_capacity(decoded.len())?;
     for (va, size, op) in decoded.iter().flatten() {
-        reqs.push(op.req(*va, *size));
+        reqs.try_push(op.req(*va, *size))?;
     }
     // Indices of requests back to indices of user ops (size-0 ops have no request).
     let index_of = |req: usize| {
@@ -783,9 +785,9 @@ pub(crate) fn bo_sync<B: Backend>(
     if (args.ops.stride as usize) >= BoSyncOp::MIN_SIZE && bytes > i32::MAX as usize {
         return Err(DrmError::NoMemory);
     }
-    let ops: Vec<BoSyncOp> = read_array(file.user(), &args.ops, u32::MAX)?;
+    let ops: env::Vec<BoSyncOp, B::Alloc> = read_array(file.user(), &args.ops, u32::MAX)?;
     // Every op is checked before any is applied: a bad one leaves every range untouched.
-    let mut checked = Vec::new();
+    let mut checked = env::Vec::<_, B::Alloc>::new();
     checked
         .try_reserve(ops.len())
         .map_err(|_| DrmError::NoMemory)?;
@@ -797,7 +799,7 @@ pub(crate) fn bo_sync<B: Backend>(
             DRM_PANTHOR_BO_SYNC_CPU_CACHE_FLUSH_AND_INVALIDATE => true,
             _ => return Err(DrmError::Invalid),
         };
-        checked.push((bo, invalidate));
+        checked.try_push((bo, invalidate))?;
     }
     let coherent = io_coherent(dev);
     for ((bo, invalidate), op) in checked.iter().zip(&ops) {
@@ -961,7 +963,7 @@ pub(crate) fn group_create<B: Backend>(
     if args.queues.count == 0 || args.queues.count > dev.csif_info.cs_slot_count {
         return Err(DrmError::Invalid);
     }
-    let qargs: Vec<uapi::QueueCreate> =
+    let qargs: env::Vec<uapi::QueueCreate, B::Alloc> =
         read_array(file.user(), &args.queues, dev.csif_info.cs_slot_count)?;
     group_priority_permit(file, args.priority)?;
     if args.pad != 0
@@ -1050,12 +1052,12 @@ pub(crate) fn group_submit<B: Backend>(
     if g.state.dead.load(Ordering::Acquire) {
         return Err(DrmError::Invalid);
     }
-    let subs: Vec<uapi::QueueSubmit> =
+    let subs: env::Vec<uapi::QueueSubmit, B::Alloc> =
         read_array(file.user(), &args.queue_submits, JOB_SLOTS as u32)?;
     // Panthor's order: every job checked and its sync ops read, then the signal ops of all
     // jobs collected, then each job's waits resolved (an earlier job of the call signalling
     // what it waits on is its dependency) before its own signals are set.
-    let mut syncs: Vec<Vec<uapi::SyncOp>> = Vec::new();
+    let mut syncs: env::Vec<env::Vec<uapi::SyncOp, B::Alloc>, B::Alloc> = env::Vec::new();
     syncs
         .try_reserve(subs.len())
         .map_err(|_| DrmError::NoMemory)?;
@@ -1070,14 +1072,14 @@ pub(crate) fn group_submit<B: Backend>(
         {
             return Err(DrmError::Invalid);
         }
-        syncs.push(read_array(file.user(), &qs.syncs, MAX_SYNCS)?);
+        syncs.try_push(read_array(file.user(), &qs.syncs, MAX_SYNCS)?)?;
     }
     let mut ctx = SyncCtx::new(file.syncobjs());
     for s in &syncs {
         ctx.collect_signals(s)?;
     }
     let alloc = HostAlloc::new();
-    let mut preps: Vec<Prep> = Vec::new();
+    let mut preps: env::Vec<Prep, B::Alloc> = env::Vec::new();
     preps
         .try_reserve(subs.len())
         .map_err(|_| DrmError::NoMemory)?;
@@ -1103,10 +1105,10 @@ pub(crate) fn group_submit<B: Backend>(
                 .map_err(|e| Error::from_errno(e.to_errno()))?;
         }
         ctx.set_signaller(s, job.done_fence())?;
-        preps.push(Prep {
+        preps.try_push(Prep {
             queue: qs.queue_index as usize,
             job,
-        });
+        })?;
     }
     // Lock the queues involved (in index order) and check there is room for every job.
     type Locked<'a, B> = (usize, LockGuard<'a, B, sched::JobQueue<B>>);
@@ -1151,7 +1153,7 @@ pub(crate) fn group_submit<B: Backend>(
 /// An op of an asynchronous bind, checked and with its VM change reserved.
 struct BindJob<B: Backend> {
     payload: BindPayload<B>,
-    syncs: Vec<uapi::SyncOp>,
+    syncs: env::Vec<uapi::SyncOp, B::Alloc>,
     /// Whether the op maps sparsely (and so needs the VM's sparse backing).
     sparse: bool,
 }
@@ -1186,11 +1188,9 @@ pub(crate) fn vm_bind_async<B: Backend>(
     // panthor does); nothing of the call is queued. Panthor's order: every op checked (and
     // its change reserved) and its sync ops read, the signal ops of all collected, then each
     // op's waits resolved before its own signals are set.
-    let mut jobs: Vec<BindJob<B>> = Vec::new();
-    jobs.try_reserve(ops.len())
-        .map_err(|_| DrmError::NoMemory)?;
+    let mut jobs = env::Vec::<BindJob<B>, B::Alloc>::try_with_capacity(ops.len())?;
     for op in ops {
-        jobs.push(prepare_op(op, file, &vm)?);
+        jobs.try_push(prepare_op(op, file, &vm)?)?;
     }
     let mut ctx = SyncCtx::new(file.syncobjs());
     for j in &jobs {
@@ -1198,7 +1198,8 @@ pub(crate) fn vm_bind_async<B: Backend>(
     }
     let sparse = jobs.iter().any(|j| j.sparse);
     let alloc = HostAlloc::new();
-    let mut preps: Vec<PreparedJob<HostFence, HostAlloc, BindPayload<B>>> = Vec::new();
+    let mut preps: env::Vec<PreparedJob<HostFence, HostAlloc, BindPayload<B>>, B::Alloc> =
+        env::Vec::new();
     preps
         .try_reserve(jobs.len())
         .map_err(|_| DrmError::NoMemory)?;
@@ -1217,7 +1218,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
                 .map_err(|e| Error::from_errno(e.to_errno()))?;
         }
         ctx.set_signaller(&j.syncs, job.done_fence())?;
-        preps.push(job);
+        preps.try_push(job)?;
     }
     // A sparse map needs the file's sparse backing by the time it applies: made once every
     // op is known to be good (a malformed call leaves no memory behind).
@@ -1282,7 +1283,7 @@ fn prepare_op<B: Backend>(
     };
     let sparse = matches!(op_kind, BindOp::MapSparse { .. }) && size != 0;
     let payload = BindPayload::new(vm.clone(), va, size, op_kind, res);
-    let syncs: Vec<SyncOp> = read_array(file.user(), &op.syncs, MAX_SYNCS)?;
+    let syncs: env::Vec<SyncOp, B::Alloc> = read_array(file.user(), &op.syncs, MAX_SYNCS)?;
     Ok(BindJob {
         payload,
         syncs,
