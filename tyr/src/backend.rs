@@ -239,7 +239,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Starts calling `events` on interrupts and executor wake-ups, until
     /// [`stop_events`](Self::stop_events) or until `events` is gone.
     #[cfg(feature = "std")]
-    fn start_events(&self, events: std::sync::Weak<dyn Events>);
+    fn start_events<E: Events + 'static>(&self, events: crate::env::Weak<E, Self::Alloc>);
 
     /// Stops calling the events; when it returns, no call is running and none will start.
     #[cfg(feature = "std")]

@@ -19,8 +19,6 @@
 //! A bind job reaches its device through [`BindDevice`] (the environment and the
 //! address-space slots), which the device state on the scheduling floor above implements.
 
-use std::sync::{Arc, Weak};
-
 use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
     Backend as JqBackend, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence, TimedOutJob,
@@ -127,11 +125,11 @@ pub trait BindDevice<B: Backend>: Send + Sync {
 }
 
 /// The bind queue's backend: applies a bind when the queue runs it.
-pub struct BindHw<B: Backend> {
-    dev: Weak<dyn BindDevice<B>>,
+pub struct BindHw<B: Backend, D> {
+    dev: env::Weak<D, B::Alloc>,
 }
 
-impl<B: Backend> JqBackend for BindHw<B> {
+impl<B: Backend, D: BindDevice<B>> JqBackend for BindHw<B, D> {
     type Fence = HostFence;
     type Alloc = HostAlloc;
     type Payload = BindPayload<B>;
@@ -174,20 +172,27 @@ impl<B: Backend> JqBackend for BindHw<B> {
     }
 }
 
-/// A VM's bind queue.
-pub type BindQueue<B> =
-    jobqueue::Queue<BindHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
+/// A VM's bind queue, for device `D`.
+pub type BindQueue<B, D> = jobqueue::Queue<
+    BindHw<B, D>,
+    <B as Backend>::Exec,
+    SchedClock<<B as Backend>::Clock>,
+    JOB_SLOTS,
+>;
 
 /// Configuration of bind queues: one credit per bind.
 pub const BIND_CONFIG: QueueConfig = QueueConfig::new(JOB_SLOTS as u32).with_timeout(JOB_TIMEOUT);
 
 /// The bind queues of a device: one per VM (by key) that has had an asynchronous bind.
-pub struct BindQueues<B: Backend>(LockOf<B, env::IdMap<SharedBindQueue<B>, B::Alloc, u64>>);
+pub struct BindQueues<B: Backend, D: BindDevice<B>>(LockOf<B, BindQueueMap<B, D>>);
+
+/// The bind queues of a device by VM key.
+pub type BindQueueMap<B, D> = env::IdMap<SharedBindQueue<B, D>, <B as Backend>::Alloc, u64>;
 
 /// A bind queue as the device and the VM_BIND calls share it.
-pub type SharedBindQueue<B> = Arc<LockOf<B, BindQueue<B>>>;
+pub type SharedBindQueue<B, D> = env::Arc<LockOf<B, BindQueue<B, D>>, <B as Backend>::Alloc>;
 
-impl<B: Backend> BindQueues<B> {
+impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
     /// No bind queue yet; [`Error::NoMemory`] if the lock cannot be made.
     pub fn new() -> Result<Self> {
         Ok(BindQueues(Lock::new(env::IdMap::new())?))
@@ -199,12 +204,12 @@ impl<B: Backend> BindQueues<B> {
     /// A VM is removed from its file before its queue is dropped (`release_vm`, which takes
     /// that lock too), so a queue is never created for a VM already destroyed: it would stay
     /// behind with its binds, and the VM's page tables with it. [`Error::Invalid`] then.
-    pub fn get<D: BindDevice<B> + 'static>(
+    pub fn get(
         &self,
-        dev: &Arc<D>,
+        dev: &env::Arc<D, B::Alloc>,
         key: u64,
         live: impl FnOnce() -> bool,
-    ) -> Result<SharedBindQueue<B>> {
+    ) -> Result<SharedBindQueue<B, D>> {
         let mut map = self.0.guard();
         if !live() {
             return Err(Error::Invalid);
@@ -212,7 +217,7 @@ impl<B: Backend> BindQueues<B> {
         if let Some(q) = map.get(key) {
             return Ok(q.clone());
         }
-        let weak: Weak<D> = Arc::downgrade(dev);
+        let weak = env::Arc::downgrade(dev);
         let backend = dev.backend();
         let q = jobqueue::Queue::new(
             BindHw { dev: weak },
@@ -221,7 +226,7 @@ impl<B: Backend> BindQueues<B> {
             BIND_CONFIG,
         )
         .map_err(|_| Error::Invalid)?;
-        let q: SharedBindQueue<B> = Arc::new(Lock::new(q)?);
+        let q: SharedBindQueue<B, D> = env::Arc::try_new(Lock::new(q)?)?;
         map.try_insert(key, q.clone())?;
         Ok(q)
     }

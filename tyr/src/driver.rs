@@ -14,8 +14,6 @@
 //! types and functions the driver is made of live on the floors below and are re-exported here
 //! under their historical paths.
 
-use std::sync::Arc;
-
 use drm_ctx::device;
 use drm_ctx::drm::{self, gem, ioctl, AnyCtx};
 
@@ -72,14 +70,11 @@ pub fn probe<B: Backend>(
             fw_objects.try_push(fw)?;
             Ok(TyrData::new(DevInner::new(
                 backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm,
-            )?))
+            )?)?)
         })?;
     let reg = drm::Registration::new(unreg, 0)?;
     let dev = reg.device();
-    let inner: Arc<DevInner<B>> = dev.shared().clone();
-    let weak = Arc::downgrade(&inner);
-    let weak: std::sync::Weak<dyn crate::backend::Events> = weak;
-    dev.backend.start_events(weak);
+    dev.backend.start_events(env::Arc::downgrade(dev.shared()));
     dev_info!(&dev.backend, "Tyr initialized correctly.");
     Ok(reg)
 }

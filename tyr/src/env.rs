@@ -676,9 +676,16 @@ impl<T, A: Allocator> Arc<T, A> {
     /// Moves `value` into a new shared block; [`Error::NoMemory`] (and `value` dropped) if
     /// there is no memory for it.
     pub fn try_new(value: T) -> Result<Self> {
-        let ptr = A::alloc(Layout::new::<ArcInner<T>>())
-            .map_err(|_| Error::NoMemory)?
-            .cast::<ArcInner<T>>();
+        Self::try_new_or_back(value).map_err(|_| Error::NoMemory)
+    }
+
+    /// Moves `value` into a new shared block, or hands it back if there is no memory for it
+    /// (for a value that must be undone, not just dropped, when it cannot be shared).
+    pub fn try_new_or_back(value: T) -> core::result::Result<Self, T> {
+        let Ok(ptr) = A::alloc(Layout::new::<ArcInner<T>>()) else {
+            return Err(value);
+        };
+        let ptr = ptr.cast::<ArcInner<T>>();
         // SAFETY: The block is fresh, sized and aligned for an `ArcInner<T>`.
         unsafe {
             ptr.as_ptr().write(ArcInner {

@@ -13,8 +13,6 @@
 //! when a group of the VM gets a slot), least recently used first among the VMs no running
 //! group needs; binds into an active VM lock, update and flush through the MMU.
 
-use std::sync::Arc;
-
 use drm_ctx::drm::{self, gem};
 use drm_ctx::Result as DrmResult;
 
@@ -23,8 +21,8 @@ use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrDriver, TyrVm};
 use crate::heap::HeapBudget;
 use crate::mmu::{self, AsUpdate};
 use crate::sched::{
-    self, DevInner, Group, GroupQueue, GroupState, QueueMem, RingHw, QUEUE_IFACE_BASE,
-    QUEUE_IFACE_SIZE,
+    self, DevInner, Group, GroupQueue, GroupRef, GroupState, QueueMem, RingHw, SharedDev,
+    QUEUE_IFACE_BASE, QUEUE_IFACE_SIZE,
 };
 use crate::vm;
 use crate::{env, uapi, Error, Result};
@@ -35,7 +33,7 @@ pub const MAX_VMS_PER_FILE: u32 = 32;
 /// Per-file data: the file's VMs and groups.
 pub struct TyrFile<B: Backend> {
     pub(crate) vms: LockOf<B, env::IdMap<SharedVm<B>, B::Alloc>>,
-    groups: LockOf<B, env::IdMap<Arc<Group<B>>, B::Alloc>>,
+    groups: LockOf<B, env::IdMap<GroupRef<B>, B::Alloc>>,
     /// Queues of the file's groups (created or being created), at most
     /// [`MAX_QUEUES_PER_FILE`].
     queues: core::sync::atomic::AtomicUsize,
@@ -75,7 +73,7 @@ impl<B: Backend> TyrFile<B> {
     }
 
     /// Registers a group under the lowest free handle (from 1).
-    pub(crate) fn insert_group(&self, g: Arc<Group<B>>) -> Result<u32> {
+    pub(crate) fn insert_group(&self, g: GroupRef<B>) -> Result<u32> {
         let mut groups = self.groups.guard();
         let h = groups
             .first_free(1, MAX_GROUPS_PER_FILE)
@@ -85,14 +83,14 @@ impl<B: Backend> TyrFile<B> {
     }
 
     /// Removes a group from the file (giving its queues back to the file's budget).
-    pub(crate) fn remove_group(&self, handle: u32) -> Option<Arc<Group<B>>> {
+    pub(crate) fn remove_group(&self, handle: u32) -> Option<GroupRef<B>> {
         let g = self.groups.guard().remove(handle)?;
         self.release_queues(g.queues.len());
         Some(g)
     }
 
     /// The group `handle`.
-    pub fn group(&self, handle: u32) -> Option<Arc<Group<B>>> {
+    pub fn group(&self, handle: u32) -> Option<GroupRef<B>> {
         self.groups.guard().get(handle).cloned()
     }
 
@@ -244,7 +242,7 @@ pub fn vm_slot<B: Backend>(
 impl<B: Backend> DevInner<B> {
     /// Creates a group with the given queues in `vm` and registers it in `file`.
     pub(crate) fn create_group(
-        self: &Arc<Self>,
+        this: &SharedDev<B>,
         dev: &TyrDevice<B>,
         file: &File<B>,
         vm: SharedVm<B>,
@@ -254,7 +252,7 @@ impl<B: Backend> DevInner<B> {
         // The file's share of the queue interfaces, given back on every failure below and by
         // `remove_group` once the group is published.
         file.inner().reserve_queues(qargs.len())?;
-        let r = self.create_group_reserved(dev, file, vm, qargs, priority);
+        let r = Self::create_group_reserved(this, dev, file, vm, qargs, priority);
         if r.is_err() {
             file.inner().release_queues(qargs.len());
         }
@@ -262,7 +260,7 @@ impl<B: Backend> DevInner<B> {
     }
 
     fn create_group_reserved(
-        self: &Arc<Self>,
+        this: &SharedDev<B>,
         dev: &TyrDevice<B>,
         file: &File<B>,
         vm: SharedVm<B>,
@@ -274,6 +272,7 @@ impl<B: Backend> DevInner<B> {
         // give back what they took.
         let teardown = Lock::new(())?;
         let mut queues = env::Vec::try_with_capacity(qargs.len())?;
+        let state = env::Arc::try_new(GroupState::new(priority))?;
         let mut vmg = vm.guard();
         if vmg.is_unusable() {
             return Err(Error::Invalid);
@@ -283,8 +282,8 @@ impl<B: Backend> DevInner<B> {
             dev,
             size as usize,
             BoArgs::new(
-                self.backend.dma().clone(),
-                self.key(),
+                this.backend.dma().clone(),
+                this.key(),
                 uapi::DRM_PANTHOR_BO_NO_MMAP,
                 vm_key,
             ),
@@ -293,9 +292,9 @@ impl<B: Backend> DevInner<B> {
         let base = mem.0.dma_addr();
         let va = vmg.alloc_kernel_va()?;
         let mapped = {
-            let slots = self.slots.guard();
+            let slots = this.slots.guard();
             let mut upd = AsUpdate {
-                backend: &self.backend,
+                backend: &this.backend,
                 slot: slots.slot_of(vm_key),
             };
             vmg.map_kernel(va, base, size, &mut upd)
@@ -305,32 +304,31 @@ impl<B: Backend> DevInner<B> {
             return Err(e);
         }
         drop(vmg);
-        let iface_slots = match self.sched.alloc_iface(qargs.len()) {
+        let iface_slots = match this.sched.alloc_iface(qargs.len()) {
             Ok(s) => s,
             Err(e) => {
-                self.unmap_group_mem(&vm, va, size);
+                this.unmap_group_mem(&vm, va, size);
                 return Err(e);
             }
         };
         // Given back by the group's teardown, which every failure after the group is made goes
         // through.
-        let suspend_va = match self.take_suspend_buf() {
+        let suspend_va = match this.take_suspend_buf() {
             Ok(va) => va,
             Err(e) => {
-                self.sched.free_iface(&iface_slots);
-                self.unmap_group_mem(&vm, va, size);
+                this.sched.free_iface(&iface_slots);
+                this.unmap_group_mem(&vm, va, size);
                 return Err(e);
             }
         };
-        let state = Arc::new(GroupState::new(priority));
         let mut off = 0u64;
         let sync_base = size - PAGE_SIZE;
-        let w = Words(self.backend.dma());
+        let w = Words(this.backend.dma());
         for (i, q) in qargs.iter().enumerate() {
             let iface = QUEUE_IFACE_BASE + iface_slots[i] as u64 * QUEUE_IFACE_SIZE;
             // Fresh interface words: nothing inserted, nothing extracted.
             for k in 0..4 {
-                w.wr64(self.fw.base + iface + 8 * k, 0);
+                w.wr64(this.fw.base + iface + 8 * k, 0);
             }
             let m = QueueMem {
                 ring_va: va + off,
@@ -341,12 +339,12 @@ impl<B: Backend> DevInner<B> {
                 iface,
             };
             off += u64::from(q.ringbuf_size);
-            let ring = RingHw::new(Arc::downgrade(self), state.clone(), i, m);
+            let ring = RingHw::new(env::Arc::downgrade(this), state.clone(), i, m);
             let config = sched::queue_config(q.ringbuf_size);
             let jq = jobqueue::Queue::new(
                 ring,
-                self.backend.executor().clone(),
-                sched::SchedClock(self.backend.clock().clone()),
+                this.backend.executor().clone(),
+                sched::SchedClock(this.backend.clock().clone()),
                 config,
             );
             let jq = jq.map_err(|_| Error::Invalid).and_then(Lock::new);
@@ -361,15 +359,15 @@ impl<B: Backend> DevInner<B> {
                     });
                 }
                 Err(e) => {
-                    self.put_suspend_buf(suspend_va);
-                    self.sched.free_iface(&iface_slots);
-                    self.unmap_group_mem(&vm, va, size);
+                    this.put_suspend_buf(suspend_va);
+                    this.sched.free_iface(&iface_slots);
+                    this.unmap_group_mem(&vm, va, size);
                     return Err(e);
                 }
             }
         }
-        let key = self.key();
-        let group = Arc::new(Group {
+        let key = this.key();
+        let group = env::Arc::try_new_or_back(Group {
             key,
             vm,
             vm_key,
@@ -381,17 +379,25 @@ impl<B: Backend> DevInner<B> {
             iface_slots,
             teardown,
         });
+        let group = match group {
+            Ok(g) => g,
+            Err(g) => {
+                // Never registered: torn down as a destroyed group, giving everything back.
+                this.destroy_group(&g);
+                return Err(Error::NoMemory);
+            }
+        };
         // Registered with the scheduler before the handle is published: a GROUP_DESTROY racing
         // with this call can only find a group that its teardown removes everywhere.
-        if let Err(e) = self.sched.insert_group(group.clone()) {
-            self.destroy_group(&group);
+        if let Err(e) = this.sched.insert_group(group.clone()) {
+            this.destroy_group(&group);
             return Err(e);
         }
         match file.inner().insert_group(group.clone()) {
             Ok(h) => Ok(h),
             Err(e) => {
                 // Never visible to userspace: tear it down like a destroyed group.
-                self.destroy_group(&group);
+                this.destroy_group(&group);
                 Err(e)
             }
         }

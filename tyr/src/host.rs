@@ -44,7 +44,7 @@ use core::sync::atomic::AtomicU64;
 use core::task::Waker;
 use core::time::Duration;
 use std::string::String;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::Wake;
 use std::thread::{self, JoinHandle, ThreadId};
 use std::vec::Vec;
@@ -55,7 +55,7 @@ use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
 use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
-use crate::{Error, Result};
+use crate::{env, Error, Result};
 use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 
 /// Forwards register accesses to the simulated GPU.
@@ -266,11 +266,32 @@ struct EventState {
     pending: bool,
     /// Earliest timer, in simulated nanoseconds.
     timer: Option<u64>,
-    events: Option<Weak<dyn Events>>,
+    events: Option<Arc<dyn EventSink>>,
     stop: bool,
     /// The system sleeps ([`Backend::system_sleep`]): timers do not fire, time does not move
     /// through them.
     asleep: bool,
+}
+
+/// The driver's event handlers as the event thread holds them: weakly, whatever their type.
+trait EventSink: Send + Sync {
+    /// Runs `f` on the handlers if they are still there; false if they are gone.
+    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool;
+}
+
+/// An [`EventSink`] over a weak reference to the driver.
+struct WeakSink<E>(env::Weak<E, drm_ctx::mem::Global>);
+
+impl<E: Events + 'static> EventSink for WeakSink<E> {
+    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool {
+        match self.0.upgrade() {
+            Some(e) => {
+                f(&*e);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// What the event thread and the executor share.
@@ -335,34 +356,45 @@ const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// time. A kernel work item would run the same turn.
 fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
     loop {
-        let events = {
+        let sink = {
             let s = plock(&shared.state);
             if s.stop {
                 return;
             }
-            match s.events.as_ref().and_then(Weak::upgrade) {
-                Some(e) => e,
+            match &s.events {
+                Some(e) => e.clone(),
                 None => return,
             }
         };
-        if !gpu.asserted_lines().is_empty() {
-            events.irq();
-            continue;
-        }
-        let now = gpu.now_ns();
-        let run = {
-            let mut s = plock(&shared.state);
-            if !s.asleep && s.timer.is_some_and(|t| t <= now) {
-                s.timer = None;
-                s.pending = true;
+        // The driver is held (strongly) for one turn of interrupt or work, not across a step.
+        let mut again = false;
+        let alive = sink.with(&mut |events| {
+            if !gpu.asserted_lines().is_empty() {
+                events.irq();
+                again = true;
+                return;
             }
-            core::mem::take(&mut s.pending)
-        };
-        if run {
-            events.work();
+            let now = gpu.now_ns();
+            let run = {
+                let mut s = plock(&shared.state);
+                if !s.asleep && s.timer.is_some_and(|t| t <= now) {
+                    s.timer = None;
+                    s.pending = true;
+                }
+                core::mem::take(&mut s.pending)
+            };
+            if run {
+                events.work();
+                again = true;
+            }
+        });
+        if !alive {
+            return;
+        }
+        if again {
             continue;
         }
-        drop(events);
+        drop(sink);
         let timer = {
             let s = plock(&shared.state);
             s.timer.filter(|_| !s.asleep)
@@ -581,11 +613,11 @@ impl Backend for HostBackend {
         &self.exec
     }
 
-    fn start_events(&self, events: Weak<dyn Events>) {
+    fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) {
         self.stop_events();
         {
             let mut s = plock(&self.exec.shared.state);
-            s.events = Some(events);
+            s.events = Some(Arc::new(WeakSink(events)));
             s.stop = false;
             s.pending = true;
         }

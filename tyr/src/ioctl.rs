@@ -986,9 +986,7 @@ pub(crate) fn group_create<B: Backend>(
         }
     }
     let vm = file.inner().vm(args.vm_id)?;
-    let handle = dev
-        .shared()
-        .create_group(dev, file, vm, &qargs, args.priority)?;
+    let handle = sched::DevInner::create_group(dev.shared(), dev, file, vm, &qargs, args.priority)?;
     args.group_handle = handle;
     Ok(0)
 }

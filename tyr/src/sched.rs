@@ -91,7 +91,6 @@
 //! bind queues reach it through [`BindDevice`], which it implements.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
 
 use drm_ctx::drm::{gem, AnyCtx};
 use drm_ctx::types::ARef;
@@ -253,8 +252,8 @@ struct Inflight {
 
 /// The ring backend of one queue (what `jobqueue` calls to put jobs on the hardware).
 pub struct RingHw<B: Backend> {
-    backend: Weak<DevInner<B>>,
-    group: Arc<GroupState>,
+    backend: env::Weak<DevInner<B>, B::Alloc>,
+    group: env::Arc<GroupState, B::Alloc>,
     /// Queue index in the group (the stream of the group's slot).
     pub index: usize,
     /// GPU address and device address of the ring buffer, and its size.
@@ -291,8 +290,8 @@ pub(crate) struct QueueMem {
 
 impl<B: Backend> RingHw<B> {
     pub(crate) fn new(
-        backend: Weak<DevInner<B>>,
-        group: Arc<GroupState>,
+        backend: env::Weak<DevInner<B>, B::Alloc>,
+        group: env::Arc<GroupState, B::Alloc>,
         index: usize,
         m: QueueMem,
     ) -> Self {
@@ -576,7 +575,7 @@ pub struct Group<B: Backend> {
     /// The VM's key.
     pub vm_key: u64,
     /// State shared with the rings.
-    pub state: Arc<GroupState>,
+    pub state: env::Arc<GroupState, B::Alloc>,
     /// The queues.
     pub queues: env::Vec<GroupQueue<B>, B::Alloc>,
     /// The object holding rings and sync objects, and where it is mapped in the VM's kernel
@@ -805,13 +804,13 @@ pub struct Sched<B: Backend> {
     registered: AtomicUsize,
     /// The scheduler's candidates in the order they deserve a slot, rebuilt by every
     /// scheduling pass (only the work item uses it) in memory reserved at group creation.
-    order: LockOf<B, env::Vec<Arc<Group<B>>, B::Alloc>>,
+    order: LockOf<B, env::Vec<GroupRef<B>, B::Alloc>>,
     /// The group in each group slot.
     pub slots: LockOf<B, env::Vec<Option<u64>, B::Alloc>>,
     /// Free interface-word slots.
     iface_free: LockOf<B, env::Vec<bool, B::Alloc>>,
     /// The bind queue of each VM (by key) that has had an asynchronous bind.
-    pub(crate) binds: BindQueues<B>,
+    pub(crate) binds: BindQueues<B, DevInner<B>>,
     /// The device could not be brought back after a reset.
     pub broken: AtomicBool,
     /// Scheduler ticks done (a rotation of the resident groups each).
@@ -844,7 +843,7 @@ const SLEEP_DONE: u32 = 4;
 const SLEEP_FAILED: u32 = 5;
 
 /// The device's groups by key.
-pub type GroupMap<B> = env::IdMap<Arc<Group<B>>, <B as Backend>::Alloc, u64>;
+pub type GroupMap<B> = env::IdMap<GroupRef<B>, <B as Backend>::Alloc, u64>;
 
 impl<B: Backend> Sched<B> {
     /// Scheduler state for `slots` group slots.
@@ -911,7 +910,7 @@ impl<B: Backend> Sched<B> {
     /// The live groups, one at a time by key, the table's lock let go between them (so the
     /// caller may lock anything, the table included); allocates nothing. A group created
     /// during the walk may or may not be seen, one destroyed is not seen after it went.
-    pub fn live_groups(&self) -> impl Iterator<Item = Arc<Group<B>>> + '_ {
+    pub fn live_groups(&self) -> impl Iterator<Item = GroupRef<B>> + '_ {
         let mut at = None;
         core::iter::from_fn(move || {
             let (key, g) = self
@@ -932,7 +931,7 @@ impl<B: Backend> Sched<B> {
     /// Registers group `g` under its key, with room for it in the scheduler's ordering
     /// scratch first, so that a tick never allocates; [`Error::NoMemory`] (nothing
     /// registered) if either cannot grow.
-    pub(crate) fn insert_group(&self, g: Arc<Group<B>>) -> Result {
+    pub(crate) fn insert_group(&self, g: GroupRef<B>) -> Result {
         let n = self.registered.fetch_add(1, Ordering::AcqRel) + 1;
         let room = {
             let mut order = self.order.guard();
@@ -975,8 +974,14 @@ pub(crate) fn enable_irqs<B: Backend>(b: &B) {
 /// Per-device data: the device state, shared with the environment's event thread (which holds
 /// it weakly).
 pub struct TyrData<B: Backend> {
-    inner: Arc<DevInner<B>>,
+    inner: SharedDev<B>,
 }
+
+/// The device state as the device, its rings and bind queues and the event source share it.
+pub type SharedDev<B> = env::Arc<DevInner<B>, <B as Backend>::Alloc>;
+
+/// A group as the device's and the file's tables share it.
+pub type GroupRef<B> = env::Arc<Group<B>, <B as Backend>::Alloc>;
 
 impl<B: Backend> core::ops::Deref for TyrData<B> {
     type Target = DevInner<B>;
@@ -988,14 +993,14 @@ impl<B: Backend> core::ops::Deref for TyrData<B> {
 
 impl<B: Backend> TyrData<B> {
     /// The handle of a device state.
-    pub(crate) fn new(inner: DevInner<B>) -> Self {
-        TyrData {
-            inner: Arc::new(inner),
-        }
+    pub(crate) fn new(inner: DevInner<B>) -> Result<Self> {
+        Ok(TyrData {
+            inner: env::Arc::try_new(inner)?,
+        })
     }
 
     /// The shared device state.
-    pub fn shared(&self) -> &Arc<DevInner<B>> {
+    pub fn shared(&self) -> &SharedDev<B> {
         &self.inner
     }
 }
@@ -1283,7 +1288,7 @@ impl<B: Backend> DevInner<B> {
     }
 
     /// The group in slot `n`.
-    fn group_in(&self, n: usize) -> Option<Arc<Group<B>>> {
+    fn group_in(&self, n: usize) -> Option<GroupRef<B>> {
         let key = (*self.sched.slots.guard().get(n)?)?;
         self.sched.groups.guard().get(key).cloned()
     }
@@ -2069,7 +2074,7 @@ impl<B: Backend> DevInner<B> {
     /// same way.
     fn sleep(&self) -> Result {
         // Room for the groups the power-down may still find resident, before anything changes.
-        let mut left = env::Vec::<Arc<Group<B>>, B::Alloc>::try_with_capacity(self.fw.csg.len())?;
+        let mut left = env::Vec::<GroupRef<B>, B::Alloc>::try_with_capacity(self.fw.csg.len())?;
         for n in 0..self.fw.csg.len() {
             let Some(g) = self.group_in(n) else {
                 continue;
