@@ -215,6 +215,14 @@ pub trait Backend: Send + Sync + 'static {
     type Dma: DmaMemory + Clone + 'static;
     /// Memory of the DRM core.
     type DrmAlloc: drm_ctx::mem::Allocator;
+    /// The fences of the driver's queues (`jobqueue`'s): a job's done fence, which syncobjs
+    /// hold, and its hardware fence, which the ring signals. Host fences on a host, `struct
+    /// dma_fence` in Linux.
+    type Fence: jobqueue::SignalFence + 'static;
+    /// Fences and job memory for one queue ([`new_job_alloc`](Self::new_job_alloc)): in Linux
+    /// each queue's done fences are a `dma_fence` timeline of their own, and its hardware
+    /// fences another.
+    type JobAlloc: jobqueue::Allocator<Self::Fence> + Send + Sync + 'static;
     /// The memory of the driver's own bookkeeping ([`env`](crate::env) containers: lists of
     /// VMs, groups and mappings, shared objects); `kvmalloc` in the kernel.
     type Alloc: drm_ctx::mem::Allocator;
@@ -229,6 +237,38 @@ pub trait Backend: Send + Sync + 'static {
 
     /// DMA memory.
     fn dma(&self) -> &Self::Dma;
+
+    /// Fences and job memory for a new queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`](crate::Error::NoMemory).
+    fn new_job_alloc(&self) -> Result<Self::JobAlloc>;
+
+    /// A pending hardware fence for a job of the queue whose allocator is `alloc`, made when
+    /// the job is submitted so that running it allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`](crate::Error::NoMemory).
+    fn new_hw_fence(&self, alloc: &Self::JobAlloc) -> Result<Self::Fence>;
+
+    /// A job's done fence as a syncobj holds it (what `GROUP_SUBMIT` and `VM_BIND` signal).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`](crate::Error::NoMemory).
+    #[cfg(feature = "std")]
+    fn syncobj_fence(f: &Self::Fence) -> Result<drm_ctx::drm::SyncobjFence>;
+
+    /// The fence a job waits for when it waits on `f`, one fence a syncobj's fence is made of
+    /// (a leaf: chains and arrays are unwrapped before).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`](crate::Error::Invalid) for a fence the backend cannot wait for.
+    #[cfg(feature = "std")]
+    fn dependency(f: &drm_ctx::drm::SyncobjFence) -> Result<Self::Fence>;
 
     /// Whether `line` is asserted.
     fn irq_pending(&self, line: IrqLine) -> bool;

@@ -19,7 +19,6 @@
 //! A bind job reaches its device through [`BindDevice`] (the environment and the
 //! address-space slots), which the device state on the scheduling floor above implements.
 
-use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
     Backend as JqBackend, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence, TimedOutJob,
     TimeoutAction,
@@ -81,7 +80,7 @@ pub struct BindPayload<B: Backend> {
     op: BindOp<B>,
     res: BindReservation,
     applied: bool,
-    hw: HostFence,
+    hw: B::Fence,
 }
 
 impl<B: Backend> BindPayload<B> {
@@ -93,6 +92,7 @@ impl<B: Backend> BindPayload<B> {
         size: u64,
         op: BindOp<B>,
         res: BindReservation,
+        hw: B::Fence,
     ) -> Self {
         BindPayload {
             vm,
@@ -101,7 +101,7 @@ impl<B: Backend> BindPayload<B> {
             op,
             res,
             applied: false,
-            hw: HostFence::new(),
+            hw,
         }
     }
 }
@@ -130,15 +130,15 @@ pub struct BindHw<B: Backend, D> {
 }
 
 impl<B: Backend, D: BindDevice<B>> JqBackend for BindHw<B, D> {
-    type Fence = HostFence;
-    type Alloc = HostAlloc;
+    type Fence = B::Fence;
+    type Alloc = B::JobAlloc;
     type Payload = BindPayload<B>;
 
     fn run_job(
         &mut self,
         mut job: RunJob<'_, BindPayload<B>>,
         _ctx: &SignalCtx<'_>,
-    ) -> core::result::Result<HostFence, FenceError> {
+    ) -> core::result::Result<B::Fence, FenceError> {
         let p = job.payload_mut();
         p.applied = true;
         let result = match self.dev.upgrade() {
@@ -190,7 +190,15 @@ pub struct BindQueues<B: Backend, D: BindDevice<B>>(LockOf<B, BindQueueMap<B, D>
 pub type BindQueueMap<B, D> = env::IdMap<SharedBindQueue<B, D>, <B as Backend>::Alloc, u64>;
 
 /// A bind queue as the device and the VM_BIND calls share it.
-pub type SharedBindQueue<B, D> = env::Arc<LockOf<B, BindQueue<B, D>>, <B as Backend>::Alloc>;
+pub type SharedBindQueue<B, D> = env::Arc<BindQueueState<B, D>, <B as Backend>::Alloc>;
+
+/// A VM's bind queue and the fences and memory of its jobs.
+pub struct BindQueueState<B: Backend, D: BindDevice<B>> {
+    /// The queue.
+    pub queue: LockOf<B, BindQueue<B, D>>,
+    /// Its fences and job memory.
+    pub alloc: B::JobAlloc,
+}
 
 impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
     /// No bind queue yet; [`Error::NoMemory`] if the lock cannot be made.
@@ -226,7 +234,10 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
             BIND_CONFIG,
         )
         .map_err(|_| Error::Invalid)?;
-        let q: SharedBindQueue<B, D> = env::Arc::try_new(Lock::new(q)?)?;
+        let q: SharedBindQueue<B, D> = env::Arc::try_new(BindQueueState {
+            queue: Lock::new(q)?,
+            alloc: backend.new_job_alloc()?,
+        })?;
         map.try_insert(key, q.clone())?;
         Ok(q)
     }
@@ -235,7 +246,7 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
     pub fn remove(&self, key: u64) {
         let q = self.0.guard().remove(key);
         if let Some(q) = q {
-            q.guard().kill();
+            q.queue.guard().kill();
         }
     }
 
@@ -248,7 +259,7 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
                 break;
             };
             at = Some(key);
-            q.guard().run();
+            q.queue.guard().run();
         }
     }
 

@@ -347,13 +347,17 @@ impl<B: Backend> DevInner<B> {
                 sched::SchedClock(this.backend.clock().clone()),
                 config,
             );
-            let jq = jq.map_err(|_| Error::Invalid).and_then(Lock::new);
+            let jq = jq
+                .map_err(|_| Error::Invalid)
+                .and_then(Lock::new)
+                .and_then(|jq| Ok((jq, this.backend.new_job_alloc()?)));
             match jq {
-                Ok(jq) => {
+                Ok((jq, alloc)) => {
                     // Room for every queue was made above.
                     let _ = queues.push_within_capacity(GroupQueue {
                         jq,
                         config,
+                        alloc,
                         // Checked by GROUP_CREATE (at most 15).
                         priority: q.priority,
                     });

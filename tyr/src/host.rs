@@ -38,6 +38,7 @@
 //! assert_eq!(b.io().read(GPU_ID).prod_major().get(), 7);
 //! ```
 
+use core::any::Any;
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
@@ -49,7 +50,9 @@ use std::task::Wake;
 use std::thread::{self, JoinHandle, ThreadId};
 use std::vec::Vec;
 
-use jobqueue::Executor;
+use drm_ctx::host::syncobj::{FenceRef, Registration, SignalledFence, SyncFence};
+use jobqueue::host::HostFence;
+use jobqueue::{Executor, Fence as _};
 
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
@@ -585,6 +588,8 @@ impl Backend for HostBackend {
     type Clock = SimClock;
     type Exec = HostExec;
     type Dma = SimDma;
+    type Fence = jobqueue::host::HostFence;
+    type JobAlloc = jobqueue::host::HostAlloc;
     type DrmAlloc = drm_ctx::mem::Global;
     type Alloc = drm_ctx::mem::Global;
     type Locks = crate::backend::StdLocks;
@@ -611,6 +616,22 @@ impl Backend for HostBackend {
 
     fn executor(&self) -> &HostExec {
         &self.exec
+    }
+
+    fn new_job_alloc(&self) -> Result<jobqueue::host::HostAlloc> {
+        Ok(jobqueue::host::HostAlloc::new())
+    }
+
+    fn new_hw_fence(&self, _alloc: &jobqueue::host::HostAlloc) -> Result<HostFence> {
+        Ok(HostFence::new())
+    }
+
+    fn syncobj_fence(f: &HostFence) -> Result<FenceRef> {
+        Ok(Arc::new(JobSyncFence(f.clone())))
+    }
+
+    fn dependency(f: &FenceRef) -> Result<HostFence> {
+        job_fence(f)
     }
 
     fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) {
@@ -687,9 +708,55 @@ impl Backend for HostBackend {
     }
 }
 
+// ---------------------------------------------------------------- job fences in syncobjs
+
+/// A job fence as a syncobj holds it.
+#[derive(Clone, Debug)]
+pub struct JobSyncFence(pub HostFence);
+
+impl SyncFence for JobSyncFence {
+    fn status(&self) -> Option<core::result::Result<(), i32>> {
+        self.0.status().map(|r| r.map_err(|e| e.to_errno()))
+    }
+
+    fn wake_on_signal(&self, waker: &Waker) -> Registration {
+        let cb = HostFence::new_callback();
+        match self.0.add_callback(&cb, waker) {
+            jobqueue::AddCallback::Queued => {
+                let fence = self.0.clone();
+                Registration::new(move || {
+                    fence.remove_callback(&cb);
+                })
+            }
+            // A fresh node is never busy: the fence has signalled.
+            jobqueue::AddCallback::Signalled(_) | jobqueue::AddCallback::Busy => {
+                waker.wake_by_ref();
+                Registration::done()
+            }
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The job fence behind a syncobj's fence ([`Error::Invalid`] for a foreign one).
+pub fn job_fence(f: &FenceRef) -> Result<HostFence> {
+    let any = f.as_any();
+    if let Some(j) = any.downcast_ref::<JobSyncFence>() {
+        return Ok(j.0.clone());
+    }
+    if any.downcast_ref::<SignalledFence>().is_some() {
+        return Ok(HostFence::signalled(Ok(())));
+    }
+    Err(Error::Invalid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jobqueue::SignalFence as _;
     use register::io::Io;
 
     #[test]
@@ -736,5 +803,27 @@ mod tests {
         unsafe { b.dma().free(r) };
         assert!(b.dma().cpu_u64(r.addr).is_none());
         assert_eq!(b.dma().alloc(0, 4096), Err(Error::Invalid));
+    }
+
+    #[test]
+    fn a_syncobj_waiter_that_gives_up_leaves_nothing_on_the_job_fence() {
+        let hw = HostFence::new();
+        let fence = JobSyncFence(hw.clone());
+        // A waiter polling a long job: each poll queues a callback and takes it back.
+        for _ in 0..10 {
+            let r = fence.wake_on_signal(Waker::noop());
+            assert_eq!(hw.queued_callbacks(), 1);
+            drop(r);
+            assert_eq!(hw.queued_callbacks(), 0);
+        }
+        // Once the job is done the waiter is woken at once and nothing is queued.
+        let kept = fence.wake_on_signal(Waker::noop());
+        assert!(hw.signal(Ok(())));
+        assert_eq!(hw.queued_callbacks(), 0);
+        drop(kept);
+        let late = fence.wake_on_signal(Waker::noop());
+        assert_eq!(hw.queued_callbacks(), 0);
+        drop(late);
+        assert_eq!(fence.status(), Some(Ok(())));
     }
 }

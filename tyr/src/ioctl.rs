@@ -28,8 +28,6 @@
 
 use core::mem::size_of;
 use core::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::vec::Vec;
 
 use drm_ctx::drm::{gem, ioctl};
 use drm_ctx::host::syncobj::{for_each_unwrapped, ChainPoint, FenceRef, SyncobjKey, SyncobjTable};
@@ -37,7 +35,6 @@ use drm_ctx::mem::Allocator;
 use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
-use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as _};
 use register::io::poll::PollClock;
 use register::io::Io;
@@ -46,7 +43,6 @@ use crate::backend::{Backend, Lock, LockGuard, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrVm};
-use crate::job::{job_fence, JobSyncFence};
 use crate::mmu::AsUpdate;
 use crate::regs::{CYCLE_COUNT, LATEST_FLUSH_ID, TIMESTAMP, TIMESTAMP_OFFSET};
 use crate::sched::{self, JobPayload, JOB_INSTRS, JOB_SLOTS, MAX_STREAM_SIZE, RINGBUF_SIZES};
@@ -153,18 +149,18 @@ fn is_wait(op: &&uapi::SyncOp) -> bool {
 }
 
 /// The fence a signal operation of a call stands for while the call is prepared.
-enum Signal {
+enum Signal<F> {
     /// The `(handle, point)` had no fence when the call collected its signals.
     Nothing,
     /// What the syncobj held for the point when the call collected its signals.
     Current(FenceRef),
     /// The done fence of the latest job of the call that signals it, and the same fence as
     /// the syncobj will hold it.
-    Job(HostFence, FenceRef),
+    Job(F, FenceRef),
 }
 
 /// One `(handle, point)` that a call signals.
-struct SyncSignal {
+struct SyncSignal<F> {
     handle: u32,
     point: u64,
     /// The syncobj the handle named when the call collected its signals (the kernel holds a
@@ -172,7 +168,7 @@ struct SyncSignal {
     key: SyncobjKey,
     /// The chain link of a timeline point (point above 0), set aside while preparing.
     link: Option<ChainPoint>,
-    fence: Signal,
+    fence: Signal<F>,
 }
 
 /// The syncobj side of a `GROUP_SUBMIT` or an asynchronous `VM_BIND` (panthor's submit
@@ -183,20 +179,20 @@ struct SyncSignal {
 /// Preparing may fail and changes no syncobj; [`push`](Self::push), once every job is
 /// committed, installs the fences and allocates nothing. Dropping the context instead (a call
 /// that fails) frees the chain links it set aside.
-pub(crate) struct SyncCtx<'a> {
+pub(crate) struct SyncCtx<'a, B: Backend> {
     table: &'a SyncobjTable,
-    signals: Vec<SyncSignal>,
+    signals: env::Vec<SyncSignal<B::Fence>, B::Alloc>,
 }
 
-impl<'a> SyncCtx<'a> {
+impl<'a, B: Backend> SyncCtx<'a, B> {
     pub(crate) fn new(table: &'a SyncobjTable) -> Self {
         Self {
             table,
-            signals: Vec::new(),
+            signals: env::Vec::new(),
         }
     }
 
-    fn find(&self, handle: u32, point: u64) -> Option<&SyncSignal> {
+    fn find(&self, handle: u32, point: u64) -> Option<&SyncSignal<B::Fence>> {
         self.signals
             .iter()
             .find(|s| s.handle == handle && s.point == point)
@@ -222,13 +218,13 @@ impl<'a> SyncCtx<'a> {
                 Ok(f) => Signal::Current(f),
                 Err(_) => Signal::Nothing,
             };
-            self.signals.push(SyncSignal {
+            self.signals.try_push(SyncSignal {
                 handle: op.handle,
                 point: op.timeline_value,
                 key,
                 link,
                 fence,
-            });
+            })?;
         }
         Ok(())
     }
@@ -242,20 +238,17 @@ impl<'a> SyncCtx<'a> {
     /// ([`SyncobjTable::find_fence`]: `ENOENT` for an unknown handle, `EINVAL` for a point
     /// without a fence). A syncobj's fence is unwrapped into the job fences it is made of (a
     /// timeline point waits for its own and every earlier point's).
-    pub(crate) fn waits(&self, syncs: &[uapi::SyncOp]) -> Result<Vec<HostFence>> {
-        let mut out = Vec::new();
+    pub(crate) fn waits(&self, syncs: &[uapi::SyncOp]) -> Result<env::Vec<B::Fence, B::Alloc>> {
+        let mut out = env::Vec::new();
         for op in syncs.iter().filter(is_wait) {
             check_sync_op(op)?;
             match self.find(op.handle, op.timeline_value).map(|s| &s.fence) {
-                Some(Signal::Job(done, _)) => {
-                    out.try_reserve(1).map_err(|_| Error::NoMemory)?;
-                    out.push(done.clone());
-                }
-                Some(Signal::Current(f)) => unwrap_into(&mut out, f)?,
+                Some(Signal::Job(done, _)) => out.try_push(done.clone())?,
+                Some(Signal::Current(f)) => unwrap_into::<B>(&mut out, f)?,
                 Some(Signal::Nothing) => return Err(Error::Invalid),
                 None => {
                     let f = self.table.find_fence(op.handle, op.timeline_value, 0)?;
-                    unwrap_into(&mut out, &f)?;
+                    unwrap_into::<B>(&mut out, &f)?;
                 }
             }
         }
@@ -265,7 +258,7 @@ impl<'a> SyncCtx<'a> {
     /// Makes the job whose done fence is `done` the one that signals its signal operations
     /// (`panthor_submit_ctx_update_job_sync_signal_fences`); later jobs of the call waiting on
     /// them depend on it.
-    pub(crate) fn set_signaller(&mut self, syncs: &[uapi::SyncOp], done: &HostFence) -> Result {
+    pub(crate) fn set_signaller(&mut self, syncs: &[uapi::SyncOp], done: &B::Fence) -> Result {
         let mut published: Option<FenceRef> = None;
         for op in syncs.iter().filter(is_signal) {
             let Some(s) = self
@@ -276,9 +269,10 @@ impl<'a> SyncCtx<'a> {
                 // Every signal op was collected before.
                 return Err(Error::Invalid);
             };
-            let f = published
-                .get_or_insert_with(|| Arc::new(JobSyncFence(done.clone())))
-                .clone();
+            let f = match &published {
+                Some(f) => f.clone(),
+                None => published.insert(B::syncobj_fence(done)?).clone(),
+            };
             s.fence = Signal::Job(done.clone(), f);
         }
         Ok(())
@@ -303,17 +297,13 @@ impl<'a> SyncCtx<'a> {
 
 /// Appends the job fences `f` is made of (a timeline link stands for the fences of its point
 /// and of every earlier one still pending); [`Error::Invalid`] for a fence not of this driver.
-fn unwrap_into(out: &mut Vec<HostFence>, f: &FenceRef) -> Result {
+fn unwrap_into<B: Backend>(out: &mut env::Vec<B::Fence, B::Alloc>, f: &FenceRef) -> Result {
     let mut res = Ok(());
     for_each_unwrapped(f, |part| {
         if res.is_err() {
             return;
         }
-        res = job_fence(part).and_then(|h| {
-            out.try_reserve(1).map_err(|_| Error::NoMemory)?;
-            out.push(h);
-            Ok(())
-        });
+        res = B::dependency(part).and_then(|h| out.try_push(h));
     });
     res
 }
@@ -1026,9 +1016,9 @@ pub(crate) fn group_get_state<B: Backend>(
 }
 
 /// A job of a submission being prepared.
-struct Prep {
+struct Prep<B: Backend> {
     queue: usize,
-    job: PreparedJob<HostFence, HostAlloc, JobPayload>,
+    job: PreparedJob<B::Fence, B::JobAlloc, JobPayload<B::Fence>>,
 }
 
 pub(crate) fn group_submit<B: Backend>(
@@ -1072,12 +1062,11 @@ pub(crate) fn group_submit<B: Backend>(
         }
         syncs.try_push(read_array(file.user(), &qs.syncs, MAX_SYNCS)?)?;
     }
-    let mut ctx = SyncCtx::new(file.syncobjs());
+    let mut ctx = SyncCtx::<B>::new(file.syncobjs());
     for s in &syncs {
         ctx.collect_signals(s)?;
     }
-    let alloc = HostAlloc::new();
-    let mut preps: env::Vec<Prep, B::Alloc> = env::Vec::new();
+    let mut preps: env::Vec<Prep<B>, B::Alloc> = env::Vec::new();
     preps
         .try_reserve(subs.len())
         .map_err(|_| DrmError::NoMemory)?;
@@ -1088,10 +1077,10 @@ pub(crate) fn group_submit<B: Backend>(
         let payload = JobPayload {
             stream_addr: qs.stream_addr,
             stream_size: qs.stream_size,
-            hw: HostFence::new(),
+            hw: dev.backend.new_hw_fence(&q.alloc)?,
         };
         let mut job = PreparedJob::new(
-            &alloc,
+            &q.alloc,
             &q.config,
             Cost(JOB_INSTRS),
             MaxDeps(waits.len()),
@@ -1174,7 +1163,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
     })?;
     // Refuse what cannot fit before setting any memory aside (checked again at commit).
     {
-        let q = queue.guard();
+        let q = queue.queue.guard();
         if q.is_killed() {
             return Err(DrmError::Invalid);
         }
@@ -1188,23 +1177,23 @@ pub(crate) fn vm_bind_async<B: Backend>(
     // op's waits resolved before its own signals are set.
     let mut jobs = env::Vec::<BindJob<B>, B::Alloc>::try_with_capacity(ops.len())?;
     for op in ops {
-        jobs.try_push(prepare_op(op, file, &vm)?)?;
+        let hw = dev.backend.new_hw_fence(&queue.alloc)?;
+        jobs.try_push(prepare_op(op, file, &vm, hw)?)?;
     }
-    let mut ctx = SyncCtx::new(file.syncobjs());
+    let mut ctx = SyncCtx::<B>::new(file.syncobjs());
     for j in &jobs {
         ctx.collect_signals(&j.syncs)?;
     }
     let sparse = jobs.iter().any(|j| j.sparse);
-    let alloc = HostAlloc::new();
-    let mut preps: env::Vec<PreparedJob<HostFence, HostAlloc, BindPayload<B>>, B::Alloc> =
-        env::Vec::new();
+    type BindPrep<B> = PreparedJob<<B as Backend>::Fence, <B as Backend>::JobAlloc, BindPayload<B>>;
+    let mut preps: env::Vec<BindPrep<B>, B::Alloc> = env::Vec::new();
     preps
         .try_reserve(jobs.len())
         .map_err(|_| DrmError::NoMemory)?;
     for j in jobs {
         let waits = ctx.waits(&j.syncs)?;
         let mut job = PreparedJob::new(
-            &alloc,
+            &queue.alloc,
             &BIND_CONFIG,
             Cost(1),
             MaxDeps(waits.len()),
@@ -1223,7 +1212,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
     if sparse {
         file.inner().give_sparse_backing(dev, &mut vm.guard())?;
     }
-    let mut q = queue.guard();
+    let mut q = queue.queue.guard();
     if q.is_killed() {
         return Err(DrmError::Invalid);
     }
@@ -1252,6 +1241,7 @@ fn prepare_op<B: Backend>(
     op: &uapi::VmBindOp,
     file: &File<B>,
     vm: &SharedVm<B>,
+    hw: B::Fence,
 ) -> Result<BindJob<B>> {
     use uapi::*;
     let decoded =
@@ -1280,7 +1270,7 @@ fn prepare_op<B: Backend>(
             .map_err(|(_, e)| e)?
     };
     let sparse = matches!(op_kind, BindOp::MapSparse { .. }) && size != 0;
-    let payload = BindPayload::new(vm.clone(), va, size, op_kind, res);
+    let payload = BindPayload::new(vm.clone(), va, size, op_kind, res, hw);
     let syncs: env::Vec<SyncOp, B::Alloc> = read_array(file.user(), &op.syncs, MAX_SYNCS)?;
     Ok(BindJob {
         payload,
@@ -1289,10 +1279,12 @@ fn prepare_op<B: Backend>(
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "host"))]
 mod tests {
     use super::*;
     use drm_ctx::host::syncobj::SignalledFence;
+    use jobqueue::host::HostFence;
+    use std::sync::Arc;
 
     fn op(flags: u32, handle: u32, point: u64) -> uapi::SyncOp {
         uapi::SyncOp {
@@ -1314,7 +1306,7 @@ mod tests {
             op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 0),
             op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, kept, 4),
         ];
-        let mut ctx = SyncCtx::new(&t);
+        let mut ctx = SyncCtx::<crate::host::HostBackend>::new(&t);
         ctx.collect_signals(&syncs).unwrap();
         let done = HostFence::new();
         ctx.set_signaller(&syncs, &done).unwrap();

@@ -42,6 +42,7 @@ use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
 use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
+use jobqueue::kernel::KernelFence;
 use mali_sim::kernel::{KernelFrames, KernelLocks as SimLocks};
 use mali_sim::{
     Config, Gpu, IrqLine as SimIrqLine, PhysAddr, PhysMemory, Progress, SimError, SimMemory,
@@ -512,6 +513,39 @@ impl Drop for KernelBackend {
     }
 }
 
+/// A queue's fences in Linux: its done fences on a `dma_fence` timeline of their own (what
+/// syncobjs and other drivers see), its hardware fences on another (what the ring signals).
+pub struct QueueFences {
+    done: jobqueue::kernel::KernelAlloc,
+    hw: jobqueue::kernel::Timeline,
+}
+
+impl jobqueue::Allocator<KernelFence> for QueueFences {
+    type DepTable = <jobqueue::kernel::KernelAlloc as jobqueue::Allocator<KernelFence>>::DepTable;
+
+    fn try_new_fence(
+        &self,
+        token: &jobqueue::AllocToken<'_>,
+    ) -> core::result::Result<KernelFence, jobqueue::AllocError> {
+        jobqueue::Allocator::try_new_fence(&self.done, token)
+    }
+
+    fn try_new_callback(
+        &self,
+        token: &jobqueue::AllocToken<'_>,
+    ) -> core::result::Result<jobqueue::kernel::KernelCallback, jobqueue::AllocError> {
+        jobqueue::Allocator::try_new_callback(&self.done, token)
+    }
+
+    fn try_new_dep_table(
+        &self,
+        token: &jobqueue::AllocToken<'_>,
+        len: usize,
+    ) -> core::result::Result<Self::DepTable, jobqueue::AllocError> {
+        jobqueue::Allocator::try_new_dep_table(&self.done, token, len)
+    }
+}
+
 /// The kernel's sleeping locks: a `kernel::sync::Mutex` in a pinned allocation of its own, so
 /// that the driver's state can hold one by value and make it fallibly (the kernel's mutexes
 /// cannot move once initialised). Every lock of this family is of one lockdep class.
@@ -570,6 +604,8 @@ impl Backend for KernelBackend {
     type Clock = SimClock;
     type Exec = KernelExec;
     type Dma = SimDma;
+    type Fence = KernelFence;
+    type JobAlloc = QueueFences;
     type DrmAlloc = drm_ctx::kernel::KernelAlloc;
     type Alloc = KernelAlloc;
     type Locks = KernelLocks;
@@ -584,6 +620,20 @@ impl Backend for KernelBackend {
 
     fn dma(&self) -> &SimDma {
         &self.dma
+    }
+
+    fn new_job_alloc(&self) -> Result<QueueFences> {
+        Ok(QueueFences {
+            done: jobqueue::kernel::KernelAlloc::new(
+                jobqueue::kernel::Timeline::new(c"tyr", c"queue"),
+                GFP_KERNEL,
+            ),
+            hw: jobqueue::kernel::Timeline::new(c"tyr", c"ring"),
+        })
+    }
+
+    fn new_hw_fence(&self, alloc: &QueueFences) -> Result<KernelFence> {
+        KernelFence::new(&alloc.hw, 0, GFP_KERNEL).map_err(|_| Error::NoMemory)
     }
 
     fn irq_pending(&self, line: IrqLine) -> bool {

@@ -94,7 +94,6 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 
 use drm_ctx::drm::{gem, AnyCtx};
 use drm_ctx::types::ARef;
-use jobqueue::host::{HostAlloc, HostFence};
 use jobqueue::{
     Backend as JqBackend, Executor, FenceError, QueueConfig, RunJob, SignalCtx, SignalFence,
     TimedOutJob, TimeoutAction,
@@ -136,21 +135,18 @@ pub const MAX_QUEUES: usize =
 /// Bytes of sync objects per queue (`{seqno, status, pad}` as panthor lays them out).
 pub(crate) const SYNCOBJ_SIZE: u64 = 16;
 
-/// The fence type of the driver's queues (host fences: the DRM glue is host-only for now).
-pub type Fence = HostFence;
-
 /// A job queue of the driver.
 pub type JobQueue<B> =
     jobqueue::Queue<RingHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
 
-/// What a job carries from submission to the ring.
-pub struct JobPayload {
+/// What a job carries from submission to the ring (`F`: the backend's fence).
+pub struct JobPayload<F> {
     /// GPU address of the user stream (0 for a job that only synchronises).
     pub stream_addr: u64,
     /// Size of the user stream in bytes.
     pub stream_size: u32,
     /// The hardware fence, allocated at submission so that `run_job` allocates nothing.
-    pub hw: Fence,
+    pub hw: F,
 }
 
 /// State a group shares with its queues' ring backends and the interrupt handler.
@@ -242,12 +238,12 @@ pub struct SchedShared {
 }
 
 /// A ring in flight: one job written to the ring and not yet seen complete.
-struct Inflight {
+struct Inflight<F> {
     /// Sync-object value at which the job is complete.
     target: u64,
     /// Ring position (bytes, monotonic) of the job's first instruction.
     pos: u64,
-    fence: Fence,
+    fence: F,
 }
 
 /// The ring backend of one queue (what `jobqueue` calls to put jobs on the hardware).
@@ -273,7 +269,7 @@ pub struct RingHw<B: Backend> {
     /// The group's [timeout clock](GroupState::timeout_clock) when the queue last made
     /// progress (or got work on an empty ring).
     progress_at: u64,
-    inflight: [Option<Inflight>; JOB_SLOTS],
+    inflight: [Option<Inflight<B::Fence>>; JOB_SLOTS],
     head: usize,
     len: usize,
 }
@@ -367,7 +363,7 @@ impl<B: Backend> RingHw<B> {
         self.insert
     }
 
-    fn write_job(&mut self, dma: &B::Dma, p: &JobPayload) {
+    fn write_job(&mut self, dma: &B::Dma, p: &JobPayload<B::Fence>) {
         let call: [u64; 3] = if p.stream_size == 0 {
             [instr::nop(); 3]
         } else {
@@ -397,15 +393,15 @@ impl<B: Backend> RingHw<B> {
 }
 
 impl<B: Backend> JqBackend for RingHw<B> {
-    type Fence = Fence;
-    type Alloc = HostAlloc;
-    type Payload = JobPayload;
+    type Fence = B::Fence;
+    type Alloc = B::JobAlloc;
+    type Payload = JobPayload<B::Fence>;
 
     fn run_job(
         &mut self,
-        job: RunJob<'_, JobPayload>,
+        job: RunJob<'_, JobPayload<B::Fence>>,
         _ctx: &SignalCtx<'_>,
-    ) -> core::result::Result<Fence, FenceError> {
+    ) -> core::result::Result<B::Fence, FenceError> {
         let Some(dev) = self.backend.upgrade() else {
             return Err(FenceError::CANCELED);
         };
@@ -460,7 +456,7 @@ impl<B: Backend> JqBackend for RingHw<B> {
 
     fn timed_out(
         &mut self,
-        job: TimedOutJob<'_, JobPayload>,
+        job: TimedOutJob<'_, JobPayload<B::Fence>>,
         _ctx: &SignalCtx<'_>,
     ) -> TimeoutAction {
         let dead = self.group.dead.load(Ordering::Acquire);
@@ -561,6 +557,8 @@ pub struct GroupQueue<B: Backend> {
     pub jq: LockOf<B, JobQueue<B>>,
     /// Its configuration.
     pub config: QueueConfig,
+    /// Its fences and job memory.
+    pub alloc: B::JobAlloc,
     /// Its priority among the group's queues (`drm_panthor_queue_create::priority`, 0..=15,
     /// 15 highest): the firmware runs a higher one first.
     pub priority: u8,

@@ -15,7 +15,7 @@ use drm_ctx::host::syncobj::{self, live_chain_links, FenceRef};
 use jobqueue::host::HostFence;
 use jobqueue::SignalFence as _;
 use tyr::csf::instr;
-use tyr::job::JobSyncFence;
+use tyr::host::JobSyncFence;
 use tyr::uapi::*;
 use tyr::umd::{timeline_op, Bo, Job, Umd};
 

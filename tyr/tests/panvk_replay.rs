@@ -59,8 +59,8 @@ use mali_sim::Config;
 use tyr::csf::instr;
 use tyr::driver::{self, TyrBo};
 use tyr::host::HostBackend;
+use tyr::host::JobSyncFence;
 use tyr::ioctl::{Mapping, MmapProt};
-use tyr::job::JobSyncFence;
 use tyr::uapi::*;
 use tyr::umd::{timeline_op, Umd};
 
