@@ -25,7 +25,9 @@
 use core::fmt;
 use core::ops::DerefMut;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::AtomicU64;
+#[cfg(feature = "std")]
+use core::sync::atomic::Ordering;
 
 use register::io::poll::PollClock;
 use register::io::{Io, IoCapable, IoKnownSize};
