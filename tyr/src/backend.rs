@@ -205,6 +205,37 @@ pub trait Events: Send + Sync {
     fn work(&self);
 }
 
+/// The driver's event handlers as the environment holds them between calls: whatever their
+/// type, and (through [`WeakEvents`]) weakly, so that the environment never keeps a driver
+/// alive that is otherwise gone.
+pub trait EventSink: Send + Sync {
+    /// Runs `f` on the handlers if they are still there; false if they are gone.
+    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool;
+}
+
+/// Handlers held by value are always there.
+impl<E: Events> EventSink for E {
+    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool {
+        f(self);
+        true
+    }
+}
+
+/// Handlers held weakly: gone once the last strong reference to them is.
+pub struct WeakEvents<E, A: drm_ctx::mem::Allocator>(pub crate::env::Weak<E, A>);
+
+impl<E: Events + 'static, A: drm_ctx::mem::Allocator> EventSink for WeakEvents<E, A> {
+    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool {
+        match self.0.upgrade() {
+            Some(e) => {
+                f(&*e);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// The environment of the driver.
 pub trait Backend: Send + Sync + 'static {
     /// The MMIO region of the GPU.

@@ -57,7 +57,9 @@ use jobqueue::{Executor, Fence as _};
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
-use crate::backend::{Backend, DmaMemory, DmaRegion, Events, IrqLine, LogLevel, PAGE_SIZE};
+use crate::backend::{
+    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, LogLevel, WeakEvents, PAGE_SIZE,
+};
 use crate::{env, Error, Result};
 use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 
@@ -274,27 +276,6 @@ struct EventState {
     /// The system sleeps ([`Backend::system_sleep`]): timers do not fire, time does not move
     /// through them.
     asleep: bool,
-}
-
-/// The driver's event handlers as the event thread holds them: weakly, whatever their type.
-trait EventSink: Send + Sync {
-    /// Runs `f` on the handlers if they are still there; false if they are gone.
-    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool;
-}
-
-/// An [`EventSink`] over a weak reference to the driver.
-struct WeakSink<E>(env::Weak<E, drm_ctx::mem::Global>);
-
-impl<E: Events + 'static> EventSink for WeakSink<E> {
-    fn with(&self, f: &mut dyn FnMut(&dyn Events)) -> bool {
-        match self.0.upgrade() {
-            Some(e) => {
-                f(&*e);
-                true
-            }
-            None => false,
-        }
-    }
 }
 
 /// What the event thread and the executor share.
@@ -638,7 +619,7 @@ impl Backend for HostBackend {
         self.stop_events();
         {
             let mut s = plock(&self.exec.shared.state);
-            s.events = Some(Arc::new(WeakSink(events)));
+            s.events = Some(Arc::new(WeakEvents(events)));
             s.stop = false;
             s.pending = true;
         }

@@ -51,7 +51,8 @@ use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
 use crate::backend::{
-    Backend, DmaMemory, DmaRegion, Events, IrqLine, Lock, LockFamily, LogLevel, PAGE_SIZE,
+    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, Lock, LockFamily, LogLevel,
+    PAGE_SIZE,
 };
 use crate::{Error, Result};
 
@@ -272,7 +273,7 @@ pub struct EventPump {
     #[pin]
     work: Work<EventPump, 1>,
     #[pin]
-    events: SpinLock<Option<Arc<dyn Events>>>,
+    events: SpinLock<Option<Arc<dyn EventSink>>>,
     #[pin]
     state: SpinLock<PumpState>,
     device: Arc<SimDevice>,
@@ -291,27 +292,39 @@ impl WorkItem<1> for EventPump {
         for _ in 0..PUMP_BUDGET {
             // The driver's callbacks run without any of the pump's locks held: they may write
             // registers and wake the executor, which queue the pump again.
-            let Some(events) = this.events.lock().clone() else {
+            let Some(sink) = this.events.lock().clone() else {
                 return;
             };
-            if this.device.with(|gpu| !gpu.asserted_lines().is_empty()) {
-                events.irq();
-                continue;
-            }
-            let now = this.device.with(|gpu| gpu.now_ns());
-            let owed = {
-                let mut s = this.state.lock();
-                if s.timer.is_some_and(|t| t <= now) {
-                    s.timer = None;
-                    s.pending = true;
+            // The handlers are held for one call of `irq` or `work`, not across a step.
+            let mut again = false;
+            let alive = sink.with(&mut |events| {
+                if this.device.with(|gpu| !gpu.asserted_lines().is_empty()) {
+                    events.irq();
+                    again = true;
+                    return;
                 }
-                core::mem::take(&mut s.pending)
-            };
-            if owed {
-                events.work();
+                let now = this.device.with(|gpu| gpu.now_ns());
+                let owed = {
+                    let mut s = this.state.lock();
+                    if s.timer.is_some_and(|t| t <= now) {
+                        s.timer = None;
+                        s.pending = true;
+                    }
+                    core::mem::take(&mut s.pending)
+                };
+                if owed {
+                    events.work();
+                    again = true;
+                }
+            });
+            drop(sink);
+            if !alive {
+                // The driver is gone: nothing is left to serve.
+                return;
+            }
+            if again {
                 continue;
             }
-            drop(events);
             let timer = this.state.lock().timer;
             if let Progress::Idle = this.device.with(|gpu| gpu.step(timer)) {
                 let s = this.state.lock();
@@ -495,7 +508,7 @@ impl KernelBackend {
     /// Has the event pump call `events` (replacing any earlier one) for the simulated GPU's
     /// interrupts and the executor's wake-ups, or stop calling them with `None`. A call
     /// already under way finishes with the events it took.
-    pub fn set_events(&self, events: Option<Arc<dyn Events>>) {
+    pub fn set_events(&self, events: Option<Arc<dyn EventSink>>) {
         let start = events.is_some();
         *self.exec.pump.events.lock() = events;
         if start {

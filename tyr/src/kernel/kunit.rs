@@ -280,7 +280,7 @@ mod tests {
             },
             GFP_KERNEL,
         )?;
-        let events: Arc<dyn Events> = handler.clone();
+        let events: Arc<dyn crate::backend::EventSink> = handler.clone();
         b.set_events(Some(events));
         // A soft reset with its interrupt unmasked: nobody polls or sleeps here, so only the
         // pump stepping the simulator can complete it, and only the pump can call the handler.
@@ -323,7 +323,7 @@ mod tests {
     fn waking_the_executor_runs_the_drivers_work_on_the_workqueue() -> Result {
         let b = KernelBackend::g610()?;
         let counter = Arc::new(Counter(AtomicU64::new(0)), GFP_KERNEL)?;
-        let events: Arc<dyn Events> = counter.clone();
+        let events: Arc<dyn crate::backend::EventSink> = counter.clone();
         b.set_events(Some(events));
         jobqueue::Executor::waker(b.executor()).wake_by_ref();
         // The work item runs on the system workqueue: wait for it, a second at most.
