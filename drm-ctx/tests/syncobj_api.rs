@@ -241,6 +241,8 @@ fn a_wait_ioctl_is_woken_by_add_point_after_the_handle_is_destroyed() {
     let h = c.file().create_syncobj(None).unwrap();
     let s = c.file().syncobj(h).unwrap();
     let handles = c.mem().alloc_bytes(&h.to_le_bytes()).unwrap();
+    // (No other test of this binary waits through the ioctls.)
+    let passes = hs::wait_passes();
     let waiter = {
         let c = c.clone();
         thread::spawn(move || {
@@ -256,7 +258,10 @@ fn a_wait_ioctl_is_woken_by_add_point_after_the_handle_is_destroyed() {
             monotonic_ns() - start
         })
     };
-    thread::sleep(Duration::from_millis(30));
+    // Once the wait has looked at its syncobj, it holds it.
+    while hs::wait_passes() == passes {
+        thread::sleep(Duration::from_millis(1));
+    }
     // The wait holds the syncobj: destroying the handle does not end it, and a driver that
     // looked the syncobj up may still signal it.
     c.file().syncobjs().destroy(h).unwrap();

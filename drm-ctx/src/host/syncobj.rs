@@ -35,13 +35,19 @@
 //! the fence being there. A wait with no handles succeeds at once; `WAIT_DEADLINE` is accepted
 //! and its hint ignored. An error a fence signalled with is not reported by the wait (as in the
 //! kernel: the wait only tells that fences signalled). A wait is about the syncobjs its handles
-//! named when it started: destroying a handle does not end it (nothing can attach a fence to
-//! that syncobj any more). A wait for submission sleeps until a fence is attached. As in the
+//! named when it started (it holds a reference to each): destroying a handle does not end it,
+//! and a driver that holds the syncobj ([`Syncobj`](crate::drm::syncobj::Syncobj)) may still
+//! attach a fence. A wait for submission sleeps until a fence is attached. As in the
 //! kernel, a handle that names no syncobj is `ENOENT` for every call but destroy (`EINVAL`), and
 //! unplugging the device does not end a wait that has started: it ends when its fences signal or
 //! its deadline passes (the driver signals every fence of an unplugged device, with an error).
 //! Calls that change several syncobjs change all or none of them. At most [`MAX_HANDLES`]
 //! handles per call (`EINVAL` beyond).
+//!
+//! Syncobjs are reference counted like the kernel's `struct drm_syncobj` (the handle table holds
+//! one reference, and so does every wait and every driver's
+//! [`Syncobj`](crate::drm::syncobj::Syncobj)); [`crate::drm::syncobj`] is the API a driver's
+//! submit path uses, the same in the kernel.
 //!
 //! Allocations report `ENOMEM` except two `Arc`s (Rust's `Arc` has no fallible constructor):
 //! a chain link ([`ChainPoint::new`], set aside before anything changes) and the waker of a
@@ -210,7 +216,11 @@ fn signalled() -> FenceRef {
 ///
 /// - `refs` is the number of [`ARef`]s to this object; it was allocated by [`SyncobjCell::new`]
 ///   from [`Global`] with the layout of `Self`, and is freed when `refs` drops to zero.
+/// - `root` is the pointer the block was allocated at (an [`ARef`] made from a shared
+///   reference may only read through its pointer; the object is dropped and freed through this
+///   one).
 pub(crate) struct SyncobjCell {
+    root: NonNull<SyncobjCell>,
     refs: AtomicUsize,
     id: u64,
     fence: Mutex<Option<FenceRef>>,
@@ -226,6 +236,7 @@ impl SyncobjCell {
         // SAFETY: `ptr` is a fresh block with the size and alignment of `Self`.
         unsafe {
             ptr.as_ptr().write(SyncobjCell {
+                root: ptr,
                 refs: AtomicUsize::new(1),
                 id,
                 fence: Mutex::new(fence),
@@ -274,6 +285,12 @@ impl SyncobjCell {
     }
 }
 
+// SAFETY: `root` only points to the object itself (used to free it once); the other fields are
+// `Send + Sync`.
+unsafe impl Send for SyncobjCell {}
+// SAFETY: As for `Send`: shared use never touches `root`.
+unsafe impl Sync for SyncobjCell {}
+
 // SAFETY: `inc_ref` and `dec_ref` count the references in `refs`; the object is dropped and its
 // block freed only when the last one is given back, and a `&SyncobjCell` exists only through a
 // reference (`ARef`) someone holds.
@@ -283,18 +300,22 @@ unsafe impl AlwaysRefCounted for SyncobjCell {
     }
 
     unsafe fn dec_ref(obj: NonNull<Self>) {
-        // SAFETY: The caller owns a reference, so the object is alive.
-        if unsafe { obj.as_ref() }.refs.fetch_sub(1, Ordering::Release) != 1 {
-            return;
-        }
+        let root = {
+            // SAFETY: The caller owns a reference, so the object is alive.
+            let this = unsafe { obj.as_ref() };
+            if this.refs.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            this.root
+        };
         // Every other reference's use happened before this point.
         core::sync::atomic::fence(Ordering::Acquire);
         // SAFETY: That was the last reference: nothing else can reach the object, which `new`
-        // initialised (type invariant); it is dropped once, here.
-        unsafe { core::ptr::drop_in_place(obj.as_ptr()) };
-        // SAFETY: The block came from `Global` with the layout of `Self` (type invariant) and
-        // nothing uses it any more.
-        unsafe { Global::free(obj.cast(), Layout::new::<Self>()) };
+        // initialised at `root` (type invariant); it is dropped once, here.
+        unsafe { core::ptr::drop_in_place(root.as_ptr()) };
+        // SAFETY: The block came from `Global` at `root` with the layout of `Self` (type
+        // invariant) and nothing uses it any more.
+        unsafe { Global::free(root.cast(), Layout::new::<Self>()) };
     }
 }
 
