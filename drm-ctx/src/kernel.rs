@@ -22,6 +22,7 @@
 //! | `create_handle`, `lookup_handle`, `close_handle`, `create_mmap_offset` | `drm_gem_handle_create`, `drm_gem_object_lookup`, `drm_gem_handle_delete`, `drm_gem_create_mmap_offset` |
 //! | `Driver::IOCTLS` ([`declare_drm_ioctls!`](crate::declare_drm_ioctls)) | a `drm_ioctl_desc` table built at compile time, dispatched by `drm_ioctl` |
 //! | `File::create_syncobj` | `drm_syncobj_create` + `drm_syncobj_get_handle` |
+//! | `File::syncobj`, `File::syncobj_fence`, [`drm::syncobj`](crate::drm::syncobj) | `drm_syncobj_find`, `drm_syncobj_find_fence`, `drm_syncobj_replace_fence`, `drm_syncobj_add_point`, `dma_fence_chain_alloc`, `dma_fence_unwrap_for_each` ([`syncobj`]) |
 //! | core ioctls (`VERSION`, `GEM_CLOSE`, `SYNCOBJ_*`, PRIME) | the DRM core's own |
 //!
 //! A small C file (`kernel/drm.c`) stands in for what Linux 7.2's Rust DRM lacks or gets
@@ -30,8 +31,8 @@
 //! devices' buffers, both of which make plain shmem objects that a handle lookup would then
 //! take for the driver's type. So each device gets, before registration, a managed copy of its
 //! vtable with `DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE` and without those two callbacks. It
-//! also wraps what is not in the bindings (`drm_syncobj.h`, `drm_auth.h`, the `static inline`
-//! fence reference counting).
+//! also wraps what is not in the bindings (`drm_syncobj.h`, `drm_auth.h`, `dma-fence-chain.h`,
+//! `dma-fence-unwrap.h`, the `static inline` fence reference counting).
 //!
 //! [`UnregisteredDevice`]: crate::drm::UnregisteredDevice
 //! [`Registration`]: crate::drm::Registration
@@ -103,6 +104,7 @@ pub mod drm;
 pub mod file;
 pub mod gem;
 mod kunit;
+pub mod syncobj;
 
 extern "C" {
     fn gpukit_drm_fence_get(fence: *mut ::kernel::bindings::dma_fence);
@@ -123,6 +125,17 @@ unsafe impl Send for DmaFence {}
 unsafe impl Sync for DmaFence {}
 
 impl DmaFence {
+    /// Takes over a reference to `fence` the caller owns.
+    ///
+    /// # Safety
+    ///
+    /// `fence` is a live `struct dma_fence` on which the caller owns a reference, which is
+    /// handed to the new value.
+    pub unsafe fn from_raw(fence: NonNull<::kernel::bindings::dma_fence>) -> Self {
+        // INVARIANT: The caller hands over its reference.
+        DmaFence(fence)
+    }
+
     /// Takes a new reference to `fence`.
     ///
     /// # Safety

@@ -84,11 +84,6 @@ impl<V> Idr<V> {
         self.slots.get(i)?.as_ref()
     }
 
-    /// The entry of `handle`, mutably.
-    pub(crate) fn get_mut(&mut self, handle: u32) -> Option<&mut V> {
-        self.slot_mut(handle)?.as_mut()
-    }
-
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -134,10 +129,9 @@ mod tests {
         assert_eq!(t.alloc('e'), Ok(2));
         assert_eq!(t.alloc('f'), Ok(4));
         assert_eq!(t.get(4), Some(&'f'));
-        *t.get_mut(4).unwrap() = 'g';
         assert_eq!(
             t.iter().collect::<Vec<_>>(),
-            [(1, &'d'), (2, &'e'), (3, &'c'), (4, &'g')]
+            [(1, &'d'), (2, &'e'), (3, &'c'), (4, &'f')]
         );
         assert_eq!(t.take_all().count(), 4);
         assert_eq!((t.len(), t.get(1)), (0, None));

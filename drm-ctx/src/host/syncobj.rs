@@ -35,19 +35,28 @@
 //! the fence being there. A wait with no handles succeeds at once; `WAIT_DEADLINE` is accepted
 //! and its hint ignored. An error a fence signalled with is not reported by the wait (as in the
 //! kernel: the wait only tells that fences signalled). A wait is about the syncobjs its handles
-//! named when it started: destroying a handle does not end it (nothing can attach a fence to
-//! that syncobj any more). A wait for submission sleeps until a fence is attached. As in the
+//! named when it started (it holds a reference to each): destroying a handle does not end it,
+//! and a driver that holds the syncobj ([`Syncobj`](crate::drm::syncobj::Syncobj)) may still
+//! attach a fence. A wait for submission sleeps until a fence is attached. As in the
 //! kernel, a handle that names no syncobj is `ENOENT` for every call but destroy (`EINVAL`), and
 //! unplugging the device does not end a wait that has started: it ends when its fences signal or
 //! its deadline passes (the driver signals every fence of an unplugged device, with an error).
 //! Calls that change several syncobjs change all or none of them. At most [`MAX_HANDLES`]
 //! handles per call (`EINVAL` beyond).
 //!
+//! Syncobjs are reference counted like the kernel's `struct drm_syncobj` (the handle table holds
+//! one reference, and so does every wait and every driver's
+//! [`Syncobj`](crate::drm::syncobj::Syncobj)); [`crate::drm::syncobj`] is the API a driver's
+//! submit path uses, the same in the kernel.
+//!
 //! Allocations report `ENOMEM` except two `Arc`s (Rust's `Arc` has no fallible constructor):
 //! a chain link ([`ChainPoint::new`], set aside before anything changes) and the waker of a
 //! blocking wait.
 
+use core::alloc::Layout;
 use core::any::Any;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use core::task::Waker;
 use std::{
     boxed::Box,
@@ -66,6 +75,8 @@ pub use chain::{for_each_unwrapped, live_chain_links, ChainNode, ChainPoint};
 use super::{idr::Idr, WakerList};
 use crate::{
     drm::ioctl::{IoctlArg, IOWR},
+    mem::{Allocator, Global},
+    types::{ARef, AlwaysRefCounted},
     uaccess::UserMemory,
     Error, Result,
 };
@@ -194,11 +205,118 @@ fn signalled() -> FenceRef {
     SIGNALLED.get_or_init(|| Arc::new(SignalledFence)).clone()
 }
 
-/// One syncobj: the fence it holds, and a number telling it apart from a syncobj created later
-/// under the same handle.
-struct Syncobj {
+/// One syncobj: the fence it holds, a number telling it apart from a syncobj created later
+/// under the same handle, and the waits for a fence to be attached to it.
+///
+/// It is reference counted like the kernel's `struct drm_syncobj`: the handle table holds one
+/// reference while the handle exists, and every [`Syncobj`](crate::drm::syncobj::Syncobj) (and
+/// every wait) one more, so a syncobj outlives its handle as long as someone uses it.
+///
+/// # Invariants
+///
+/// - `refs` is the number of [`ARef`]s to this object; it was allocated by [`SyncobjCell::new`]
+///   from [`Global`] with the layout of `Self`, and is freed when `refs` drops to zero.
+/// - `root` is the pointer the block was allocated at (an [`ARef`] made from a shared
+///   reference may only read through its pointer; the object is dropped and freed through this
+///   one).
+pub(crate) struct SyncobjCell {
+    root: NonNull<SyncobjCell>,
+    refs: AtomicUsize,
     id: u64,
-    fence: Option<FenceRef>,
+    fence: Mutex<Option<FenceRef>>,
+    /// Waits for submission on this syncobj, woken whenever a fence is attached.
+    waiters: WakerList,
+}
+
+impl SyncobjCell {
+    /// A new syncobj holding `fence`, with one reference; [`Error::NoMemory`] if it cannot be
+    /// allocated.
+    fn new(id: u64, fence: Option<FenceRef>) -> Result<ARef<Self>> {
+        let ptr = Global::alloc(Layout::new::<Self>())?.cast::<Self>();
+        // SAFETY: `ptr` is a fresh block with the size and alignment of `Self`.
+        unsafe {
+            ptr.as_ptr().write(SyncobjCell {
+                root: ptr,
+                refs: AtomicUsize::new(1),
+                id,
+                fence: Mutex::new(fence),
+                waiters: WakerList::default(),
+            })
+        };
+        // SAFETY: The object is initialised and the one reference it counts is handed over.
+        Ok(unsafe { ARef::from_raw(ptr) })
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Option<FenceRef>> {
+        self.fence.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fence it holds now (`drm_syncobj_fence_get`).
+    pub(crate) fn get(&self) -> Option<FenceRef> {
+        self.slot().clone()
+    }
+
+    /// Replaces its fence (`drm_syncobj_replace_fence`); allocates nothing.
+    pub(crate) fn replace(&self, fence: Option<FenceRef>) {
+        let old = core::mem::replace(&mut *self.slot(), fence);
+        // Dropped unlocked: a timeline's chain may be long, and a driver's fence may do anything
+        // when it goes.
+        drop(old);
+        self.waiters.wake_all();
+    }
+
+    /// Adds a point in `link` (`drm_syncobj_add_point`); allocates nothing.
+    fn add(&self, link: ChainPoint, contained: Contained, point: u64) {
+        let prev = {
+            let mut slot = self.slot();
+            let prev = slot.take();
+            *slot = Some(link.init(prev.clone(), contained, point));
+            prev
+        };
+        self.waiters.wake_all();
+        if let Some(p) = prev {
+            chain::collect(&p);
+        }
+    }
+
+    /// Adds point `point` holding `fence` in `link`.
+    pub(crate) fn add_point(&self, link: ChainPoint, fence: FenceRef, point: u64) {
+        self.add(link, Contained::One(fence), point);
+    }
+}
+
+// SAFETY: `root` only points to the object itself (used to free it once); the other fields are
+// `Send + Sync`.
+unsafe impl Send for SyncobjCell {}
+// SAFETY: As for `Send`: shared use never touches `root`.
+unsafe impl Sync for SyncobjCell {}
+
+// SAFETY: `inc_ref` and `dec_ref` count the references in `refs`; the object is dropped and its
+// block freed only when the last one is given back, and a `&SyncobjCell` exists only through a
+// reference (`ARef`) someone holds.
+unsafe impl AlwaysRefCounted for SyncobjCell {
+    fn inc_ref(&self) {
+        self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        let root = {
+            // SAFETY: The caller owns a reference, so the object is alive.
+            let this = unsafe { obj.as_ref() };
+            if this.refs.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            this.root
+        };
+        // Every other reference's use happened before this point.
+        core::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: That was the last reference: nothing else can reach the object, which `new`
+        // initialised at `root` (type invariant); it is dropped once, here.
+        unsafe { core::ptr::drop_in_place(root.as_ptr()) };
+        // SAFETY: The block came from `Global` at `root` with the layout of `Self` (type
+        // invariant) and nothing uses it any more.
+        unsafe { Global::free(root.cast(), Layout::new::<Self>()) };
+    }
 }
 
 /// A syncobj as a driver names it between preparing a job and committing it (where the kernel
@@ -218,7 +336,7 @@ impl SyncobjKey {
 }
 
 struct Objects {
-    idr: Idr<Syncobj>,
+    idr: Idr<ARef<SyncobjCell>>,
     next_id: u64,
 }
 
@@ -228,8 +346,6 @@ struct Objects {
 /// one fails with [`Error::NoMemory`] rather than aborting when memory runs out.
 pub struct SyncobjTable {
     objects: Mutex<Objects>,
-    /// Waits for submission, woken whenever a fence is attached or a syncobj destroyed.
-    waiters: WakerList,
 }
 
 impl Default for SyncobjTable {
@@ -239,7 +355,6 @@ impl Default for SyncobjTable {
                 idr: Idr::default(),
                 next_id: 0,
             }),
-            waiters: WakerList::default(),
         }
     }
 }
@@ -280,35 +395,31 @@ impl SyncobjTable {
     pub fn create(&self, fence: Option<FenceRef>) -> Result<u32> {
         let mut o = self.lock();
         let id = o.next_id;
-        let h = o.idr.alloc(Syncobj { id, fence })?;
+        let h = o.idr.alloc(SyncobjCell::new(id, fence)?)?;
         o.next_id += 1;
         Ok(h)
     }
 
     /// Destroys a syncobj; [`Error::Invalid`] if there is none with this handle.
     ///
-    /// Waits already in progress on it go on with the fence they found (as in Linux, where a
-    /// wait holds a reference to the syncobj): nothing can attach a new one any more.
+    /// The syncobj lives on as long as someone holds a reference to it (a wait in progress, a
+    /// driver's [`Syncobj`](crate::drm::syncobj::Syncobj)), as in Linux: a wait goes on, and a
+    /// driver that looked it up may still attach a fence, which only those holders see.
     pub fn destroy(&self, handle: u32) -> Result {
         let gone = self.lock().idr.remove(handle).ok_or(Error::Invalid)?;
         drop(gone);
-        self.waiters.wake_all();
         Ok(())
     }
 
     /// The fence of a syncobj (`None` if it holds none; for a timeline its newest link, a
     /// [`ChainNode`] that signals with every point); [`Error::NotFound`] for an unknown handle.
     pub fn fence(&self, handle: u32) -> Result<Option<FenceRef>> {
-        self.lock()
-            .idr
-            .get(handle)
-            .map(|s| s.fence.clone())
-            .ok_or(Error::NotFound)
+        self.lookup(handle).map(|s| s.get()).ok_or(Error::NotFound)
     }
 
-    /// The identity and fence of a syncobj.
-    fn lookup(&self, handle: u32) -> Option<(u64, Option<FenceRef>)> {
-        self.lock().idr.get(handle).map(|s| (s.id, s.fence.clone()))
+    /// A reference to the syncobj `handle` names now (`drm_syncobj_find`).
+    pub(crate) fn lookup(&self, handle: u32) -> Option<ARef<SyncobjCell>> {
+        self.lock().idr.get(handle).cloned()
     }
 
     /// Whether `handle` names a syncobj.
@@ -325,7 +436,7 @@ impl SyncobjTable {
     /// handle.
     pub fn key(&self, handle: u32) -> Result<SyncobjKey> {
         self.lookup(handle)
-            .map(|(id, _)| SyncobjKey { handle, id })
+            .map(|s| SyncobjKey { handle, id: s.id })
             .ok_or(Error::NotFound)
     }
 
@@ -336,12 +447,11 @@ impl SyncobjTable {
     }
 
     fn replace_if(&self, handle: u32, id: Option<u64>, fence: Option<FenceRef>) -> Result {
-        let old = match self.lock().idr.get_mut(handle) {
-            Some(s) if id.is_none_or(|id| id == s.id) => core::mem::replace(&mut s.fence, fence),
-            _ => return Err(Error::NotFound),
-        };
-        drop(old);
-        self.waiters.wake_all();
+        let s = self
+            .lookup(handle)
+            .filter(|s| id.is_none_or(|id| id == s.id))
+            .ok_or(Error::NotFound)?;
+        s.replace(fence);
         Ok(())
     }
 
@@ -353,19 +463,26 @@ impl SyncobjTable {
         let mut old: Vec<Option<FenceRef>> = Vec::new();
         old.try_reserve_exact(handles.len())
             .map_err(|_| Error::NoMemory)?;
+        let mut cells: Vec<ARef<SyncobjCell>> = Vec::new();
+        cells
+            .try_reserve_exact(handles.len())
+            .map_err(|_| Error::NoMemory)?;
         {
-            let mut o = self.lock();
+            let o = self.lock();
             if handles.iter().any(|h| o.idr.get(*h).is_none()) {
                 return Err(Error::NotFound);
             }
             for h in handles {
-                if let Some(s) = o.idr.get_mut(*h) {
-                    old.push(core::mem::replace(&mut s.fence, fence.clone()));
+                if let Some(s) = o.idr.get(*h) {
+                    old.push(core::mem::replace(&mut *s.slot(), fence.clone()));
+                    cells.push(s.clone());
                 }
             }
         }
         drop(old);
-        self.waiters.wake_all();
+        for s in &cells {
+            s.waiters.wake_all();
+        }
         Ok(())
     }
 
@@ -441,21 +558,11 @@ impl SyncobjTable {
         contained: Contained,
         point: u64,
     ) -> Result {
-        let prev = {
-            let mut o = self.lock();
-            let s = o
-                .idr
-                .get_mut(handle)
-                .filter(|s| id.is_none_or(|id| id == s.id))
-                .ok_or(Error::NotFound)?;
-            let prev = s.fence.take();
-            s.fence = Some(link.init(prev.clone(), contained, point));
-            prev
-        };
-        self.waiters.wake_all();
-        if let Some(p) = prev {
-            chain::collect(&p);
-        }
+        let s = self
+            .lookup(handle)
+            .filter(|s| id.is_none_or(|id| id == s.id))
+            .ok_or(Error::NotFound)?;
+        s.add(link, contained, point);
         Ok(())
     }
 
@@ -466,20 +573,29 @@ impl SyncobjTable {
         prevs
             .try_reserve_exact(handles.len())
             .map_err(|_| Error::NoMemory)?;
+        let mut cells: Vec<ARef<SyncobjCell>> = Vec::new();
+        cells
+            .try_reserve_exact(handles.len())
+            .map_err(|_| Error::NoMemory)?;
         {
-            let mut o = self.lock();
+            let o = self.lock();
             if handles.iter().any(|h| o.idr.get(*h).is_none()) {
                 return Err(Error::NotFound);
             }
             for ((h, p), link) in handles.iter().zip(points).zip(links) {
-                if let Some(s) = o.idr.get_mut(*h) {
-                    let prev = s.fence.take();
-                    s.fence = Some(link.init(prev.clone(), Contained::One(signalled()), *p));
+                if let Some(s) = o.idr.get(*h) {
+                    let mut slot = s.slot();
+                    let prev = slot.take();
+                    *slot = Some(link.init(prev.clone(), Contained::One(signalled()), *p));
+                    drop(slot);
                     prevs.push(prev);
+                    cells.push(s.clone());
                 }
             }
         }
-        self.waiters.wake_all();
+        for s in &cells {
+            s.waiters.wake_all();
+        }
         for p in prevs.iter().flatten() {
             chain::collect(p);
         }
@@ -495,35 +611,8 @@ impl SyncobjTable {
     /// point not submitted yet). With `WAIT_FOR_SUBMIT` it waits up to 5 seconds for the fence
     /// to be attached instead, then fails with `ETIME`.
     pub fn find_fence(&self, handle: u32, point: u64, flags: u32) -> Result<FenceRef> {
-        let (id, fence) = self.lookup(handle).ok_or(Error::NotFound)?;
-        if flags & !DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0 {
-            return Err(Error::Invalid);
-        }
-        if let Some(f) = fence_at(fence, point) {
-            return Ok(f);
-        }
-        if flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT == 0 {
-            return Err(Error::Invalid);
-        }
-        let deadline = monotonic_ns().saturating_add(WAIT_FOR_SUBMIT_TIMEOUT_NS);
-        let waker = Waker::from(Arc::new(Unpark(thread::current())));
-        let _entry = self.waiters.add(&waker)?;
-        loop {
-            // A syncobj destroyed meanwhile gets no fence any more: wait out the deadline, as
-            // the kernel does.
-            if let Some((same, f)) = self.lookup(handle) {
-                if same == id {
-                    if let Some(f) = fence_at(f, point) {
-                        return Ok(f);
-                    }
-                }
-            }
-            let now = monotonic_ns();
-            if now >= deadline {
-                return Err(Error::Other(ETIME));
-            }
-            thread::park_timeout(Duration::from_nanos((deadline - now) as u64));
-        }
+        let s = self.lookup(handle).ok_or(Error::NotFound)?;
+        find_fence_in(&s, point, flags)
     }
 
     /// The point `SYNCOBJ_QUERY` reports for a syncobj: 0 unless it holds a timeline; the
@@ -542,6 +631,34 @@ impl SyncobjTable {
     /// Whether the file has no syncobj.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// [`SyncobjTable::find_fence`] on a syncobj already looked up.
+pub(crate) fn find_fence_in(s: &SyncobjCell, point: u64, flags: u32) -> Result<FenceRef> {
+    if flags & !DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0 {
+        return Err(Error::Invalid);
+    }
+    if let Some(f) = fence_at(s.get(), point) {
+        return Ok(f);
+    }
+    if flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT == 0 {
+        return Err(Error::Invalid);
+    }
+    let deadline = monotonic_ns().saturating_add(WAIT_FOR_SUBMIT_TIMEOUT_NS);
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let _entry = s.waiters.add(&waker)?;
+    loop {
+        // Its handle may be gone meanwhile: whoever still holds the syncobj may attach a fence,
+        // otherwise the deadline passes, as in the kernel.
+        if let Some(f) = fence_at(s.get(), point) {
+            return Ok(f);
+        }
+        let now = monotonic_ns();
+        if now >= deadline {
+            return Err(Error::Other(ETIME));
+        }
+        thread::park_timeout(Duration::from_nanos((deadline - now) as u64));
     }
 }
 
@@ -768,8 +885,8 @@ fn read_points(user: &dyn UserMemory, addr: u64, count: usize) -> Result<Vec<u64
     Ok(out)
 }
 
-/// Looks every handle up (identity and fence); [`Error::NotFound`] if one is unknown.
-fn lookup_all(table: &SyncobjTable, handles: &[u32]) -> Result<Vec<(u64, Option<FenceRef>)>> {
+/// Looks every handle up; [`Error::NotFound`] if one is unknown.
+fn lookup_all(table: &SyncobjTable, handles: &[u32]) -> Result<Vec<ARef<SyncobjCell>>> {
     let mut out = Vec::new();
     out.try_reserve_exact(handles.len())
         .map_err(|_| Error::NoMemory)?;
@@ -860,8 +977,8 @@ pub(super) fn query(
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
     let found = lookup_all(table, &handles)?;
     let last = arg.flags & DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED != 0;
-    for (i, (_, fence)) in found.iter().enumerate() {
-        let point = chain::query(fence.as_ref(), last);
+    for (i, s) in found.iter().enumerate() {
+        let point = chain::query(s.get().as_ref(), last);
         let at = arg.points.checked_add(i as u64 * 8).ok_or(Error::Fault)?;
         user.write(at, &point.to_le_bytes())?;
     }
@@ -913,11 +1030,8 @@ pub fn wait_passes() -> u64 {
 enum Slot {
     /// The fence of its point.
     Fence(FenceRef),
-    /// It had no fence for the point when last looked at; the syncobj is the one with this
-    /// identity.
-    Pending(u64),
-    /// It had no fence and was destroyed (or its handle reused): no fence can come any more.
-    Gone,
+    /// It had no fence for the point when last looked at.
+    Pending,
 }
 
 pub(super) fn wait(
@@ -937,7 +1051,7 @@ pub(super) fn wait(
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
     let found = lookup_all(table, &handles)?;
     let points = read_points(user, 0, handles.len())?;
-    arg.first_signaled = wait_points(table, &handles, found, &points, arg.flags, arg.timeout_nsec)?;
+    arg.first_signaled = wait_points(&found, &points, arg.flags, arg.timeout_nsec)?;
     Ok(0)
 }
 
@@ -959,17 +1073,15 @@ pub(super) fn timeline_wait(
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
     let found = lookup_all(table, &handles)?;
     let points = read_points(user, arg.points, handles.len())?;
-    arg.first_signaled = wait_points(table, &handles, found, &points, arg.flags, arg.timeout_nsec)?;
+    arg.first_signaled = wait_points(&found, &points, arg.flags, arg.timeout_nsec)?;
     Ok(0)
 }
 
-/// Waits for the points of the syncobjs `found` (looked up from `handles`); returns the index
-/// the kernel reports in `first_signaled`: for wait-any the syncobj that ended the wait, for
-/// wait-all the first one already signalled on entry (`u32::MAX` if none was).
+/// Waits for the points of the syncobjs `found`; returns the index the kernel reports in
+/// `first_signaled`: for wait-any the syncobj that ended the wait, for wait-all the first one
+/// already signalled on entry (`u32::MAX` if none was).
 fn wait_points(
-    table: &SyncobjTable,
-    handles: &[u32],
-    found: Vec<(u64, Option<FenceRef>)>,
+    found: &[ARef<SyncobjCell>],
     points: &[u64],
     flags: u32,
     timeout_nsec: i64,
@@ -980,26 +1092,29 @@ fn wait_points(
         & (DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE)
         != 0;
     // Every point must have a fence before waiting, unless the wait is for submission. From
-    // then on the wait is about these syncobjs, whatever happens to their handles.
+    // then on the wait is about these syncobjs (it holds them), whatever happens to their
+    // handles.
     let mut slots: Vec<Slot> = Vec::new();
     slots
         .try_reserve_exact(found.len())
         .map_err(|_| Error::NoMemory)?;
-    for ((id, fence), point) in found.into_iter().zip(points) {
-        match fence_at(fence, *point) {
+    for (s, point) in found.iter().zip(points) {
+        match fence_at(s.get(), *point) {
             Some(f) => slots.push(Slot::Fence(f)),
-            None if for_submit => slots.push(Slot::Pending(id)),
+            None if for_submit => slots.push(Slot::Pending),
             None => return Err(Error::Invalid),
         }
     }
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    // While a point has no fence, woken by every fence attached to the table's syncobjs;
-    // taken back on every way out.
-    let _submit = if slots.iter().any(|s| matches!(s, Slot::Pending(_))) {
-        Some(table.waiters.add(&waker)?)
-    } else {
-        None
-    };
+    // While a point has no fence, woken by every fence attached to its syncobj; taken back on
+    // every way out.
+    let mut submit = Vec::new();
+    for (s, slot) in found.iter().zip(&slots) {
+        if matches!(slot, Slot::Pending) {
+            submit.try_reserve(1).map_err(|_| Error::NoMemory)?;
+            submit.push(s.waiters.add(&waker)?);
+        }
+    }
     // Dropped on every way out, taking the wakers back off the fences still pending.
     let mut armed: Vec<Option<Registration>> = Vec::new();
     armed
@@ -1012,14 +1127,10 @@ fn wait_points(
         WAIT_PASSES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         let mut done = 0usize;
         for (i, slot) in slots.iter_mut().enumerate() {
-            if let Slot::Pending(id) = *slot {
-                *slot = match table.lookup(handles[i]) {
-                    Some((same, f)) if same == id => match fence_at(f, points[i]) {
-                        Some(f) => Slot::Fence(f),
-                        None => Slot::Pending(id),
-                    },
-                    Some(_) | None => Slot::Gone,
-                };
+            if let Slot::Pending = *slot {
+                if let Some(f) = fence_at(found[i].get(), points[i]) {
+                    *slot = Slot::Fence(f);
+                }
             }
             let Slot::Fence(fence) = slot else { continue };
             // Whether the point was ready before this pass queued anything on it: a fence

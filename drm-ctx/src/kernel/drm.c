@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * What the kernel backend of drm-ctx needs from the DRM core and Linux 7.2's Rust bindings do
- * not offer: the syncobj driver feature, syncobj creation for a file, the master check, and
- * fence references (static inline functions).
+ * not offer: the syncobj driver feature, syncobj creation for a file, the master check, fence
+ * references (static inline functions), and the syncobj calls of a driver's submit path
+ * (drm_syncobj.h, dma-fence-chain.h and dma-fence-unwrap.h are not in the bindings). Each
+ * wrapper below only forwards; the Rust side (kernel/syncobj.rs) owns the references.
  */
 
 #include <drm/drm_auth.h>
@@ -12,6 +14,13 @@
 #include <drm/drm_managed.h>
 #include <drm/drm_syncobj.h>
 #include <linux/dma-fence.h>
+#include <linux/dma-fence-chain.h>
+#include <linux/dma-fence-unwrap.h>
+#include <linux/err.h>
+#include <linux/fcntl.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/slab.h>
 
 /* Called from Rust (drm-ctx/src/kernel/{drm,file}.rs and kernel.rs). */
 int gpukit_drm_adjust_driver(struct drm_device *dev);
@@ -19,6 +28,29 @@ int gpukit_drm_syncobj_create(struct drm_file *file, struct dma_fence *fence, u3
 bool gpukit_drm_is_current_master(struct drm_file *file);
 void gpukit_drm_fence_get(struct dma_fence *fence);
 void gpukit_drm_fence_put(struct dma_fence *fence);
+struct drm_syncobj *gpukit_drm_syncobj_find(struct drm_file *file, u32 handle);
+void gpukit_drm_syncobj_get(struct drm_syncobj *syncobj);
+void gpukit_drm_syncobj_put(struct drm_syncobj *syncobj);
+struct dma_fence *gpukit_drm_syncobj_fence_get(struct drm_syncobj *syncobj);
+int gpukit_drm_syncobj_find_fence(struct drm_file *file, u32 handle, u64 point, u64 flags,
+				  struct dma_fence **fence);
+void gpukit_drm_syncobj_replace_fence(struct drm_syncobj *syncobj, struct dma_fence *fence);
+void gpukit_drm_syncobj_add_point(struct drm_syncobj *syncobj, struct dma_fence_chain *chain,
+				  struct dma_fence *fence, u64 point);
+struct dma_fence_chain *gpukit_drm_fence_chain_alloc(void);
+void gpukit_drm_fence_chain_free(struct dma_fence_chain *chain);
+void gpukit_drm_fence_unwrap_each(struct dma_fence *head,
+				  void (*visit)(void *ctx, struct dma_fence *leaf), void *ctx);
+/* For the KUnit suite (drm-ctx/src/kernel/kunit.rs) only. */
+struct file *gpukit_drm_test_open(struct drm_device *dev);
+long gpukit_drm_test_open_err(struct file *file);
+struct drm_file *gpukit_drm_test_file(struct file *file);
+void gpukit_drm_test_close(struct file *file);
+int gpukit_drm_test_syncobj_destroy(struct drm_file *file, u32 handle);
+struct dma_fence *gpukit_drm_test_fence_new(void);
+void gpukit_drm_test_fence_signal(struct dma_fence *fence);
+/* Whether a fence has signalled (dma_fence_is_signaled is static inline). */
+bool gpukit_drm_test_fence_is_signaled(struct dma_fence *fence);
 
 /*
  * kernel::drm builds one constant struct drm_driver per driver. Two things in it do not fit
@@ -74,4 +106,160 @@ void gpukit_drm_fence_get(struct dma_fence *fence)
 void gpukit_drm_fence_put(struct dma_fence *fence)
 {
 	dma_fence_put(fence);
+}
+
+/* The syncobj @handle names in @file now, with a reference (NULL if none). */
+struct drm_syncobj *gpukit_drm_syncobj_find(struct drm_file *file, u32 handle)
+{
+	return drm_syncobj_find(file, handle);
+}
+
+/* One more reference to @syncobj (drm_syncobj_get is static inline). */
+void gpukit_drm_syncobj_get(struct drm_syncobj *syncobj)
+{
+	drm_syncobj_get(syncobj);
+}
+
+/* Gives a reference back; the last one frees the syncobj (static inline). */
+void gpukit_drm_syncobj_put(struct drm_syncobj *syncobj)
+{
+	drm_syncobj_put(syncobj);
+}
+
+/* The fence @syncobj holds now, with a reference, or NULL (static inline). */
+struct dma_fence *gpukit_drm_syncobj_fence_get(struct drm_syncobj *syncobj)
+{
+	return drm_syncobj_fence_get(syncobj);
+}
+
+/* drm_syncobj_find_fence: 0 and a referenced fence in @fence, or a negative errno. */
+int gpukit_drm_syncobj_find_fence(struct drm_file *file, u32 handle, u64 point, u64 flags,
+				  struct dma_fence **fence)
+{
+	return drm_syncobj_find_fence(file, handle, point, flags, fence);
+}
+
+/* drm_syncobj_replace_fence: the syncobj takes its own reference to @fence (may be NULL). */
+void gpukit_drm_syncobj_replace_fence(struct drm_syncobj *syncobj, struct dma_fence *fence)
+{
+	drm_syncobj_replace_fence(syncobj, fence);
+}
+
+/*
+ * drm_syncobj_add_point: @chain (from gpukit_drm_fence_chain_alloc) becomes the syncobj's new
+ * head, and the syncobj owns it from here; the chain takes its own reference to @fence.
+ */
+void gpukit_drm_syncobj_add_point(struct drm_syncobj *syncobj, struct dma_fence_chain *chain,
+				  struct dma_fence *fence, u64 point)
+{
+	drm_syncobj_add_point(syncobj, chain, fence, point);
+}
+
+/* dma_fence_chain_alloc (a macro): an uninitialised chain node, or NULL. */
+struct dma_fence_chain *gpukit_drm_fence_chain_alloc(void)
+{
+	return dma_fence_chain_alloc();
+}
+
+/* dma_fence_chain_free (static inline): frees a node that was never added. */
+void gpukit_drm_fence_chain_free(struct dma_fence_chain *chain)
+{
+	dma_fence_chain_free(chain);
+}
+
+/*
+ * dma_fence_unwrap_for_each (a macro): calls @visit on every leaf of @head (the fences in its
+ * chain links and fence arrays; @head itself if it is neither). The cursor holds the container
+ * the leaf belongs to, so each leaf is alive for the call; @visit takes a reference to keep it.
+ */
+void gpukit_drm_fence_unwrap_each(struct dma_fence *head,
+				  void (*visit)(void *ctx, struct dma_fence *leaf), void *ctx)
+{
+	struct dma_fence_unwrap cursor;
+	struct dma_fence *leaf;
+
+	dma_fence_unwrap_for_each(leaf, &cursor, head)
+		visit(ctx, leaf);
+}
+
+/*
+ * A struct file with a struct drm_file on @dev's render node (or primary node without one), as
+ * an open() from userspace would make it (mock_drm_getfile); an ERR_PTR on failure.
+ */
+struct file *gpukit_drm_test_open(struct drm_device *dev)
+{
+	struct drm_minor *minor = dev->render ? dev->render : dev->primary;
+
+	return mock_drm_getfile(minor, O_RDWR);
+}
+
+/* The errno of an ERR_PTR from gpukit_drm_test_open, 0 for a file. */
+long gpukit_drm_test_open_err(struct file *file)
+{
+	return IS_ERR(file) ? PTR_ERR(file) : 0;
+}
+
+/* The struct drm_file of a file from gpukit_drm_test_open. */
+struct drm_file *gpukit_drm_test_file(struct file *file)
+{
+	return file->private_data;
+}
+
+/* Closes a file from gpukit_drm_test_open now (its syncobjs and handles go with it). */
+void gpukit_drm_test_close(struct file *file)
+{
+	fput(file);
+	flush_delayed_fput();
+}
+
+/*
+ * The DRM core's handler of DRM_IOCTL_SYNCOBJ_DESTROY (declared in drivers/gpu/drm/
+ * drm_internal.h, which is not an include path of this file; the DRM core is built in).
+ */
+int drm_syncobj_destroy_ioctl(struct drm_device *dev, void *data, struct drm_file *file_private);
+
+/* Destroys a syncobj handle of @file as DRM_IOCTL_SYNCOBJ_DESTROY does (EINVAL if unknown). */
+int gpukit_drm_test_syncobj_destroy(struct drm_file *file, u32 handle)
+{
+	struct drm_syncobj_destroy args = { .handle = handle };
+
+	return drm_syncobj_destroy_ioctl(file->minor->dev, &args, file);
+}
+
+/* The names of the suite's fences (dma_fence_ops requires both). */
+static const char *gpukit_test_fence_name(struct dma_fence *fence)
+{
+	return "gpukit_drm_ctx_kunit";
+}
+
+static const struct dma_fence_ops gpukit_test_fence_ops = {
+	.get_driver_name = gpukit_test_fence_name,
+	.get_timeline_name = gpukit_test_fence_name,
+};
+
+/*
+ * A fence of the suite's own, pending until gpukit_drm_test_fence_signal, with one reference
+ * and dma_fence's inline lock (no release op: the last dma_fence_put frees it); NULL if out of
+ * memory.
+ */
+struct dma_fence *gpukit_drm_test_fence_new(void)
+{
+	struct dma_fence *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return NULL;
+	dma_fence_init(f, &gpukit_test_fence_ops, NULL, dma_fence_context_alloc(1), 1);
+	return f;
+}
+
+/* Signals a fence from gpukit_drm_test_fence_new. */
+void gpukit_drm_test_fence_signal(struct dma_fence *fence)
+{
+	dma_fence_signal(fence);
+}
+
+/* Whether a fence has signalled (dma_fence_is_signaled is static inline). */
+bool gpukit_drm_test_fence_is_signaled(struct dma_fence *fence)
+{
+	return dma_fence_is_signaled(fence);
 }

@@ -10,7 +10,7 @@ use core::{ffi::c_int, pin::Pin, ptr::NonNull};
 use ::kernel::{bindings, drm as kdrm, prelude::*};
 
 use super::drm::{check, KDriver};
-use super::{DmaFence, KernelUserMemory};
+use super::{syncobj::Syncobj, DmaFence, KernelUserMemory};
 use crate::{
     drm::{Device, DriverFile, Node, OpenOptions},
     uaccess::UserMemory,
@@ -157,5 +157,21 @@ impl<F: DriverFile> File<F> {
         // reference).
         check(unsafe { gpukit_drm_syncobj_create(self.as_raw(), f, &mut handle) })?;
         Ok(handle)
+    }
+
+    /// A counted reference to the syncobj `handle` names now (`drm_syncobj_find`);
+    /// [`Error::NotFound`](crate::Error::NotFound) (`ENOENT`) if it names none. See
+    /// [`drm::syncobj`](crate::drm::syncobj).
+    pub fn syncobj(&self, handle: u32) -> Result<Syncobj> {
+        // SAFETY: The file is open.
+        unsafe { Syncobj::find(self.as_raw(), handle) }
+    }
+
+    /// The fence of point `point` (0: the whole syncobj) of the syncobj `handle` names
+    /// (`drm_syncobj_find_fence`). See [`drm::syncobj`](crate::drm::syncobj) for the errors and
+    /// the flags.
+    pub fn syncobj_fence(&self, handle: u32, point: u64, flags: u32) -> Result<DmaFence> {
+        // SAFETY: The file is open.
+        unsafe { super::syncobj::find_fence(self.as_raw(), handle, point, flags) }
     }
 }

@@ -108,6 +108,31 @@ mod host {
             self.host.syncobjs.create(fence.cloned())
         }
 
+        /// A counted reference to the syncobj `handle` names now (`drm_syncobj_find`);
+        /// [`Error::NotFound`] (`ENOENT`) if it names none. See
+        /// [`drm::syncobj`](crate::drm::syncobj).
+        pub fn syncobj(&self, handle: u32) -> Result<crate::drm::syncobj::Syncobj> {
+            self.host
+                .syncobjs
+                .lookup(handle)
+                .map(crate::drm::syncobj::Syncobj::new)
+                .ok_or(Error::NotFound)
+        }
+
+        /// The fence of point `point` (0: the whole syncobj) of the syncobj `handle` names
+        /// (`drm_syncobj_find_fence`, [`SyncobjTable::find_fence`]). See
+        /// [`drm::syncobj`](crate::drm::syncobj) for the errors and the flags.
+        ///
+        /// [`SyncobjTable::find_fence`]: crate::host::syncobj::SyncobjTable::find_fence
+        pub fn syncobj_fence(
+            &self,
+            handle: u32,
+            point: u64,
+            flags: u32,
+        ) -> Result<super::super::SyncobjFence> {
+            self.host.syncobjs.find_fence(handle, point, flags)
+        }
+
         /// The memory of the client that opened the file (for pointers inside ioctl arguments).
         pub fn user(&self) -> &dyn UserMemory {
             &*self.host.user
