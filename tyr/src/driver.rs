@@ -173,4 +173,51 @@ mod tests {
         dev.reset();
         assert_eq!(dev.zombie_vm_count(), 0, "a zombie VM outlived the reset");
     }
+
+    #[cfg(feature = "host")]
+    use drm_ctx::host::syncobj::SignalledFence;
+    #[cfg(feature = "host")]
+    use jobqueue::host::HostFence;
+    #[cfg(feature = "host")]
+    use std::sync::Arc;
+
+    #[cfg(feature = "host")]
+    fn op(flags: u32, handle: u32, point: u64) -> uapi::SyncOp {
+        uapi::SyncOp {
+            flags: flags | uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ,
+            handle,
+            timeline_value: point,
+        }
+    }
+
+    /// A syncobj destroyed between the collection of a call's signals and its commit gets the
+    /// fence where nobody sees it, and a syncobj created meanwhile under the same handle gets
+    /// nothing.
+    #[cfg(feature = "host")]
+    #[test]
+    #[cfg_attr(miri, ignore = "a probe takes minutes under Miri")]
+    fn a_reused_handle_gets_nothing_at_commit() {
+        use drm_ctx::{device, drm::OpenOptions, host::Client};
+        let parent = device::Device::new("mali").unwrap();
+        let reg = probe(&parent, crate::host::HostBackend::g610()).unwrap();
+        let client = Client::open(reg.device(), OpenOptions::render()).unwrap();
+        let file = client.file();
+        let t = file.syncobjs();
+        let h = t.create(None).unwrap();
+        let kept = t.create(Some(Arc::new(SignalledFence))).unwrap();
+        let syncs = [
+            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 1),
+            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 0),
+            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, kept, 4),
+        ];
+        let mut ctx = crate::ioctl::SyncCtx::<crate::host::HostBackend>::new(file);
+        ctx.collect_signals(&syncs).unwrap();
+        let done = HostFence::new();
+        ctx.set_signaller(&syncs, &done).unwrap();
+        t.destroy(h).unwrap();
+        assert_eq!(t.create(None), Ok(h));
+        ctx.push();
+        assert!(t.fence(h).unwrap().is_none());
+        assert_eq!(t.query(kept, true), Ok(4));
+    }
 }

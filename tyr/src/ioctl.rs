@@ -29,8 +29,9 @@
 use core::mem::size_of;
 use core::sync::atomic::Ordering;
 
+use drm_ctx::drm::syncobj::{for_each_unwrapped, ChainLink, Syncobj};
+use drm_ctx::drm::SyncobjFence;
 use drm_ctx::drm::{gem, ioctl};
-use drm_ctx::host::syncobj::{for_each_unwrapped, ChainPoint, FenceRef, SyncobjKey, SyncobjTable};
 use drm_ctx::mem::Allocator;
 use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
@@ -153,21 +154,21 @@ enum Signal<F> {
     /// The `(handle, point)` had no fence when the call collected its signals.
     Nothing,
     /// What the syncobj held for the point when the call collected its signals.
-    Current(FenceRef),
+    Current(SyncobjFence),
     /// The done fence of the latest job of the call that signals it, and the same fence as
     /// the syncobj will hold it.
-    Job(F, FenceRef),
+    Job(F, SyncobjFence),
 }
 
 /// One `(handle, point)` that a call signals.
 struct SyncSignal<F> {
     handle: u32,
     point: u64,
-    /// The syncobj the handle named when the call collected its signals (the kernel holds a
-    /// reference to it): the one that gets the fence, even if the handle is reused meanwhile.
-    key: SyncobjKey,
+    /// The syncobj the handle named when the call collected its signals (a reference to it):
+    /// the one that gets the fence, even if the handle is destroyed or reused meanwhile.
+    syncobj: Syncobj,
     /// The chain link of a timeline point (point above 0), set aside while preparing.
-    link: Option<ChainPoint>,
+    link: Option<ChainLink>,
     fence: Signal<F>,
 }
 
@@ -180,14 +181,14 @@ struct SyncSignal<F> {
 /// committed, installs the fences and allocates nothing. Dropping the context instead (a call
 /// that fails) frees the chain links it set aside.
 pub(crate) struct SyncCtx<'a, B: Backend> {
-    table: &'a SyncobjTable,
+    file: &'a File<B>,
     signals: env::Vec<SyncSignal<B::Fence>, B::Alloc>,
 }
 
 impl<'a, B: Backend> SyncCtx<'a, B> {
-    pub(crate) fn new(table: &'a SyncobjTable) -> Self {
+    pub(crate) fn new(file: &'a File<B>) -> Self {
         Self {
-            table,
+            file,
             signals: env::Vec::new(),
         }
     }
@@ -210,18 +211,18 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
             self.signals.try_reserve(1).map_err(|_| Error::NoMemory)?;
             let link = match op.timeline_value {
                 0 => None,
-                _ => Some(self.table.alloc_point()?),
+                _ => Some(ChainLink::new()?),
             };
-            let key = self.table.key(op.handle).map_err(|_| Error::Invalid)?;
+            let syncobj = self.file.syncobj(op.handle).map_err(|_| Error::Invalid)?;
             // No fence for the point yet is fine for a signal.
-            let fence = match self.table.find_fence(op.handle, op.timeline_value, 0) {
+            let fence = match self.file.syncobj_fence(op.handle, op.timeline_value, 0) {
                 Ok(f) => Signal::Current(f),
                 Err(_) => Signal::Nothing,
             };
             self.signals.try_push(SyncSignal {
                 handle: op.handle,
                 point: op.timeline_value,
-                key,
+                syncobj,
                 link,
                 fence,
             })?;
@@ -247,7 +248,7 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
                 Some(Signal::Current(f)) => unwrap_into::<B>(&mut out, f)?,
                 Some(Signal::Nothing) => return Err(Error::Invalid),
                 None => {
-                    let f = self.table.find_fence(op.handle, op.timeline_value, 0)?;
+                    let f = self.file.syncobj_fence(op.handle, op.timeline_value, 0)?;
                     unwrap_into::<B>(&mut out, &f)?;
                 }
             }
@@ -259,7 +260,7 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
     /// (`panthor_submit_ctx_update_job_sync_signal_fences`); later jobs of the call waiting on
     /// them depend on it.
     pub(crate) fn set_signaller(&mut self, syncs: &[uapi::SyncOp], done: &B::Fence) -> Result {
-        let mut published: Option<FenceRef> = None;
+        let mut published: Option<SyncobjFence> = None;
         for op in syncs.iter().filter(is_signal) {
             let Some(s) = self
                 .signals
@@ -280,24 +281,25 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
 
     /// Installs the fence of every signal (`panthor_submit_ctx_push_fences`), once the jobs are
     /// committed: a timeline point is added with its link, a binary syncobj's fence replaced.
-    /// Allocates nothing and cannot fail (a syncobj destroyed since the call looked it up gets
-    /// nothing, and a syncobj created since under its handle is not touched).
+    /// Allocates nothing and cannot fail (a syncobj whose handle was destroyed since the call
+    /// looked it up gets the fence where nobody sees it, and a syncobj created since under its
+    /// handle is not touched).
     pub(crate) fn push(self) {
         for s in self.signals {
             let Signal::Job(_, fence) = s.fence else {
                 continue;
             };
-            let _ = match s.link {
-                Some(link) => self.table.add_point_keyed(s.key, link, fence, s.point),
-                None => self.table.replace_keyed(s.key, Some(fence)),
-            };
+            match s.link {
+                Some(link) => s.syncobj.add_point(link, &fence, s.point),
+                None => s.syncobj.replace_fence(Some(&fence)),
+            }
         }
     }
 }
 
 /// Appends the job fences `f` is made of (a timeline link stands for the fences of its point
 /// and of every earlier one still pending); [`Error::Invalid`] for a fence not of this driver.
-fn unwrap_into<B: Backend>(out: &mut env::Vec<B::Fence, B::Alloc>, f: &FenceRef) -> Result {
+fn unwrap_into<B: Backend>(out: &mut env::Vec<B::Fence, B::Alloc>, f: &SyncobjFence) -> Result {
     let mut res = Ok(());
     for_each_unwrapped(f, |part| {
         if res.is_err() {
@@ -1062,7 +1064,7 @@ pub(crate) fn group_submit<B: Backend>(
         }
         syncs.try_push(read_array(file.user(), &qs.syncs, MAX_SYNCS)?)?;
     }
-    let mut ctx = SyncCtx::<B>::new(file.syncobjs());
+    let mut ctx = SyncCtx::<B>::new(file);
     for s in &syncs {
         ctx.collect_signals(s)?;
     }
@@ -1180,7 +1182,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
         let hw = dev.backend.new_hw_fence(&queue.alloc)?;
         jobs.try_push(prepare_op(op, file, &vm, hw)?)?;
     }
-    let mut ctx = SyncCtx::<B>::new(file.syncobjs());
+    let mut ctx = SyncCtx::<B>::new(file);
     for j in &jobs {
         ctx.collect_signals(&j.syncs)?;
     }
@@ -1277,43 +1279,4 @@ fn prepare_op<B: Backend>(
         syncs,
         sparse,
     })
-}
-
-#[cfg(all(test, feature = "host"))]
-mod tests {
-    use super::*;
-    use drm_ctx::host::syncobj::SignalledFence;
-    use jobqueue::host::HostFence;
-    use std::sync::Arc;
-
-    fn op(flags: u32, handle: u32, point: u64) -> uapi::SyncOp {
-        uapi::SyncOp {
-            flags: flags | uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ,
-            handle,
-            timeline_value: point,
-        }
-    }
-
-    /// A syncobj destroyed between the collection of a call's signals and its commit gets
-    /// nothing, and neither does a syncobj created meanwhile under the same handle.
-    #[test]
-    fn a_reused_handle_gets_nothing_at_commit() {
-        let t = SyncobjTable::default();
-        let h = t.create(None).unwrap();
-        let kept = t.create(Some(Arc::new(SignalledFence))).unwrap();
-        let syncs = [
-            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 1),
-            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 0),
-            op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, kept, 4),
-        ];
-        let mut ctx = SyncCtx::<crate::host::HostBackend>::new(&t);
-        ctx.collect_signals(&syncs).unwrap();
-        let done = HostFence::new();
-        ctx.set_signaller(&syncs, &done).unwrap();
-        t.destroy(h).unwrap();
-        assert_eq!(t.create(None), Ok(h));
-        ctx.push();
-        assert!(t.fence(h).unwrap().is_none());
-        assert_eq!(t.query(kept, true), Ok(4));
-    }
 }
