@@ -26,7 +26,7 @@ use core::fmt;
 use core::ops::DerefMut;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 use core::sync::atomic::Ordering;
 
 use register::io::poll::PollClock;
@@ -291,7 +291,7 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::NoMemory`](crate::Error::NoMemory).
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", gpukit_kernel))]
     fn syncobj_fence(f: &Self::Fence) -> Result<drm_ctx::drm::SyncobjFence>;
 
     /// The fence a job waits for when it waits on `f`, one fence a syncobj's fence is made of
@@ -300,7 +300,7 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::Invalid`](crate::Error::Invalid) for a fence the backend cannot wait for.
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", gpukit_kernel))]
     fn dependency(f: &drm_ctx::drm::SyncobjFence) -> Result<Self::Fence>;
 
     /// Whether `line` is asserted.
@@ -311,11 +311,17 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Starts calling `events` on interrupts and executor wake-ups, until
     /// [`stop_events`](Self::stop_events) or until `events` is gone.
-    #[cfg(feature = "std")]
-    fn start_events<E: Events + 'static>(&self, events: crate::env::Weak<E, Self::Alloc>);
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`](crate::Error::NoMemory) (or the environment's error) if the events
+    /// cannot be served.
+    fn start_events<E: Events + 'static>(&self, events: crate::env::Weak<E, Self::Alloc>)
+        -> Result;
 
-    /// Stops calling the events; when it returns, no call is running and none will start.
-    #[cfg(feature = "std")]
+    /// Stops calling the events: none starts after this returns. On a host no call is running
+    /// either when it returns (unless it is called from one); in the kernel one already under
+    /// way finishes, holding the driver alive until it does.
     fn stop_events(&self);
 
     /// Writes a log line.
@@ -364,10 +370,10 @@ pub trait Backend: Send + Sync + 'static {
 /// # // Not reachable from outside the crate (issue 20).
 /// use tyr::backend::Words;
 /// ```
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) struct Words<'a, D: DmaMemory>(pub(crate) &'a D);
 
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 impl<D: DmaMemory> Words<'_, D> {
     fn word(&self, addr: u64) -> Option<&AtomicU64> {
         let p = self.0.cpu_u64(addr & !7)?;

@@ -74,7 +74,8 @@ pub fn probe<B: Backend>(
         })?;
     let reg = drm::Registration::new(unreg, 0)?;
     let dev = reg.device();
-    dev.backend.start_events(env::Arc::downgrade(dev.shared()));
+    dev.backend
+        .start_events(env::Arc::downgrade(dev.shared()))?;
     dev_info!(&dev.backend, "Tyr initialized correctly.");
     Ok(reg)
 }

@@ -615,7 +615,7 @@ impl Backend for HostBackend {
         job_fence(f)
     }
 
-    fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) {
+    fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) -> Result {
         self.stop_events();
         {
             let mut s = plock(&self.exec.shared.state);
@@ -632,8 +632,13 @@ impl Backend for HostBackend {
             Ok(handle) => {
                 let id = handle.thread().id();
                 *plock(&self.thread) = Some(EventThread { handle, id });
+                Ok(())
             }
-            Err(_) => self.log(LogLevel::Err, format_args!("cannot start the event thread")),
+            Err(_) => {
+                self.log(LogLevel::Err, format_args!("cannot start the event thread"));
+                self.stop_events();
+                Err(Error::NoMemory)
+            }
         }
     }
 

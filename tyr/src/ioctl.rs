@@ -914,6 +914,7 @@ impl<B: Backend> FlushIdPage<'_, B> {
 ///
 /// The host DRM core's own `Fd::mmap` knows only GEM offsets, so this is the driver's mmap
 /// entry point for tests and the Mesa-like client.
+#[cfg(feature = "host")]
 pub fn mmap<'a, B: Backend>(
     fd: &'a drm_ctx::host::Fd<crate::gem::TyrDriver<B>>,
     offset: u64,

@@ -52,7 +52,7 @@ use register::io::poll::PollClock;
 
 use crate::backend::{
     Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, Lock, LockFamily, LogLevel,
-    PAGE_SIZE,
+    WeakEvents, PAGE_SIZE,
 };
 use crate::{Error, Result};
 
@@ -647,6 +647,33 @@ impl Backend for KernelBackend {
 
     fn new_hw_fence(&self, alloc: &QueueFences) -> Result<KernelFence> {
         KernelFence::new(&alloc.hw, 0, GFP_KERNEL).map_err(|_| Error::NoMemory)
+    }
+
+    fn syncobj_fence(f: &KernelFence) -> Result<drm_ctx::kernel::DmaFence> {
+        let raw = NonNull::new(f.as_raw()).ok_or(Error::Invalid)?;
+        // SAFETY: `f` holds a reference to the live fence for the duration of the call.
+        Ok(unsafe { drm_ctx::kernel::DmaFence::from_raw_get(raw) })
+    }
+
+    fn dependency(f: &drm_ctx::kernel::DmaFence) -> Result<KernelFence> {
+        let raw = NonNull::new(f.as_raw()).ok_or(Error::Invalid)?;
+        // SAFETY: `f` holds a reference to the live fence for the duration of the call. Any
+        // driver's fence will do: the queue waits for it through its callbacks.
+        Ok(unsafe { KernelFence::from_borrowed(raw) })
+    }
+
+    fn start_events<E: Events + 'static>(
+        &self,
+        events: crate::env::Weak<E, KernelAlloc>,
+    ) -> Result {
+        let sink: Arc<dyn EventSink> =
+            Arc::new(WeakEvents(events), GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+        self.set_events(Some(sink));
+        Ok(())
+    }
+
+    fn stop_events(&self) {
+        self.set_events(None);
     }
 
     fn irq_pending(&self, line: IrqLine) -> bool {

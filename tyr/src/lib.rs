@@ -87,29 +87,29 @@ compile_error!(
 extern crate std;
 
 pub mod backend;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod bindq;
 pub mod csf;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod driver;
 pub mod env;
 mod error;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod file;
 pub mod fw;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod gem;
 pub mod gpu;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod heap;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod ioctl;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod job;
 pub mod mmu;
 pub mod pm;
 pub mod regs;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod sched;
 pub mod uapi;
 pub mod vm;
