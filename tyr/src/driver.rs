@@ -28,7 +28,9 @@ pub use crate::file::{
 };
 pub use crate::fw::FW_INTERFACE_SIZE;
 pub use crate::gem::{BoArgs, BoRef, FwBoRef, McuVm, TyrBo, TyrDevice, TyrDriver, TyrVm};
-pub use crate::ioctl::{mmap, FlushIdPage, Mapping, MmapProt};
+#[cfg(feature = "host")]
+pub use crate::ioctl::mmap;
+pub use crate::ioctl::{FlushIdPage, Mapping, MmapProt};
 pub use crate::mmu::MCU_AS;
 pub use crate::sched::{DevInner, TyrData};
 

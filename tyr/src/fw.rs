@@ -269,14 +269,14 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
     })
 }
 
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) use shared::start_mcu;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 pub use shared::FwIface;
 
 /// What the DRM driver adds (feature `std`): the MCU's VM and the addresses of the interface
 /// blocks.
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", gpukit_kernel))]
 mod shared {
     use std::vec::Vec;
 
