@@ -278,9 +278,8 @@ pub use shared::FwIface;
 /// blocks.
 #[cfg(any(feature = "std", gpukit_kernel))]
 mod shared {
-    use std::vec::Vec;
-
     use drm_ctx::drm::{gem, AnyCtx};
+    use drm_ctx::mem::Allocator;
     use drm_ctx::types::ARef;
 
     use super::{
@@ -293,22 +292,23 @@ mod shared {
     use crate::gpu;
     use crate::mmu::{self, MCU_AS};
     use crate::vm::{self, BindReq, VmLayout};
-    use crate::{uapi, Error, Result};
+    use crate::{env, uapi, Error, Result};
 
-    /// Where the firmware's interface blocks are, as offsets in the firmware region.
-    #[derive(Clone, Debug, Default)]
-    pub struct FwIface {
+    /// Where the firmware's interface blocks are, as offsets in the firmware region (the
+    /// tables in memory from `A`).
+    #[derive(Debug)]
+    pub struct FwIface<A: Allocator> {
         /// Device address of the firmware region.
         pub base: u64,
         /// Global input and output blocks.
         pub glb: (u64, u64),
         /// Per group slot: input and output blocks.
-        pub csg: Vec<(u64, u64)>,
+        pub csg: env::Vec<(u64, u64), A>,
         /// Per group slot and stream: input and output blocks.
-        pub cs: Vec<Vec<(u64, u64)>>,
+        pub cs: env::Vec<env::Vec<(u64, u64), A>, A>,
     }
 
-    impl FwIface {
+    impl<A: Allocator> FwIface<A> {
         /// Reads the block addresses the firmware published in the region at device address
         /// `base` (`size` bytes), for `groups` slots of `streams` streams.
         pub fn read<D: DmaMemory>(
@@ -340,24 +340,19 @@ mod shared {
             };
             let glb = (off(rd(glb::INPUT_VA)?)?, off(rd(glb::OUTPUT_VA)?)?);
             let stride = u64::from(rd(GLB_GROUP_STRIDE)?);
-            let mut csgs = Vec::new();
-            let mut css = Vec::new();
-            csgs.try_reserve_exact(groups)
-                .map_err(|_| Error::NoMemory)?;
-            css.try_reserve_exact(groups).map_err(|_| Error::NoMemory)?;
+            let mut csgs = env::Vec::try_with_capacity(groups)?;
+            let mut css = env::Vec::try_with_capacity(groups)?;
             for n in 0..groups as u64 {
                 let c = CSF_GROUP_CONTROL_OFFSET + n * stride;
-                csgs.push((off(rd(c + csg::INPUT_VA)?)?, off(rd(c + csg::OUTPUT_VA)?)?));
+                csgs.try_push((off(rd(c + csg::INPUT_VA)?)?, off(rd(c + csg::OUTPUT_VA)?)?))?;
                 let s_stride = u64::from(rd(c + csg::STREAM_STRIDE)?);
-                let mut streams_of = Vec::new();
-                streams_of
-                    .try_reserve_exact(streams)
-                    .map_err(|_| Error::NoMemory)?;
+                let mut streams_of = env::Vec::try_with_capacity(streams)?;
                 for s in 0..streams as u64 {
                     let sc = c + CSF_STREAM_CONTROL_OFFSET + s * s_stride;
-                    streams_of.push((off(rd(sc + cs::INPUT_VA)?)?, off(rd(sc + cs::OUTPUT_VA)?)?));
+                    streams_of
+                        .try_push((off(rd(sc + cs::INPUT_VA)?)?, off(rd(sc + cs::OUTPUT_VA)?)?))?;
                 }
-                css.push(streams_of);
+                css.try_push(streams_of)?;
             }
             Ok(FwIface {
                 base,

@@ -40,7 +40,9 @@ use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as 
 use register::io::poll::PollClock;
 use register::io::Io;
 
-use crate::backend::{Backend, Lock, LockGuard, PAGE_SIZE};
+#[cfg(feature = "host")]
+use crate::backend::PAGE_SIZE;
+use crate::backend::{Backend, Lock, LockGuard};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrVm};

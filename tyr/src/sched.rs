@@ -1018,7 +1018,7 @@ pub struct DevInner<B: Backend> {
     pub(crate) slots: LockOf<B, AsSlots>,
     next_key: AtomicU64,
     /// Where the firmware's interface blocks are.
-    pub fw: FwIface,
+    pub fw: FwIface<B::Alloc>,
     /// Groups, group slots and recovery state.
     pub sched: Sched<B>,
     /// Every VM of the device's files by key, with whether it is a "zombie": destroyed while a
@@ -1043,7 +1043,7 @@ impl<B: Backend> DevInner<B> {
         csif_info: uapi::CsifInfo,
         fw_objects: env::Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>, B::Alloc>,
         mcu_vm: McuVm<B>,
-        fw: FwIface,
+        fw: FwIface<B::Alloc>,
         pm: crate::pm::Pm<B::Locks>,
     ) -> Result<Self> {
         let mcu_vm = Lock::new(mcu_vm)?;
