@@ -419,12 +419,15 @@ mod shared {
                 w.wr32(sc + cs::OUTPUT_VA, va);
             }
             // A sane interface reads.
-            let ok = FwIface::read(&dma, base, size, 2, 8).unwrap();
+            let ok = FwIface::<drm_ctx::mem::Global>::read(&dma, base, size, 2, 8).unwrap();
             assert_eq!((ok.csg.len(), ok.cs[1].len()), (2, 8));
             let (tx, rx) = std::sync::mpsc::channel();
             let dma2 = dma.clone();
             std::thread::spawn(move || {
-                let _ = tx.send(FwIface::read(&dma2, base, size, 31, u32::MAX as usize).err());
+                let _ = tx.send(
+                    FwIface::<drm_ctx::mem::Global>::read(&dma2, base, size, 31, u32::MAX as usize)
+                        .err(),
+                );
             });
             assert_eq!(
                 rx.recv_timeout(Duration::from_secs(10)),
@@ -434,7 +437,7 @@ mod shared {
             // Control blocks past the region are refused too.
             w.wr32(base + GLB_GROUP_STRIDE, 0x1000_0000);
             assert_eq!(
-                FwIface::read(&dma, base, size, 2, 8).err(),
+                FwIface::<drm_ctx::mem::Global>::read(&dma, base, size, 2, 8).err(),
                 Some(Error::Invalid)
             );
         }
