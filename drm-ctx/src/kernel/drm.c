@@ -13,6 +13,8 @@
 #include <drm/drm_file.h>
 #include <drm/drm_managed.h>
 #include <drm/drm_syncobj.h>
+#include <kunit/test.h>
+#include <kunit/test-bug.h>
 #include <linux/dma-fence.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-fence-unwrap.h>
@@ -20,6 +22,7 @@
 #include <linux/fcntl.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/mman.h>
 #include <linux/slab.h>
 
 /* Called from Rust (drm-ctx/src/kernel/{drm,file}.rs and kernel.rs). */
@@ -263,3 +266,22 @@ bool gpukit_drm_test_fence_is_signaled(struct dma_fence *fence)
 {
 	return dma_fence_is_signaled(fence);
 }
+
+#if IS_ENABLED(CONFIG_KUNIT)
+/*
+ * @len bytes of anonymous user memory in an address space made for the running KUnit test
+ * (unmapped when the test ends), for the user pointers inside a test's ioctl arguments; 0 when
+ * no test runs or there is no memory.
+ */
+unsigned long gpukit_drm_test_user_alloc(unsigned long len)
+{
+	struct kunit *test = kunit_get_current_test();
+	unsigned long addr;
+
+	if (!test)
+		return 0;
+	addr = kunit_vm_mmap(test, NULL, 0, len, PROT_READ | PROT_WRITE,
+			     MAP_ANONYMOUS | MAP_PRIVATE, 0);
+	return IS_ERR_VALUE(addr) ? 0 : addr;
+}
+#endif

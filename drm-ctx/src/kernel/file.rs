@@ -80,10 +80,13 @@ impl<F: DriverFile> File<F> {
         unsafe { &*core::ptr::from_ref(file).cast::<Self>() }
     }
 
+    /// The file behind a `struct drm_file` (what a driver's own C glue or a test that opened
+    /// the device hands over).
+    ///
     /// # Safety
     ///
     /// `ptr` is an open `struct drm_file` of a device of `F::Driver`, alive for `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::drm_file) -> &'a Self {
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::drm_file) -> &'a Self {
         // SAFETY: Guaranteed by the caller.
         Self::from_kernel(unsafe { kdrm::File::from_raw(ptr) })
     }

@@ -396,4 +396,233 @@ mod tests {
         assert_eq!(lock.with(|m| m.get(2).copied()), Some(99));
         Ok(())
     }
+
+    // Test helpers of drm-ctx's `kernel/drm.c`: a file opened on a device as `open()` would,
+    // and user memory for the pointers inside ioctl arguments.
+    #[allow(improper_ctypes)]
+    extern "C" {
+        fn gpukit_drm_test_open(
+            dev: *mut ::kernel::bindings::drm_device,
+        ) -> *mut ::kernel::bindings::file;
+        fn gpukit_drm_test_open_err(file: *mut ::kernel::bindings::file) -> core::ffi::c_long;
+        fn gpukit_drm_test_file(
+            file: *mut ::kernel::bindings::file,
+        ) -> *mut ::kernel::bindings::drm_file;
+        fn gpukit_drm_test_close(file: *mut ::kernel::bindings::file);
+        fn gpukit_drm_test_user_alloc(len: core::ffi::c_ulong) -> core::ffi::c_ulong;
+    }
+
+    /// User memory of the running test, written and read with the kernel's user copies.
+    struct UserMem {
+        base: u64,
+        len: u64,
+        next: u64,
+    }
+
+    impl UserMem {
+        fn new(len: u64) -> Result<Self> {
+            // SAFETY: Called from a KUnit case; the mapping lives as long as the case.
+            let base = unsafe { gpukit_drm_test_user_alloc(len as _) } as u64;
+            if base == 0 {
+                return Err(ENOMEM);
+            }
+            Ok(UserMem { base, len, next: 0 })
+        }
+
+        /// Copies the bytes of `items` into fresh user memory; their address.
+        fn put<A: drm_ctx::drm::ioctl::IoctlArg>(&mut self, items: &[A]) -> Result<u64> {
+            let at = self.base + self.next;
+            for item in items {
+                let b = drm_ctx::drm::ioctl::as_bytes(item);
+                if self.next + b.len() as u64 > self.len {
+                    return Err(ENOMEM);
+                }
+                ::kernel::uaccess::UserSlice::new(
+                    ::kernel::uaccess::UserPtr::from_addr((self.base + self.next) as usize),
+                    b.len(),
+                )
+                .writer()
+                .write_slice(b)?;
+                self.next += b.len() as u64;
+            }
+            // Keep the next array 64-byte aligned.
+            self.next = self.next.next_multiple_of(64);
+            Ok(at)
+        }
+
+        /// Reads `buf.len()` bytes at user address `at`.
+        fn get(&self, at: u64, buf: &mut [u8]) -> Result {
+            ::kernel::uaccess::UserSlice::new(
+                ::kernel::uaccess::UserPtr::from_addr(at as usize),
+                buf.len(),
+            )
+            .reader()
+            .read_slice(buf)
+        }
+    }
+
+    /// An array argument of `items` in user memory.
+    fn array<A: drm_ctx::drm::ioctl::IoctlArg>(
+        mem: &mut UserMem,
+        items: &[A],
+    ) -> Result<crate::uapi::ObjArray> {
+        Ok(crate::uapi::ObjArray {
+            stride: core::mem::size_of::<A>() as u32,
+            count: items.len() as u32,
+            array: mem.put(items)?,
+        })
+    }
+
+    /// The whole driver inside Linux: Tyr probes the simulated Mali-G610 on a faux device and
+    /// registers its DRM device; a file opened on its render node (as `open()` would) then runs
+    /// the ioctls a Mesa client runs — DEV_QUERY, VM_CREATE, BO_CREATE, a synchronous VM_BIND,
+    /// GROUP_CREATE and a GROUP_SUBMIT signalling a syncobj — with their arrays in user memory
+    /// and copied with the kernel's user copies. The job runs on the simulated GPU through the
+    /// driver's page tables, its done fence (a `dma_fence`) signals in the syncobj, and the
+    /// values its stream stored are in the buffer object. Then the group, the file and the
+    /// device go (an unplug), leaving nothing the kernel's checkers report.
+    #[test]
+    fn the_driver_runs_a_job_through_its_ioctls() -> Result {
+        use crate::csf::instr;
+        use crate::gem::TyrBo;
+        use crate::{ioctl, uapi};
+        use drm_ctx::drm::gem;
+
+        let faux = ::kernel::faux::Registration::new(c"tyr-kunit", None)?;
+        let parent = drm_ctx::device::Device::from_kernel(faux.as_ref());
+        let reg = crate::driver::probe(parent, KernelBackend::g610()?)?;
+        let dev = reg.device();
+        // SAFETY: The device is registered and alive.
+        let raw = unsafe { gpukit_drm_test_open(dev.as_raw()) };
+        // SAFETY: `raw` is what `gpukit_drm_test_open` returned.
+        let err = unsafe { gpukit_drm_test_open_err(raw) };
+        if err != 0 {
+            return Err(::kernel::error::Error::from_errno(err as i32));
+        }
+        let result = (|| -> Result<(u32, u32)> {
+            // SAFETY: The file is open until `gpukit_drm_test_close` below, after this closure,
+            // and its `struct drm_file` is of Tyr's device.
+            let file = unsafe {
+                drm_ctx::drm::File::<crate::file::TyrFile<KernelBackend>>::from_raw(
+                    gpukit_drm_test_file(raw),
+                )
+            };
+            let mut mem = UserMem::new(0x4000)?;
+
+            let info_at = mem.put(&[uapi::GpuInfo::default()])?;
+            let mut q = uapi::DevQuery {
+                type_: uapi::DRM_PANTHOR_DEV_QUERY_GPU_INFO,
+                size: core::mem::size_of::<uapi::GpuInfo>() as u32,
+                pointer: info_at,
+            };
+            ioctl::dev_query(dev, &mut q, file)?;
+            let mut id = [0u8; 4];
+            mem.get(info_at, &mut id)?;
+            assert_eq!(u32::from_le_bytes(id), 0xa867_0005);
+
+            let mut vm = uapi::VmCreate::default();
+            ioctl::vm_create(dev, &mut vm, file)?;
+            let mut bo = uapi::BoCreate {
+                size: 0x10000,
+                ..Default::default()
+            };
+            ioctl::bo_create(dev, &mut bo, file)?;
+            let va = 0x100_0000u64;
+            let op = uapi::VmBindOp {
+                flags: uapi::DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+                bo_handle: bo.handle,
+                va,
+                size: bo.size,
+                ..Default::default()
+            };
+            let mut bind = uapi::VmBind {
+                vm_id: vm.id,
+                flags: 0,
+                ops: array(&mut mem, &[op])?,
+            };
+            ioctl::vm_bind(dev, &mut bind, file)?;
+
+            // A stream storing two words at the data page of the object.
+            let data = va + 0x8000;
+            let stream = [
+                instr::move48(0, data),
+                instr::move32(2, 0xcafe),
+                instr::move32(3, 0xf00d),
+                instr::store_multiple(2, 0, 0, 0b11),
+            ];
+            let obj = gem::Object::<TyrBo<KernelBackend>>::lookup_handle(file, bo.handle)?;
+            let mut code = [0u8; 32];
+            for (i, w) in stream.iter().enumerate() {
+                code[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+            }
+            obj.cpu_write(0, &code)?;
+
+            let queue = uapi::QueueCreate {
+                priority: 0,
+                pad: [0; 3],
+                ringbuf_size: 0x1000,
+            };
+            let mut group = uapi::GroupCreate {
+                queues: array(&mut mem, &[queue])?,
+                max_compute_cores: 1,
+                max_fragment_cores: 1,
+                max_tiler_cores: 1,
+                priority: uapi::PANTHOR_GROUP_PRIORITY_MEDIUM,
+                compute_core_mask: 1,
+                fragment_core_mask: 1,
+                tiler_core_mask: 1,
+                vm_id: vm.id,
+                ..Default::default()
+            };
+            ioctl::group_create(dev, &mut group, file)?;
+
+            let done = file.create_syncobj(None)?;
+            let signal = uapi::SyncOp {
+                flags: uapi::DRM_PANTHOR_SYNC_OP_SIGNAL
+                    | uapi::DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ,
+                handle: done,
+                timeline_value: 0,
+            };
+            let job = uapi::QueueSubmit {
+                queue_index: 0,
+                stream_size: code.len() as u32,
+                stream_addr: va,
+                latest_flush: 0,
+                pad: 0,
+                syncs: array(&mut mem, &[signal])?,
+            };
+            let mut submit = uapi::GroupSubmit {
+                group_handle: group.group_handle,
+                pad: 0,
+                queue_submits: array(&mut mem, &[job])?,
+            };
+            ioctl::group_submit(dev, &mut submit, file)?;
+
+            // The job's done fence, a dma_fence, in the syncobj: wait for it (two seconds at
+            // most; the simulated job takes microseconds).
+            let fence = file.syncobj_fence(done, 0, 0)?;
+            let fence = <KernelBackend as Backend>::dependency(&fence)?;
+            let status = fence.wait_timeout_ms(2000);
+            assert!(matches!(status, Some(Ok(()))), "the job did not complete");
+            let mut out = [0u8; 8];
+            obj.cpu_read(0x8000, &mut out)?;
+
+            let mut destroy = uapi::GroupDestroy {
+                group_handle: group.group_handle,
+                pad: 0,
+            };
+            ioctl::group_destroy(dev, &mut destroy, file)?;
+            Ok((
+                u32::from_le_bytes([out[0], out[1], out[2], out[3]]),
+                u32::from_le_bytes([out[4], out[5], out[6], out[7]]),
+            ))
+        })();
+        // SAFETY: The file is ours and nothing uses it any more.
+        unsafe { gpukit_drm_test_close(raw) };
+        let (a, b) = result?;
+        assert_eq!((a, b), (0xcafe, 0xf00d));
+        drop(reg);
+        drop(faux);
+        Ok(())
+    }
 }
