@@ -44,7 +44,7 @@ struct dma_fence_chain *gpukit_drm_fence_chain_alloc(void);
 void gpukit_drm_fence_chain_free(struct dma_fence_chain *chain);
 void gpukit_drm_fence_unwrap_each(struct dma_fence *head,
 				  void (*visit)(void *ctx, struct dma_fence *leaf), void *ctx);
-/* For the KUnit suite (drm-ctx/src/kernel/kunit.rs) only. */
+/* For the KUnit suites (drm-ctx's and the drivers' kernel/kunit.rs) only. */
 struct file *gpukit_drm_test_open(struct drm_device *dev);
 long gpukit_drm_test_open_err(struct file *file);
 struct drm_file *gpukit_drm_test_file(struct file *file);
@@ -54,6 +54,7 @@ struct dma_fence *gpukit_drm_test_fence_new(void);
 void gpukit_drm_test_fence_signal(struct dma_fence *fence);
 /* Whether a fence has signalled (dma_fence_is_signaled is static inline). */
 bool gpukit_drm_test_fence_is_signaled(struct dma_fence *fence);
+unsigned long gpukit_drm_test_user_alloc(unsigned long len);
 
 /*
  * kernel::drm builds one constant struct drm_driver per driver. Two things in it do not fit
