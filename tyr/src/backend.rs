@@ -125,6 +125,43 @@ pub unsafe trait DmaMemory: Send + Sync {
     }
 }
 
+/// Where in the driver a lock is made, for the kernel's lock validator.
+///
+/// Lockdep checks the order in which classes of locks are taken, a class being the place that
+/// initialises a lock: a file's VM table and the device's VM states are two classes, so taking
+/// one inside the other is a nesting lockdep records (and would report if it were ever taken
+/// the other way round), not a lock taken twice. Every place that makes a lock names its class
+/// with [`lock_class!`](crate::lock_class); outside Linux the class is only a name.
+#[derive(Clone, Copy, Debug)]
+pub struct LockClass {
+    /// The lock's name in the validator's reports.
+    pub name: &'static core::ffi::CStr,
+    /// The class key: one static per place that makes locks.
+    #[cfg(gpukit_kernel)]
+    pub key: core::pin::Pin<&'static ::kernel::sync::LockClassKey>,
+}
+
+/// The [`LockClass`] of the place that uses it, named `$name` (a C string literal).
+#[cfg(gpukit_kernel)]
+#[macro_export]
+macro_rules! lock_class {
+    ($name:literal) => {
+        $crate::backend::LockClass {
+            name: $name,
+            key: ::kernel::static_lock_class!(),
+        }
+    };
+}
+
+/// The [`LockClass`] of the place that uses it, named `$name` (a C string literal).
+#[cfg(not(gpukit_kernel))]
+#[macro_export]
+macro_rules! lock_class {
+    ($name:literal) => {
+        $crate::backend::LockClass { name: $name }
+    };
+}
+
 /// A lock owning a `T`, from the environment's [`LockFamily`].
 ///
 /// The same driver code holds a `std` mutex on a host and a `kernel::sync::Mutex` in Linux.
@@ -136,13 +173,13 @@ pub trait Lock<T>: Sized + Send + Sync {
     where
         Self: 'a;
 
-    /// Wraps `value`.
+    /// Wraps `value` in a lock of class `class` (see [`lock_class!`](crate::lock_class)).
     ///
     /// # Errors
     ///
     /// [`Error::NoMemory`](crate::Error::NoMemory) if the lock needs memory of its own (a
     /// kernel mutex lives in a pinned allocation) and there is none.
-    fn new(value: T) -> crate::Result<Self>;
+    fn new(value: T, class: LockClass) -> crate::Result<Self>;
 
     /// Locks the value (sleeping while another holder has it). The holder must not lock the
     /// same lock again.
@@ -183,7 +220,7 @@ impl<T: Send> Lock<T> for std::sync::Mutex<T> {
     where
         T: 'a;
 
-    fn new(value: T) -> crate::Result<Self> {
+    fn new(value: T, _class: LockClass) -> crate::Result<Self> {
         Ok(std::sync::Mutex::new(value))
     }
 

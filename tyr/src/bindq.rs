@@ -203,7 +203,10 @@ pub struct BindQueueState<B: Backend, D: BindDevice<B>> {
 impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
     /// No bind queue yet; [`Error::NoMemory`] if the lock cannot be made.
     pub fn new() -> Result<Self> {
-        Ok(BindQueues(Lock::new(env::IdMap::new())?))
+        Ok(BindQueues(Lock::new(
+            env::IdMap::new(),
+            crate::lock_class!(c"tyr_bind_queues"),
+        )?))
     }
 
     /// The bind queue of the VM with key `key`, created on first use for device `dev`.
@@ -235,7 +238,7 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
         )
         .map_err(|_| Error::Invalid)?;
         let q: SharedBindQueue<B, D> = env::Arc::try_new(BindQueueState {
-            queue: Lock::new(q)?,
+            queue: Lock::new(q, crate::lock_class!(c"tyr_bind_queue"))?,
             alloc: backend.new_job_alloc()?,
         })?;
         map.try_insert(key, q.clone())?;

@@ -164,13 +164,13 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
 
     fn open(_device: &TyrDevice<B>) -> DrmResult<Self> {
         Ok(TyrFile {
-            vms: Lock::new(env::IdMap::new())?,
-            groups: Lock::new(env::IdMap::new())?,
+            vms: Lock::new(env::IdMap::new(), crate::lock_class!(c"tyr_file_vms"))?,
+            groups: Lock::new(env::IdMap::new(), crate::lock_class!(c"tyr_file_groups"))?,
             queues: core::sync::atomic::AtomicUsize::new(0),
             user_mmio_offset: core::sync::atomic::AtomicU64::new(
                 uapi::DRM_PANTHOR_USER_MMIO_OFFSET,
             ),
-            sparse: Lock::new(None)?,
+            sparse: Lock::new(None, crate::lock_class!(c"tyr_file_sparse"))?,
             heap_budget: env::Arc::try_new(HeapBudget::default())?,
         })
     }
@@ -270,7 +270,7 @@ impl<B: Backend> DevInner<B> {
         let size = sched::group_mem_size(qargs.iter().map(|q| q.ringbuf_size));
         // What can be made before any resource is taken is made first: the failures below
         // give back what they took.
-        let teardown = Lock::new(())?;
+        let teardown = Lock::new((), crate::lock_class!(c"tyr_group_teardown"))?;
         let mut queues = env::Vec::try_with_capacity(qargs.len())?;
         let state = env::Arc::try_new(GroupState::new(priority))?;
         let mut vmg = vm.guard();
@@ -349,7 +349,7 @@ impl<B: Backend> DevInner<B> {
             );
             let jq = jq
                 .map_err(|_| Error::Invalid)
-                .and_then(Lock::new)
+                .and_then(|jq| Lock::new(jq, crate::lock_class!(c"tyr_job_queue")))
                 .and_then(|jq| Ok((jq, this.backend.new_job_alloc()?)));
             match jq {
                 Ok((jq, alloc)) => {

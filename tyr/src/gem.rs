@@ -196,7 +196,7 @@ impl<B: Backend> gem::DriverObject for TyrBo<B> {
             id: args.id,
             flags: args.flags,
             exclusive_vm: args.exclusive_vm,
-            label: Lock::new(None)?,
+            label: Lock::new(None, crate::lock_class!(c"tyr_bo_label"))?,
         })
     }
 }

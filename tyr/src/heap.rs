@@ -432,7 +432,7 @@ impl<B: Backend> HeapPools<B> {
     /// No pool yet; [`Error::NoMemory`] if the lock cannot be made.
     pub fn new() -> Result<Self> {
         Ok(HeapPools {
-            pools: Lock::new(env::Vec::new())?,
+            pools: Lock::new(env::Vec::new(), crate::lock_class!(c"tyr_heap_pools"))?,
         })
     }
 

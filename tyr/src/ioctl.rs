@@ -453,7 +453,7 @@ pub(crate) fn vm_create<B: Backend>(
         dev.gpu_info.pa_bits(),
     )?;
     let key = vm.key();
-    let vm = env::Arc::try_new(Lock::new(vm)?)?;
+    let vm = env::Arc::try_new(Lock::new(vm, crate::lock_class!(c"tyr_vm"))?)?;
     // The device's entry for the VM first (so that its destruction cannot fail), then the
     // file's handle.
     dev.vm_zombie.guard().try_insert(key, false)?;

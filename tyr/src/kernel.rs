@@ -51,8 +51,8 @@ use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
 use crate::backend::{
-    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, Lock, LockFamily, LogLevel,
-    WeakEvents, PAGE_SIZE,
+    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, Lock, LockClass, LockFamily,
+    LogLevel, WeakEvents, PAGE_SIZE,
 };
 use crate::{Error, Result};
 
@@ -584,8 +584,8 @@ impl<T: Send> Lock<T> for KernelLock<T> {
     where
         T: 'a;
 
-    fn new(value: T) -> Result<Self> {
-        KBox::pin_init(new_mutex!(Loose(value)), GFP_KERNEL)
+    fn new(value: T, class: LockClass) -> Result<Self> {
+        KBox::pin_init(Mutex::new(Loose(value), class.name, class.key), GFP_KERNEL)
             .map(KernelLock)
             .map_err(|_| Error::NoMemory)
     }

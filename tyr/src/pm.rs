@@ -223,16 +223,19 @@ impl<L: LockFamily> Pm<L> {
             }
         }
         Ok(Pm {
-            gate: L::Lock::new(PmState {
-                powered: true,
-                idle_since: None,
-                on_since: ns(now),
-                powered_ns: 0,
-                power_ups: 0,
-                power_downs: 0,
-                suspended: false,
-                dvfs,
-            })?,
+            gate: L::Lock::new(
+                PmState {
+                    powered: true,
+                    idle_since: None,
+                    on_since: ns(now),
+                    powered_ns: 0,
+                    power_ups: 0,
+                    power_downs: 0,
+                    suspended: false,
+                    dvfs,
+                },
+                crate::lock_class!(c"tyr_pm_gate"),
+            )?,
             idle_timeout_ns: AtomicU64::new(ns(DEFAULT_IDLE_TIMEOUT)),
             activity: AtomicU64::new(0),
             holding: AtomicBool::new(false),

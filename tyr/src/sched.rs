@@ -855,11 +855,11 @@ impl<B: Backend> Sched<B> {
                 reset_needed: AtomicBool::new(false),
                 resets: AtomicU32::new(0),
             },
-            groups: Lock::new(env::IdMap::new())?,
+            groups: Lock::new(env::IdMap::new(), crate::lock_class!(c"tyr_groups"))?,
             registered: AtomicUsize::new(0),
-            order: Lock::new(env::Vec::new())?,
-            slots: Lock::new(slot_groups)?,
-            iface_free: Lock::new(iface_free)?,
+            order: Lock::new(env::Vec::new(), crate::lock_class!(c"tyr_sched_order"))?,
+            slots: Lock::new(slot_groups, crate::lock_class!(c"tyr_group_slots"))?,
+            iface_free: Lock::new(iface_free, crate::lock_class!(c"tyr_iface_free"))?,
             binds: BindQueues::new()?,
             broken: AtomicBool::new(false),
             ticks: AtomicU64::new(0),
@@ -1046,14 +1046,17 @@ impl<B: Backend> DevInner<B> {
         fw: FwIface<B::Alloc>,
         pm: crate::pm::Pm<B::Locks>,
     ) -> Result<Self> {
-        let mcu_vm = Lock::new(mcu_vm)?;
+        let mcu_vm = Lock::new(mcu_vm, crate::lock_class!(c"tyr_mcu_vm"))?;
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
         Ok(DevInner {
-            suspend_window: Lock::new(window)?,
-            slots: Lock::new(AsSlots::with_reserved(gpu_info.num_as(), 1))?,
+            suspend_window: Lock::new(window, crate::lock_class!(c"tyr_suspend_window"))?,
+            slots: Lock::new(
+                AsSlots::with_reserved(gpu_info.num_as(), 1),
+                crate::lock_class!(c"tyr_as_slots"),
+            )?,
             sched: Sched::new(csif_info.csg_slot_count as usize)?,
             fw,
-            vm_zombie: Lock::new(env::IdMap::new())?,
+            vm_zombie: Lock::new(env::IdMap::new(), crate::lock_class!(c"tyr_vm_states"))?,
             heaps: HeapPools::new()?,
             gpu_info,
             csif_info,

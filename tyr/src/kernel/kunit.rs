@@ -391,7 +391,8 @@ mod tests {
         assert_eq!(ids.remove(2), Some(20));
         assert_eq!(ids.first_free(1, 4), Some(2));
 
-        let lock = KernelLock::new(ids).map_err(|_| ENOMEM)?;
+        let lock =
+            KernelLock::new(ids, crate::lock_class!(c"tyr_kunit_ids")).map_err(|_| ENOMEM)?;
         lock.guard().try_insert(2, 99).map_err(|_| ENOMEM)?;
         assert_eq!(lock.with(|m| m.get(2).copied()), Some(99));
         Ok(())
