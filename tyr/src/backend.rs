@@ -132,13 +132,19 @@ pub unsafe trait DmaMemory: Send + Sync {
 /// one inside the other is a nesting lockdep records (and would report if it were ever taken
 /// the other way round), not a lock taken twice. Every place that makes a lock names its class
 /// with [`lock_class!`](crate::lock_class); outside Linux the class is only a name.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct LockClass {
     /// The lock's name in the validator's reports.
     pub name: &'static core::ffi::CStr,
     /// The class key: one static per place that makes locks.
     #[cfg(gpukit_kernel)]
     pub key: core::pin::Pin<&'static ::kernel::sync::LockClassKey>,
+}
+
+impl fmt::Debug for LockClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LockClass").field(&self.name).finish()
+    }
 }
 
 /// The [`LockClass`] of the place that uses it, named `$name` (a C string literal).
