@@ -353,6 +353,62 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         })
     }
 
+    /// Makes a queue in place at `slot`, as [`new`](Self::new) makes one by value.
+    ///
+    /// A queue holds its `N` job slots inline, so a queue of many slots is large (tens of KiB
+    /// for 64 slots of a driver's jobs) and moving one through a few stack frames overflows a
+    /// kernel stack (16 KiB). This writes the queue's fields one by one into memory the caller
+    /// set aside (a heap block), with no queue-sized temporary on the stack.
+    ///
+    /// On success the whole of `slot` is initialised and the returned reference points to it;
+    /// on error `slot` is left uninitialised (and `backend`, `exec` and `clock` are dropped).
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn init_in_place(
+        slot: &mut core::mem::MaybeUninit<Self>,
+        backend: B,
+        exec: X,
+        clock: C,
+        config: QueueConfig,
+    ) -> Result<&mut Self, Error> {
+        if config.capacity() == 0 || N == 0 {
+            return Err(Error::InvalidConfig);
+        }
+        let q = slot.as_mut_ptr();
+        // Writes field `$f` of the queue at `q` once.
+        macro_rules! init {
+            ($f:ident, $v:expr) => {{
+                // SAFETY: `q` points to memory valid for a `Self` (`slot`'s); the field's place
+                // is computed without reading or referencing the uninitialised memory.
+                let place = unsafe { core::ptr::addr_of_mut!((*q).$f) };
+                // SAFETY: The place is inside `slot` and written once, here.
+                unsafe { place.write($v) };
+            }};
+        }
+        init!(backend, backend);
+        init!(exec, exec);
+        init!(clock, clock);
+        init!(config, config);
+        init!(head, 0);
+        init!(len, 0);
+        init!(started, 0);
+        init!(credits, 0);
+        init!(next_seqno, 1);
+        init!(killed, false);
+        init!(kicked, false);
+        // SAFETY: As in `init!`: the place of the slot array, only computed.
+        let slots = unsafe { core::ptr::addr_of_mut!((*q).slots) }.cast::<Option<Entry<B>>>();
+        for i in 0..N {
+            let elem = slots.wrapping_add(i);
+            // SAFETY: `i < N`: the element is inside the slot array, written once, here.
+            unsafe { elem.write(None) };
+        }
+        // SAFETY: Every field was written above.
+        Ok(unsafe { slot.assume_init_mut() })
+    }
+
     /// The queue's configuration (pass it to [`PreparedJob::new`]).
     pub fn config(&self) -> &QueueConfig {
         &self.config

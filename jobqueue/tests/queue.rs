@@ -744,3 +744,44 @@ fn commits_without_a_run_between_them_wake_the_executor_once() {
     h.run();
     assert!(done.iter().all(|d| d.status() == Some(Ok(()))));
 }
+
+/// A queue made in place (in a heap block, as a kernel driver makes one too large for its
+/// stack) runs jobs as one made by value; a refused configuration leaves the block untouched.
+#[test]
+fn a_queue_made_in_place_runs_jobs_and_a_refused_one_leaves_its_slot() {
+    let exec = TestExecutor::new();
+    let alloc = HostAlloc::new();
+    let mut slot = Box::new(core::mem::MaybeUninit::<
+        Queue<MockRing, TestExecutor, ManualClock, 8>,
+    >::uninit());
+    let q = Queue::init_in_place(
+        &mut slot,
+        MockRing::new(),
+        exec.clone(),
+        ManualClock::new(),
+        QueueConfig::new(4).with_timeout(common::TIMEOUT),
+    )
+    .unwrap();
+    assert_eq!(q.pending_jobs(), 0);
+    let job = PreparedJob::new(&alloc, q.config(), Cost(1), MaxDeps(0), 7u64).unwrap();
+    let done = q.reserve().unwrap().commit(job).done;
+    exec.run_until_idle(|| q.run());
+    assert_eq!(q.backend().first_runs(), vec![7]);
+    ok(&q.backend().runs[0].hw);
+    exec.run_until_idle(|| q.run());
+    assert_eq!(done.status(), Some(Ok(())));
+    // SAFETY: `init_in_place` succeeded: the slot holds a queue, dropped once here.
+    unsafe { slot.assume_init_drop() };
+
+    let mut empty = Box::new(core::mem::MaybeUninit::<
+        Queue<MockRing, TestExecutor, ManualClock, 8>,
+    >::uninit());
+    let r = Queue::init_in_place(
+        &mut empty,
+        MockRing::new(),
+        TestExecutor::new(),
+        ManualClock::new(),
+        QueueConfig::new(0),
+    );
+    assert!(matches!(r, Err(Error::InvalidConfig)));
+}

@@ -195,7 +195,7 @@ pub type SharedBindQueue<B, D> = env::Arc<BindQueueState<B, D>, <B as Backend>::
 /// A VM's bind queue and the fences and memory of its jobs.
 pub struct BindQueueState<B: Backend, D: BindDevice<B>> {
     /// The queue.
-    pub queue: LockOf<B, BindQueue<B, D>>,
+    pub queue: LockOf<B, env::Box<BindQueue<B, D>, B::Alloc>>,
     /// Its fences and job memory.
     pub alloc: B::JobAlloc,
 }
@@ -230,13 +230,17 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
         }
         let weak = env::Arc::downgrade(dev);
         let backend = dev.backend();
-        let q = jobqueue::Queue::new(
-            BindHw { dev: weak },
-            backend.executor().clone(),
-            SchedClock(backend.clock().clone()),
-            BIND_CONFIG,
-        )
-        .map_err(|_| Error::Invalid)?;
+        // Made in place: a queue holds its job slots inline (tens of KiB).
+        let q = env::Box::try_new_in_place(|slot| {
+            jobqueue::Queue::init_in_place(
+                slot,
+                BindHw { dev: weak },
+                backend.executor().clone(),
+                SchedClock(backend.clock().clone()),
+                BIND_CONFIG,
+            )
+            .map_err(|_| Error::Invalid)
+        })?;
         let q: SharedBindQueue<B, D> = env::Arc::try_new(BindQueueState {
             queue: Lock::new(q, crate::lock_class!(c"tyr_bind_queue"))?,
             alloc: backend.new_job_alloc()?,

@@ -37,7 +37,7 @@
 
 use core::alloc::Layout;
 use core::marker::PhantomData;
-use core::mem::{self, ManuallyDrop};
+use core::mem::{self, ManuallyDrop, MaybeUninit};
 use core::ops::{Deref, DerefMut};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{fence, AtomicUsize, Ordering};
@@ -467,6 +467,122 @@ impl<T, A: Allocator> gpuvm::Storage<T> for Vec<T, A> {
             let _ = self.push_within_capacity(fill());
         }
         Ok(())
+    }
+}
+
+/// A `T` in a block of its own from `A`.
+///
+/// Besides moving a value to the heap ([`try_new`](Self::try_new)), it can have a value made
+/// in place ([`try_new_in_place`](Self::try_new_in_place)): a value too large to pass through
+/// a few stack frames (a job queue with its slots inline is tens of KiB, a kernel stack 16 KiB)
+/// is written straight into its block.
+///
+/// # Invariants
+///
+/// `ptr` points to an initialised `T` in a block from `A` with `Layout::new::<T>()` that this
+/// value owns (dangling, and not allocated, when `T` is zero-sized).
+pub struct Box<T, A: Allocator> {
+    ptr: NonNull<T>,
+    _owns: PhantomData<(T, fn() -> A)>,
+}
+
+// SAFETY: The box owns its value: sending it sends the value.
+unsafe impl<T: Send, A: Allocator> Send for Box<T, A> {}
+// SAFETY: Shared access gives only shared access to the value.
+unsafe impl<T: Sync, A: Allocator> Sync for Box<T, A> {}
+
+impl<T, A: Allocator> Box<T, A> {
+    fn alloc_block() -> Result<NonNull<T>> {
+        if mem::size_of::<T>() == 0 {
+            return Ok(NonNull::dangling());
+        }
+        A::alloc(Layout::new::<T>())
+            .map(NonNull::cast)
+            .map_err(|_| Error::NoMemory)
+    }
+
+    fn free_block(ptr: NonNull<T>) {
+        if mem::size_of::<T>() != 0 {
+            // SAFETY: The block came from `alloc_block` with this layout and holds no value.
+            unsafe { A::free(ptr.cast(), Layout::new::<T>()) };
+        }
+    }
+
+    /// Moves `value` into a new block; [`Error::NoMemory`] (and `value` dropped) if there is
+    /// none.
+    pub fn try_new(value: T) -> Result<Self> {
+        let ptr = Self::alloc_block()?;
+        // SAFETY: The block is fresh, sized and aligned for a `T` (or `T` is zero-sized).
+        unsafe { ptr.as_ptr().write(value) };
+        // INVARIANT: The block holds the value.
+        Ok(Box {
+            ptr,
+            _owns: PhantomData,
+        })
+    }
+
+    /// A new block whose value `init` makes in place: `init` gets the uninitialised block and
+    /// returns the value it made there (a reference into the block, as
+    /// `MaybeUninit::write` or an in-place constructor returns one). [`Error::NoMemory`] if
+    /// there is no block; `init`'s error (the block freed) if it fails, or
+    /// [`Error::Invalid`] if it returns a reference to anything but the block.
+    pub fn try_new_in_place(
+        init: impl FnOnce(&mut MaybeUninit<T>) -> Result<&mut T>,
+    ) -> Result<Self> {
+        let ptr = Self::alloc_block()?;
+        // SAFETY: The block is sized and aligned for a `T`; `MaybeUninit` needs no
+        // initialisation, and nothing else uses the block.
+        let slot = unsafe { &mut *ptr.as_ptr().cast::<MaybeUninit<T>>() };
+        let made = init(slot).map(|v| ptr::eq(v, ptr.as_ptr()));
+        match made {
+            // Safe code gets a `&mut T` into the block only by initialising it
+            // (`MaybeUninit::write`); unsafe code that claims it did answers for it.
+            // INVARIANT: The block holds the value `init` made.
+            Ok(true) if mem::size_of::<T>() != 0 => Ok(Box {
+                ptr,
+                _owns: PhantomData,
+            }),
+            Ok(_) => {
+                // A reference to something else (or a zero-sized value, whose block proves
+                // nothing): the block may be uninitialised. It is freed without a drop.
+                Self::free_block(ptr);
+                Err(Error::Invalid)
+            }
+            Err(e) => {
+                Self::free_block(ptr);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<T, A: Allocator> Deref for Box<T, A> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: The value is initialised and owned by `self` (invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T, A: Allocator> DerefMut for Box<T, A> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: As in `deref`; `&mut self` makes the access exclusive.
+        unsafe { self.ptr.as_mut() }
+    }
+}
+
+impl<T, A: Allocator> Drop for Box<T, A> {
+    fn drop(&mut self) {
+        // SAFETY: The value is initialised (invariant) and dropped once, here.
+        unsafe { ptr::drop_in_place(self.ptr.as_ptr()) };
+        Self::free_block(self.ptr);
+    }
+}
+
+impl<T: fmt::Debug, A: Allocator> fmt::Debug for Box<T, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -977,6 +1093,44 @@ mod tests {
         assert_eq!(&v[..], b"a");
         v.clear();
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn a_box_made_in_place_holds_its_value_and_a_failed_one_frees_its_block() {
+        let _serial = SERIAL.lock().unwrap();
+        let before = LIVE.load(Ordering::Relaxed);
+        let live = Counter::new(0);
+        let b = Box::<[Tracked<'_>; 3], Flaky>::try_new_in_place(|slot| {
+            Ok(slot.write([0, 1, 2].map(|v| Tracked::new(&live, v))))
+        })
+        .unwrap();
+        assert_eq!(b[2].1, 2);
+        assert_eq!(live.load(Ordering::Relaxed), 3);
+        drop(b);
+        assert_eq!(live.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            Box::<u64, Flaky>::try_new_in_place(|_| Err(Error::Busy)).err(),
+            Some(Error::Busy)
+        );
+        // An initialiser that hands back some other value is refused.
+        let elsewhere = std::boxed::Box::into_raw(std::boxed::Box::new(5u64));
+        assert_eq!(
+            Box::<u64, Flaky>::try_new_in_place(|_| {
+                // SAFETY: `elsewhere` is a live allocation nothing else uses until it is freed
+                // below.
+                Ok(unsafe { &mut *elsewhere })
+            })
+            .err(),
+            Some(Error::Invalid)
+        );
+        // SAFETY: From `Box::into_raw` above, freed once.
+        drop(unsafe { std::boxed::Box::from_raw(elsewhere) });
+        assert_eq!(LIVE.load(Ordering::Relaxed), before);
+        let mut moved = Box::<u64, Flaky>::try_new(9).unwrap();
+        *moved += 1;
+        assert_eq!(*moved, 10);
+        drop(moved);
+        assert_eq!(LIVE.load(Ordering::Relaxed), before);
     }
 
     #[test]

@@ -341,14 +341,18 @@ impl<B: Backend> DevInner<B> {
             off += u64::from(q.ringbuf_size);
             let ring = RingHw::new(env::Arc::downgrade(this), state.clone(), i, m);
             let config = sched::queue_config(q.ringbuf_size);
-            let jq = jobqueue::Queue::new(
-                ring,
-                this.backend.executor().clone(),
-                sched::SchedClock(this.backend.clock().clone()),
-                config,
-            );
-            let jq = jq
+            // Made in place: a queue holds its job slots inline (tens of KiB).
+            let jq = env::Box::try_new_in_place(|slot| {
+                jobqueue::Queue::init_in_place(
+                    slot,
+                    ring,
+                    this.backend.executor().clone(),
+                    sched::SchedClock(this.backend.clock().clone()),
+                    config,
+                )
                 .map_err(|_| Error::Invalid)
+            });
+            let jq = jq
                 .and_then(|jq| Lock::new(jq, crate::lock_class!(c"tyr_job_queue")))
                 .and_then(|jq| Ok((jq, this.backend.new_job_alloc()?)));
             match jq {

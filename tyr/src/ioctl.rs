@@ -1103,7 +1103,10 @@ pub(crate) fn group_submit<B: Backend>(
         })?;
     }
     // Lock the queues involved (in index order) and check there is room for every job.
-    type Locked<'a, B> = (usize, LockGuard<'a, B, sched::JobQueue<B>>);
+    type Locked<'a, B> = (
+        usize,
+        LockGuard<'a, B, env::Box<sched::JobQueue<B>, <B as Backend>::Alloc>>,
+    );
     let mut locks: env::Vec<Locked<'_, B>, B::Alloc> = env::Vec::try_with_capacity(g.queues.len())?;
     for (i, q) in g.queues.iter().enumerate() {
         let n = preps.iter().filter(|p| p.queue == i).count();

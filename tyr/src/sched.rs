@@ -554,7 +554,7 @@ pub const fn csg_priority(prio: u32) -> u32 {
 /// One queue of a group.
 pub struct GroupQueue<B: Backend> {
     /// The job queue (its backend is the ring).
-    pub jq: LockOf<B, JobQueue<B>>,
+    pub jq: LockOf<B, env::Box<JobQueue<B>, B::Alloc>>,
     /// Its configuration.
     pub config: QueueConfig,
     /// Its fences and job memory.
