@@ -32,7 +32,7 @@
 
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::task::{RawWaker, RawWakerVTable, Waker};
 use core::time::Duration;
 
@@ -249,8 +249,6 @@ unsafe impl DmaMemory for SimDma {
 
 /// What the event pump owes the driver besides interrupts.
 struct PumpState {
-    /// The executor was woken: the driver's work runs next.
-    pending: bool,
     /// The earliest deadline asked for with `wake_at`, in simulated nanoseconds.
     timer: Option<u64>,
 }
@@ -276,6 +274,10 @@ pub struct EventPump {
     events: SpinLock<Option<Arc<dyn EventSink>>>,
     #[pin]
     state: SpinLock<PumpState>,
+    /// The executor was woken: the driver's work runs next. An atomic, not part of `state`:
+    /// wakers run where the pump's locks may not be taken (a fence callback under the fence's
+    /// interrupt-safe lock, possibly in hard-IRQ context).
+    pending: AtomicBool,
     device: Arc<SimDevice>,
     runs: AtomicU64,
 }
@@ -304,14 +306,15 @@ impl WorkItem<1> for EventPump {
                     return;
                 }
                 let now = this.device.with(|gpu| gpu.now_ns());
-                let owed = {
+                let due = {
                     let mut s = this.state.lock();
-                    if s.timer.is_some_and(|t| t <= now) {
+                    let due = s.timer.is_some_and(|t| t <= now);
+                    if due {
                         s.timer = None;
-                        s.pending = true;
                     }
-                    core::mem::take(&mut s.pending)
+                    due
                 };
+                let owed = this.pending.swap(false, Ordering::AcqRel) || due;
                 if owed {
                     events.work();
                     again = true;
@@ -328,8 +331,9 @@ impl WorkItem<1> for EventPump {
             let timer = this.state.lock().timer;
             if let Progress::Idle = this.device.with(|gpu| gpu.step(timer)) {
                 let s = this.state.lock();
-                // Anything that came in since was queued with the pump; nothing did: done.
-                if !s.pending && s.timer.is_none() {
+                // Anything that came in since was queued with the pump (a wake-up queues it
+                // after setting `pending`); nothing did: done.
+                if !this.pending.load(Ordering::Acquire) && s.timer.is_none() {
                     return;
                 }
             }
@@ -353,7 +357,7 @@ impl EventPump {
     }
 
     fn wake(this: Arc<Self>) {
-        this.state.lock().pending = true;
+        this.pending.store(true, Ordering::Release);
         Self::schedule(this);
     }
 
@@ -407,9 +411,10 @@ impl KernelExec {
                 work <- new_work!("tyr::kernel::EventPump::work"),
                 events <- new_spinlock!(None, "tyr::kernel::EventPump::events"),
                 state <- new_spinlock!(
-                    PumpState { pending: false, timer: None },
+                    PumpState { timer: None },
                     "tyr::kernel::EventPump::state"
                 ),
+                pending: AtomicBool::new(false),
                 device,
                 runs: AtomicU64::new(0),
             }),
