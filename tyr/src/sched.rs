@@ -1445,7 +1445,8 @@ impl<B: Backend> DevInner<B> {
             let Some(key) = self.slots.guard().vm_in(a) else {
                 continue;
             };
-            for g in self.sched.groups.guard().values() {
+            // The table's lock is not held while a group's locks are taken.
+            for g in self.sched.live_groups() {
                 if g.vm_key == key {
                     g.vm.guard().set_unusable();
                     g.state
@@ -1460,7 +1461,9 @@ impl<B: Backend> DevInner<B> {
     /// Signals the hardware fences of every completed job of the groups holding a slot.
     fn collect_completions(&self) {
         let dma = self.backend.dma();
-        for g in self.sched.groups.guard().values() {
+        // The table's lock is not held while a queue's lock is taken (lockdep: the queue lock
+        // is taken before the power gate, which is held when the table is looked at).
+        for g in self.sched.live_groups() {
             if g.state.slot.load(Ordering::Acquire) == NO_SLOT {
                 continue;
             }
