@@ -299,7 +299,7 @@ pub trait Backend: Send + Sync + 'static {
     /// each queue's done fences are a `dma_fence` timeline of their own, and its hardware
     /// fences another.
     type JobAlloc: jobqueue::Allocator<Self::Fence> + Send + Sync + 'static;
-    /// The memory of the driver's own bookkeeping ([`env`](crate::env) containers: lists of
+    /// The memory of the driver's own bookkeeping ([`env`](mod@crate::env) containers: lists of
     /// VMs, groups and mappings, shared objects); `kvmalloc` in the kernel.
     type Alloc: drm_ctx::mem::Allocator;
     /// The locks of the driver's state that is not `std`-only (power management).

@@ -23,12 +23,17 @@
 //! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
 //!
 //! - The driver's locks ([`KernelLocks`]) are kernel mutexes, and its containers
-//!   ([`crate::env`]) take their memory from `kvmalloc` ([`KernelAlloc`]).
+//!   ([`crate::env`](mod@crate::env)) take their memory from `kvmalloc` ([`KernelAlloc`]).
 //!
-//! The floors from buffer objects up (buffer objects, tiler heaps, job and bind queues,
-//! scheduling, the ioctl layer) are not built here yet (see the crate's documentation); what
-//! is built is registers, probe, the firmware interface, the MMU, VM management, power
-//! management and the containers.
+//! - The queues' fences are `dma_fence`s ([`QueueFences`]: a done timeline and a ring timeline
+//!   per queue), which the kernel's syncobjs hold as they are; a syncobj's fence of any driver
+//!   becomes a dependency.
+//!
+//! The whole driver is built here, and the KUnit suite probes it on a faux device and runs a
+//! job through its ioctls. What a platform device with real MMIO and a real IRQ line would
+//! change is this file only: `Io` over `kernel::io::Mmio`, DMA memory from the DMA API on the
+//! GPU's `struct device`, the interrupt handler on the IRQ line instead of the pump's polling,
+//! and the pump's work item for the deferred work alone.
 
 use core::fmt;
 use core::ptr::NonNull;

@@ -7,9 +7,10 @@
 //! virtual memory with `gpuvm` and `io-pgtable` ([`vm`]: VMs and all-or-nothing VM_BIND;
 //! [`mmu`]: address-space slots and MMU commands; `gem`: buffer objects; `heap`: tiler
 //! heaps), runs GPU work through `jobqueue` onto the firmware's command-stream rings
-//! ([`csf`]; `job`, `bindq`,
-//! `sched`, feature `std`; [`pm`]: idle power-down, system suspend, frequency scaling) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the
-//! handlers) through the `drm-ctx` DRM core (`file`, `driver`, feature `std`). Everything it
+//! ([`csf`]; `job`, `bindq`, `sched`; [`pm`]: idle power-down, system suspend, frequency
+//! scaling) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the handlers) through
+//! the `drm-ctx` DRM core (`file`, `driver`; these floors need a DRM core: feature `std` or
+//! the kernel). Everything it
 //! needs from its environment goes through a [`backend::Backend`], as it would on silicon;
 //! `host` (feature `host`) implements it over the simulated Mali-G610 of the `gpukit-mali-sim`
 //! crate (`mali_sim`), which has its own view of the hardware and none of the driver's, and
@@ -66,15 +67,16 @@
 //! definitions of floor 0 are what panthor's headers are (`panthor_regs.h`, `panthor_drm.h`):
 //! every floor may use them.
 //!
-//! The core (registers, probe, firmware interface, MMU, VM management, power management,
-//! uAPI) is `no_std` and allocates and locks only through the backend: its bookkeeping lives
-//! in the [`env`] containers (fallible `Vec`, `Arc`/`Weak`, `IdMap`) over the backend's
-//! allocator, and its locks are the backend's [`backend::LockFamily`]. Buffer objects, tiler
-//! heaps and a file's handle tables are written that way too (no `std` item in `gem`, `heap`),
-//! but build only with the floors above them (feature `std`): `drm-ctx` ties the object type to
-//! the driver type, whose `drm::Driver` implementation is in `driver`, and the job, bind-queue,
-//! scheduling and ioctl floors still use `std`'s `Arc`/`Mutex`/`BTreeMap`, the host fences of
-//! `jobqueue` and the host syncobjs of `drm-ctx`.
+//! The whole driver is `no_std` and allocates and locks only through the backend: its
+//! bookkeeping lives in the [`env`](mod@env) containers (fallible `Vec`, `Box`, `Arc`/`Weak`, `IdMap`)
+//! over the backend's allocator, its locks are the backend's [`backend::LockFamily`] (each made
+//! with a lockdep class of its own place, [`lock_class!`]), its fences the backend's
+//! (`jobqueue`'s host fences or `dma_fence`s). The same files build on a host (feature `std`)
+//! and in the kernel (`cargo xtask kernel-build`), where KUnit probes the driver and runs a job
+//! through its ioctls. In a `no_std` build with neither, the floors from `gem` up are left out:
+//! `drm-ctx` has a DRM core with syncobjs and user memory only on a host or in the kernel, and
+//! the uAPI layer needs both (the object type names the driver type, whose `drm::Driver` is
+//! in `driver`, so `gem` goes with them).
 
 #![no_std]
 
