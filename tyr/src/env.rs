@@ -356,9 +356,14 @@ impl<T, A: Allocator> DerefMut for Vec<T, A> {
     }
 }
 
-impl<T: fmt::Debug, A: Allocator> fmt::Debug for Vec<T, A> {
+// Printed as the slice it holds.
+impl<T, A> fmt::Debug for Vec<T, A>
+where
+    T: fmt::Debug,
+    A: Allocator,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        fmt::Debug::fmt(self.as_slice(), f)
     }
 }
 

@@ -926,6 +926,11 @@ impl<B: Backend> Sched<B> {
         self.groups.guard().len()
     }
 
+    /// Groups registered or being registered (the ordering scratch has room for as many).
+    pub fn registered_groups(&self) -> usize {
+        self.registered.load(Ordering::Acquire)
+    }
+
     /// Registers group `g` under its key, with room for it in the scheduler's ordering
     /// scratch first, so that a tick never allocates; [`Error::NoMemory`] (nothing
     /// registered) if either cannot grow.
@@ -1089,6 +1094,12 @@ impl<B: Backend> Drop for TyrData<B> {
 }
 
 impl<B: Backend> DevInner<B> {
+    /// Number of VMs the device knows of (live in a file, or zombies): each has the entry made
+    /// with it, so this counts what VM creation and destruction leave behind.
+    pub fn vm_count(&self) -> usize {
+        self.vm_zombie.guard().len()
+    }
+
     /// Forgets VM `key` if it is a zombie; whether it was.
     fn take_zombie(&self, key: u64) -> bool {
         let mut vms = self.vm_zombie.guard();

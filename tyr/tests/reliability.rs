@@ -364,3 +364,49 @@ fn parallel_clients_with_a_random_unplug_leak_nothing() {
     eprintln!("{total_ok} of {} calls succeeded", rounds * 4 * 150);
     assert!(total_ok > 500, "only {total_ok} calls succeeded");
 }
+
+/// VMs and groups made and destroyed from four clients at once, in both orders (the VM first,
+/// leaving a group on it; the group first), some clients closing with both still live: every
+/// VM's device entry, every group and every registration of the scheduler's ordering room is
+/// gone at the end, and no VM is left a zombie.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a probe and four threads of ioctls take minutes under Miri"
+)]
+fn vm_and_group_lifetimes_race_and_leave_nothing() {
+    let r = rig();
+    let dev = r.reg.device();
+    let rounds = if cfg!(miri) { 2 } else { 40 };
+    let start = Barrier::new(4);
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let start = &start;
+            s.spawn(move || {
+                let umd = Umd::open(dev).unwrap();
+                start.wait();
+                for i in 0..rounds {
+                    let vm = umd.vm_create().unwrap();
+                    let g = umd.group_create(vm, &[0x1000]).unwrap();
+                    if (i + t) % 2 == 0 {
+                        let mut d = VmDestroy { id: vm, pad: 0 };
+                        assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+                        umd.group_destroy(g).unwrap();
+                    } else {
+                        umd.group_destroy(g).unwrap();
+                        let mut d = VmDestroy { id: vm, pad: 0 };
+                        assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+                    }
+                }
+                // Left to the file's close.
+                let vm = umd.vm_create().unwrap();
+                umd.group_create(vm, &[0x1000]).unwrap();
+            });
+        }
+    });
+    let shared = dev.shared();
+    assert_eq!(shared.sched.group_count(), 0);
+    assert_eq!(shared.sched.registered_groups(), 0);
+    assert_eq!(shared.vm_count(), 0);
+    assert_eq!(shared.zombie_vm_count(), 0);
+}
