@@ -115,6 +115,17 @@ pub unsafe trait DmaMemory: Send + Sync {
     /// systems): the CPU cache lines of the range are written back.
     fn sync_for_device(&self, addr: u64, len: usize);
 
+    /// The CPU page at device address `addr` (page aligned, inside a live block), as a GEM
+    /// object lends it to userspace mappings; `None` if the memory cannot be mapped into a
+    /// process (the default) or `addr` is not such an address.
+    ///
+    /// Implemented where buffer objects' memory is what userspace `mmap()`s: in Linux, where
+    /// a mapping of a buffer object inserts these pages ([`drm_ctx::drm::gem::CpuPage`]). The
+    /// host DRM core hands the object to its client instead.
+    fn cpu_page(&self, _addr: u64) -> Option<drm_ctx::drm::gem::CpuPage> {
+        None
+    }
+
     /// Makes GPU writes to `len` bytes at `addr` visible to the CPU: the CPU cache lines of
     /// the range are dropped, so the next CPU read fetches memory.
     ///

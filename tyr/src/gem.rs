@@ -199,6 +199,17 @@ impl<B: Backend> gem::DriverObject for TyrBo<B> {
             label: Lock::new(None, crate::lock_class!(c"tyr_bo_label"))?,
         })
     }
+
+    // A mapping shows the object's DMA memory, which the GPU reads and writes, not a copy.
+    const MAPS_OWN_PAGES: bool = true;
+
+    fn cpu_page(&self, index: usize) -> Option<gem::CpuPage> {
+        if index >= self.mem.pages {
+            return None;
+        }
+        let offset = (index as u64).checked_mul(PAGE_SIZE)?;
+        self.dma.cpu_page(self.mem.addr.checked_add(offset)?)
+    }
 }
 
 /// A registered buffer object as a VM holds it.

@@ -37,7 +37,7 @@
 
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use core::task::{RawWaker, RawWakerVTable, Waker};
 use core::time::Duration;
 
@@ -47,6 +47,7 @@ use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
 use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
+use drm_ctx::drm::gem::CpuPage;
 use jobqueue::kernel::KernelFence;
 use mali_sim::kernel::{KernelFrames, KernelLocks as SimLocks};
 use mali_sim::{
@@ -82,14 +83,47 @@ unsafe impl drm_ctx::mem::Allocator for KernelAlloc {
             ::kernel::alloc::flags::GFP_KERNEL,
             ::kernel::alloc::NumaNode::NO_NODE,
         )
-        .map(|p| p.cast::<u8>())
+        .map(|p| {
+            LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+            p.cast::<u8>()
+        })
         .map_err(|_| drm_ctx::Error::NoMemory)
     }
 
     unsafe fn free(ptr: NonNull<u8>, layout: core::alloc::Layout) {
         use ::kernel::alloc::Allocator as _;
+        LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: The caller passes a block from `alloc` with the same layout.
         unsafe { ::kernel::alloc::allocator::KVmalloc::free(ptr, layout) }
+    }
+}
+
+/// Blocks of [`KernelAlloc`] not freed yet, all devices together.
+static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
+/// [`KernelBackend`]s alive (one per probed device, dropped with the device's driver data).
+static LIVE_BACKENDS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the kernel backend has alive, all devices together: the leak counters a test reads
+/// after a device is gone (every one must be back to 0 once the last device is released).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveCounts {
+    /// Backends, that is devices whose driver data has not been dropped.
+    pub devices: usize,
+    /// GEM objects of drivers written against `drm-ctx` (Tyr's buffer objects).
+    pub bos: usize,
+    /// Blocks of the driver's bookkeeping memory ([`KernelAlloc`]).
+    pub blocks: usize,
+    /// Pages of the simulated GPUs' memory.
+    pub gpu_pages: usize,
+}
+
+/// The leak counters now.
+pub fn live_counts() -> LiveCounts {
+    LiveCounts {
+        devices: LIVE_BACKENDS.load(Ordering::Relaxed),
+        bos: drm_ctx::kernel::gem::live_objects(),
+        blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
+        gpu_pages: mali_sim::kernel::live_pages(),
     }
 }
 
@@ -250,6 +284,19 @@ unsafe impl DmaMemory for SimDma {
 
     // The simulated GPU reads memory through the CPU's view: nothing to write back.
     fn sync_for_device(&self, _addr: u64, _len: usize) {}
+
+    fn cpu_page(&self, addr: u64) -> Option<CpuPage> {
+        if !addr.is_multiple_of(PAGE_SIZE) {
+            return None;
+        }
+        let ptr = self.0.host_ptr_u64(PhysAddr(addr)).ok()?;
+        // SAFETY: A page-aligned address of a live allocation is the start of one of its
+        // pages: the simulator's frames are page-aligned `vmalloc` memory holding whole pages
+        // at page-aligned offsets (`CpuPage::new` refuses anything else), and they stay at
+        // that address until the block is freed, which the object owning the block does only
+        // when it goes.
+        unsafe { CpuPage::new(ptr.cast()) }
+    }
 }
 
 /// What the event pump owes the driver besides interrupts.
@@ -489,6 +536,7 @@ impl KernelBackend {
         .map_err(|_| Error::NoMemory)?;
         let device = Arc::new(SimDevice { gpu }, GFP_KERNEL).map_err(|_| Error::NoMemory)?;
         let exec = KernelExec::new(device.clone())?;
+        LIVE_BACKENDS.fetch_add(1, Ordering::Relaxed);
         Ok(KernelBackend {
             io: ModelRegion::new(SimModel {
                 device: device.clone(),
@@ -533,6 +581,7 @@ impl Drop for KernelBackend {
         // A queued or running pump keeps the simulated GPU alive through its own reference;
         // without events it stops at its next turn instead of serving a driver that is gone.
         self.set_events(None);
+        LIVE_BACKENDS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -711,4 +760,5 @@ impl Backend for KernelBackend {
     }
 }
 
+pub mod boot;
 mod kunit;

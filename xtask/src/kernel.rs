@@ -117,7 +117,7 @@ const CRATES: &[Vendored] = &[
             "mali_sim",
             "static_assertions",
         ],
-        c_files: &[],
+        c_files: &["kernel/boot.c"],
         kunit_crate: false,
     },
 ];

@@ -70,4 +70,59 @@ pub trait DriverObject: Sized + Send + Sync + 'static {
 
     /// Called when a file's handle to the object is closed.
     fn close(_obj: &Object<Self>, _file: &File<<Self::Driver as Driver>::File>) {}
+
+    /// Whether a CPU mapping of the object shows the driver's own memory ([`cpu_page`]) rather
+    /// than the DRM core's backing store.
+    ///
+    /// A GPU driver whose buffers live in memory it allocated itself (a carve-out, a DMA
+    /// allocation, a simulator's memory) sets it, so that what userspace writes through
+    /// `mmap()` is what the GPU reads. In the kernel the object's `mmap` then inserts the pages
+    /// [`cpu_page`] names instead of faulting in shmem pages; the crate's own core hands the
+    /// object itself to a test client, which reaches the memory through the driver's data.
+    ///
+    /// [`cpu_page`]: Self::cpu_page
+    const MAPS_OWN_PAGES: bool = false;
+
+    /// Page `index` of the memory a CPU mapping shows, when [`MAPS_OWN_PAGES`] is set; `None`
+    /// makes the mapping fail (`EINVAL`).
+    ///
+    /// [`MAPS_OWN_PAGES`]: Self::MAPS_OWN_PAGES
+    fn cpu_page(&self, _index: usize) -> Option<CpuPage> {
+        None
+    }
 }
+
+/// One page of CPU memory that a GEM object lends to userspace mappings.
+///
+/// # Invariants
+///
+/// The pointer is page aligned and is the start of a whole page of kernel memory (the direct
+/// map or `vmalloc` space; a host allocation on the host) that stays allocated at that address
+/// for as long as the object that returned it lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuPage(core::ptr::NonNull<u8>);
+
+impl CpuPage {
+    /// The page at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be page aligned and the start of a whole page of memory that stays allocated
+    /// at that address for as long as the object that hands it out lives (see the type's
+    /// invariants). `None` if `ptr` is not page aligned.
+    pub unsafe fn new(ptr: core::ptr::NonNull<u8>) -> Option<Self> {
+        // INVARIANT: Alignment checked here, the rest is the caller's promise.
+        if !(ptr.as_ptr() as usize).is_multiple_of(PAGE_SIZE) {
+            return None;
+        }
+        Some(CpuPage(ptr))
+    }
+
+    /// The start of the page.
+    pub fn as_ptr(self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+}
+
+/// The page size [`CpuPage`] is a page of.
+pub const PAGE_SIZE: usize = 4096;

@@ -11,6 +11,8 @@
 #include <drm/drm_device.h>
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_vma_manager.h>
 #include <drm/drm_managed.h>
 #include <drm/drm_syncobj.h>
 #include <kunit/test.h>
@@ -22,10 +24,16 @@
 #include <linux/fcntl.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 
-/* Called from Rust (drm-ctx/src/kernel/{drm,file}.rs and kernel.rs). */
+/* Called from Rust (drm-ctx/src/kernel/{drm,file,gem}.rs and kernel.rs). */
+extern const struct vm_operations_struct gpukit_drm_gem_own_vm_ops;
+int gpukit_drm_gem_mmap_prepare(struct drm_gem_object *obj, struct vm_area_struct *vma,
+				size_t *first, size_t *count);
+int gpukit_drm_gem_insert_page(struct vm_area_struct *vma, size_t index, void *kaddr);
 int gpukit_drm_adjust_driver(struct drm_device *dev);
 int gpukit_drm_syncobj_create(struct drm_file *file, struct dma_fence *fence, u32 *handle);
 bool gpukit_drm_is_current_master(struct drm_file *file);
@@ -55,6 +63,7 @@ void gpukit_drm_test_fence_signal(struct dma_fence *fence);
 /* Whether a fence has signalled (dma_fence_is_signaled is static inline). */
 bool gpukit_drm_test_fence_is_signaled(struct dma_fence *fence);
 unsigned long gpukit_drm_test_user_alloc(unsigned long len);
+unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, unsigned long offset);
 
 /*
  * kernel::drm builds one constant struct drm_driver per driver. Two things in it do not fit
@@ -285,4 +294,58 @@ unsigned long gpukit_drm_test_user_alloc(unsigned long len)
 			     MAP_ANONYMOUS | MAP_PRIVATE, 0);
 	return IS_ERR_VALUE(addr) ? 0 : addr;
 }
+
+/* A shared read-write mapping of `len` bytes of `file` at `offset` (an mmap offset of one of
+ * its GEM objects), in the running test's address space, unmapped when the test ends; 0 on
+ * failure. */
+unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, unsigned long offset)
+{
+	struct kunit *test = kunit_get_current_test();
+	unsigned long addr;
+
+	if (!test)
+		return 0;
+	addr = kunit_vm_mmap(test, file, 0, len, PROT_READ | PROT_WRITE, MAP_SHARED, offset);
+	return IS_ERR_VALUE(addr) ? 0 : addr;
+}
 #endif
+
+/*
+ * Mappings of objects whose driver lends its own pages (DriverObject::MAPS_OWN_PAGES in
+ * kernel/gem.rs): the object's mmap inserts every page up front, so the vm_ops only keep the
+ * object alive while a mapping of it exists, as drm_gem_mmap_obj expects of them.
+ */
+const struct vm_operations_struct gpukit_drm_gem_own_vm_ops = {
+	.open = drm_gem_vm_open,
+	.close = drm_gem_vm_close,
+};
+
+int gpukit_drm_gem_mmap_prepare(struct drm_gem_object *obj, struct vm_area_struct *vma,
+				size_t *first, size_t *count)
+{
+	unsigned long start = drm_vma_node_start(&obj->vma_node);
+	unsigned long obj_pages = obj->size >> PAGE_SHIFT;
+	unsigned long pages = vma_pages(vma);
+
+	if (vma->vm_pgoff < start || vma->vm_pgoff - start > obj_pages ||
+	    pages > obj_pages - (vma->vm_pgoff - start))
+		return -EINVAL;
+	/* From now on the offset is the object's own page offset, as the shmem helpers keep it. */
+	vma->vm_pgoff -= start;
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	*first = vma->vm_pgoff;
+	*count = pages;
+	return 0;
+}
+
+int gpukit_drm_gem_insert_page(struct vm_area_struct *vma, size_t index, void *kaddr)
+{
+	struct page *page;
+
+	if (!PAGE_ALIGNED(kaddr) || index >= vma_pages(vma))
+		return -EINVAL;
+	page = is_vmalloc_addr(kaddr) ? vmalloc_to_page(kaddr) : virt_to_page(kaddr);
+	if (!page)
+		return -EFAULT;
+	return vm_insert_page(vma, vma->vm_start + (index << PAGE_SHIFT), page);
+}

@@ -9,7 +9,12 @@
 //! (`drm_gem_object_init` takes one): driver data that keeps GEM objects of its own device must
 //! drop them when the driver unbinds, or the device is never released.
 
-use core::{ops::Deref, ptr::NonNull};
+use core::{
+    ffi::{c_int, c_void},
+    ops::Deref,
+    ptr::NonNull,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 
 use ::kernel::{
     bindings,
@@ -18,6 +23,7 @@ use ::kernel::{
         gem::{shmem, BaseObject as _, IntoGEMObject as _},
     },
     sync::aref::{self as karef, AlwaysRefCounted as KRefCounted},
+    types::Opaque,
 };
 
 use super::drm::{from_kernel, KDriver};
@@ -30,8 +36,41 @@ use crate::{
 const PAGE_SIZE: usize = 4096;
 
 /// The kernel-side driver data of a GEM object of a driver written against this crate.
-#[repr(transparent)]
-pub struct KObject<O: DriverObject>(O);
+///
+/// # Invariants
+///
+/// `funcs` is written once, right after the object is made and before anything else can
+/// reach it, and only if `O::MAPS_OWN_PAGES`; from then on the object's `funcs` pointer names
+/// it. The object is pinned (the kernel's shmem objects live in a `Pin<KBox<_>>`), so the
+/// pointer stays valid until the object is freed.
+pub struct KObject<O: DriverObject> {
+    data: O,
+    /// The object's own GEM vtable: the shmem helpers' with `mmap` and `vm_ops` replaced by
+    /// ones that map the driver's pages ([`DriverObject::cpu_page`]).
+    funcs: Opaque<bindings::drm_gem_object_funcs>,
+}
+
+// SAFETY: `funcs` is written only while the object is being made, before it is shared; after
+// that it is only read (by the DRM core, through the object's vtable pointer). The vtable's
+// pointers name static functions and a static `vm_operations_struct`. `data` is `Send`.
+unsafe impl<O: DriverObject> Send for KObject<O> {}
+// SAFETY: As above: shared references only ever read `funcs`; `data` is `Sync`.
+unsafe impl<O: DriverObject> Sync for KObject<O> {}
+
+/// GEM objects of drivers written against this crate that are alive, all devices together:
+/// a leak counter for tests (a driver's objects must all be gone once its device is released).
+static LIVE_OBJECTS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many GEM objects of drivers written against this crate are alive, all devices together.
+pub fn live_objects() -> usize {
+    LIVE_OBJECTS.load(Ordering::Relaxed)
+}
+
+impl<O: DriverObject> Drop for KObject<O> {
+    fn drop(&mut self) {
+        LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 impl<O: DriverObject> kdrm::gem::DriverObject for KObject<O> {
     type Driver = KDriver<O::Driver>;
@@ -42,9 +81,14 @@ impl<O: DriverObject> kdrm::gem::DriverObject for KObject<O> {
         size: usize,
         args: O::Args,
     ) -> impl ::kernel::prelude::PinInit<Self, ::kernel::error::Error> {
-        O::new(size, args)
-            .map(KObject)
-            .map_err(::kernel::error::Error::from)
+        let made = O::new(size, args).map(|data| {
+            LIVE_OBJECTS.fetch_add(1, Ordering::Relaxed);
+            KObject {
+                data,
+                funcs: Opaque::uninit(),
+            }
+        });
+        made.map_err(::kernel::error::Error::from)
     }
 
     fn open(
@@ -98,7 +142,35 @@ impl<T: DriverObject, C: DeviceCtx> Object<T, C> {
         };
         shmem::Object::new(dev.as_kernel(), size, config, args)
             .map(adopt)
+            .map(Self::own_mmap)
             .map_err(from_kernel)
+    }
+
+    /// Gives a new object its own vtable when its driver maps its own pages
+    /// ([`DriverObject::MAPS_OWN_PAGES`]): a copy of the shmem helpers' whose `mmap` inserts
+    /// the pages [`DriverObject::cpu_page`] names and whose `vm_ops` only hold the object while
+    /// a mapping exists (no fault handler: every page is there from the start).
+    fn own_mmap(this: ARef<Self>) -> ARef<Self> {
+        if T::MAPS_OWN_PAGES {
+            let raw = this.as_raw();
+            let funcs = this.0.funcs.get();
+            // SAFETY: The object was made just now and nothing else can reach it yet (no handle,
+            // no mmap offset, no other reference), so reading its vtable pointer races with
+            // nothing; the shmem helpers set it to their static vtable.
+            let shmem_funcs = unsafe { (*raw).funcs };
+            // SAFETY: `shmem_funcs` points to the shmem helpers' static vtable.
+            let copy = unsafe { shmem_funcs.read() };
+            // SAFETY: `funcs` is the object's own uninitialised slot, written only here.
+            unsafe { funcs.write(copy) };
+            // SAFETY: Just initialised; nothing else reaches it yet.
+            let own = unsafe { &mut *funcs };
+            own.mmap = Some(mmap_own_pages::<T>);
+            own.vm_ops = &raw const gpukit_drm_gem_own_vm_ops;
+            // SAFETY: As above, no one else reaches the object yet. INVARIANT: from now on the
+            // object's vtable is its own slot, which lives as long as the object.
+            unsafe { (*raw).funcs = funcs };
+        }
+        this
     }
 
     pub(crate) fn from_kernel(obj: &Inner<T, C>) -> &Self {
@@ -172,6 +244,7 @@ impl<T: DriverObject> Object<T, AnyCtx> {
         };
         shmem::Object::new(dev.dev, size, config, args)
             .map(adopt)
+            .map(Self::own_mmap)
             .map_err(from_kernel)
     }
 }
@@ -206,7 +279,7 @@ impl<T: DriverObject, C: DeviceCtx> Deref for Object<T, C> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        &(*self.0).0
+        &(*self.0).data
     }
 }
 
@@ -221,4 +294,61 @@ unsafe impl<T: DriverObject, C: DeviceCtx> AlwaysRefCounted for Object<T, C> {
         // SAFETY: The caller owns a reference; the layout is transparent.
         unsafe { Inner::<T, C>::dec_ref(obj.cast()) }
     }
+}
+
+extern "C" {
+    /// `vm_operations_struct` of an object mapping its driver's pages: `open`/`close` take and
+    /// drop the mapping's reference to the object (`drm_gem_vm_open`/`close`).
+    static gpukit_drm_gem_own_vm_ops: bindings::vm_operations_struct;
+    /// Checks a new mapping `vma` of `obj` against the object's size, makes it non-expandable
+    /// and not dumped, and gives the first page of the object it maps and how many pages.
+    /// (`struct drm_gem_object` and `struct vm_area_struct` pass untyped: the bindings see
+    /// parts of the latter as opaque.)
+    fn gpukit_drm_gem_mmap_prepare(
+        obj: *mut c_void,
+        vma: *mut c_void,
+        first: *mut usize,
+        count: *mut usize,
+    ) -> c_int;
+    /// Inserts the page at kernel address `kaddr` (direct map or `vmalloc` space) as page
+    /// `index` of the mapping (`vm_insert_page`, which takes a reference to the page).
+    fn gpukit_drm_gem_insert_page(vma: *mut c_void, index: usize, kaddr: *mut c_void) -> c_int;
+}
+
+/// `drm_gem_object_funcs.mmap` of an object whose driver maps its own pages: every page of the
+/// mapping is inserted now.
+///
+/// # Safety
+///
+/// Called by the DRM core (`drm_gem_mmap_obj`) with a live object whose vtable
+/// [`Object::own_mmap`] installed, so an object of driver data `T`, and the mapping being set
+/// up, which already holds a reference to the object.
+unsafe extern "C" fn mmap_own_pages<T: DriverObject>(
+    raw: *mut bindings::drm_gem_object,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: As the caller guarantees, `raw` is a live object of driver data `T` (the context
+    // does not change the layout).
+    let obj = unsafe { <Inner<T, Registered> as kdrm::gem::IntoGEMObject>::from_raw(raw) };
+    let data: &T = &obj.data;
+    let (mut first, mut count) = (0usize, 0usize);
+    // SAFETY: `raw` and `vma` are valid, as the caller guarantees.
+    let ret =
+        unsafe { gpukit_drm_gem_mmap_prepare(raw.cast(), vma.cast(), &mut first, &mut count) };
+    if ret != 0 {
+        return ret;
+    }
+    for i in 0..count {
+        let Some(page) = first.checked_add(i).and_then(|index| data.cpu_page(index)) else {
+            return -(bindings::EINVAL as c_int);
+        };
+        // SAFETY: `vma` is valid; by `CpuPage`'s invariants the page is a whole page of kernel
+        // memory that stays allocated while the object lives, and the mapping holds a
+        // reference to the object (and `vm_insert_page` one to the page).
+        let ret = unsafe { gpukit_drm_gem_insert_page(vma.cast(), i, page.as_ptr().cast()) };
+        if ret != 0 {
+            return ret;
+        }
+    }
+    0
 }

@@ -13,6 +13,7 @@
 use core::alloc::Layout;
 use core::num::NonZeroUsize;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use ::kernel::alloc::allocator::Vmalloc;
 use ::kernel::alloc::{flags::__GFP_ZERO, Allocator, Flags, KBox, NumaNode};
@@ -48,7 +49,10 @@ unsafe impl FrameAlloc for KernelFrames {
     fn alloc_zeroed(&self, pages: NonZeroUsize) -> Result<NonNull<u8>, SimError> {
         let layout = Self::layout(pages)?;
         Vmalloc::alloc(layout, self.flags | __GFP_ZERO, NumaNode::NO_NODE)
-            .map(|p| p.cast::<u8>())
+            .map(|p| {
+                LIVE_PAGES.fetch_add(pages.get(), Ordering::Relaxed);
+                p.cast::<u8>()
+            })
             .map_err(|_| SimError::OutOfMemory)
     }
 
@@ -57,8 +61,18 @@ unsafe impl FrameAlloc for KernelFrames {
             // SAFETY: As the caller guarantees, `frames` came from `alloc_zeroed(pages)`, that
             // is from `Vmalloc::alloc` with this layout, and nothing uses it any more.
             unsafe { Vmalloc::free(frames, layout) };
+            LIVE_PAGES.fetch_sub(pages.get(), Ordering::Relaxed);
         }
     }
+}
+
+/// Pages of [`KernelFrames`] memory not freed yet, all simulated GPUs together.
+static LIVE_PAGES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many pages of [`KernelFrames`] memory are allocated, all simulated GPUs together: a
+/// leak counter for tests (0 once every simulated GPU and its memory are gone).
+pub fn live_pages() -> usize {
+    LIVE_PAGES.load(Ordering::Relaxed)
 }
 
 /// The kernel's `Mutex`es as the simulator's locks.

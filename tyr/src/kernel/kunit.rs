@@ -411,6 +411,11 @@ mod tests {
         ) -> *mut ::kernel::bindings::drm_file;
         fn gpukit_drm_test_close(file: *mut ::kernel::bindings::file);
         fn gpukit_drm_test_user_alloc(len: core::ffi::c_ulong) -> core::ffi::c_ulong;
+        fn gpukit_drm_test_user_map(
+            file: *mut ::kernel::bindings::file,
+            len: core::ffi::c_ulong,
+            offset: core::ffi::c_ulong,
+        ) -> core::ffi::c_ulong;
     }
 
     /// User memory of the running test, written and read with the kernel's user copies.
@@ -556,7 +561,30 @@ mod tests {
             for (i, w) in stream.iter().enumerate() {
                 code[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
             }
-            obj.cpu_write(0, &code)?;
+            // Userspace's view of the object: a shared mapping of its mmap offset, which shows
+            // the object's own memory (what the GPU reads), not shmem pages. The stream goes in
+            // through it.
+            let mut off = uapi::BoMmapOffset {
+                handle: bo.handle,
+                ..Default::default()
+            };
+            ioctl::bo_mmap_offset(dev, &mut off, file)?;
+            // SAFETY: `raw` is the open file of the device; the mapping is the test's, undone
+            // when the case ends.
+            let map = unsafe { gpukit_drm_test_user_map(raw, bo.size as _, off.offset as _) };
+            if map == 0 {
+                return Err(EFAULT);
+            }
+            let map = map as u64;
+            ::kernel::uaccess::UserSlice::new(
+                ::kernel::uaccess::UserPtr::from_addr(map as usize),
+                code.len(),
+            )
+            .writer()
+            .write_slice(&code)?;
+            let mut through_driver = [0u8; 32];
+            obj.cpu_read(0, &mut through_driver)?;
+            assert!(through_driver == code);
 
             let queue = uapi::QueueCreate {
                 priority: 0,
@@ -608,6 +636,10 @@ mod tests {
             assert!(matches!(status, Some(Ok(()))));
             let mut out = [0u8; 8];
             obj.cpu_read(0x8000, &mut out)?;
+            // The GPU's stores show through the user mapping too.
+            let mut mapped = [0u8; 8];
+            mem.get(map + 0x8000, &mut mapped)?;
+            assert!(mapped == out);
 
             let mut destroy = uapi::GroupDestroy {
                 group_handle: group.group_handle,

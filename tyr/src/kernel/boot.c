@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Boot hook of Tyr in the test kernel (kernel/boot.rs): with "gpukit.boot=tyr" on the command
+ * line, registers the platform driver "tyr" and a platform device of that name, which the
+ * platform bus binds to it, and publishes the kernel backend's leak counters as
+ * /sys/kernel/tyr/live ("devices N bos N blocks N gpu_pages N").
+ */
+
+#include <linux/init.h>
+#include <linux/kobject.h>
+#include <linux/platform_device.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+
+int gpukit_tyr_register_driver(void);
+void gpukit_tyr_live_counts(size_t *out);
+
+static bool gpukit_tyr_at_boot;
+
+/* Returns 0 so that every other handler of "gpukit.boot=" (the sample driver's) sees it too. */
+static int __init gpukit_tyr_boot_param(char *value)
+{
+	gpukit_tyr_at_boot = !strcmp(value, "tyr");
+	return 0;
+}
+__setup("gpukit.boot=", gpukit_tyr_boot_param);
+
+static ssize_t live_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	size_t c[4];
+
+	gpukit_tyr_live_counts(c);
+	return sysfs_emit(buf, "devices %zu bos %zu blocks %zu gpu_pages %zu\n", c[0], c[1], c[2],
+			  c[3]);
+}
+static struct kobj_attribute gpukit_tyr_live_attr = __ATTR_RO(live);
+
+static int __init gpukit_tyr_boot(void)
+{
+	struct platform_device *pdev;
+	struct kobject *dir;
+	int ret;
+
+	if (!gpukit_tyr_at_boot)
+		return 0;
+	dir = kobject_create_and_add("tyr", kernel_kobj);
+	if (!dir)
+		return -ENOMEM;
+	ret = sysfs_create_file(dir, &gpukit_tyr_live_attr.attr);
+	if (ret)
+		goto err_dir;
+	ret = gpukit_tyr_register_driver();
+	if (ret) {
+		pr_err("tyr: registering the platform driver failed: %d\n", ret);
+		goto err_dir;
+	}
+	pdev = platform_device_register_simple("tyr", PLATFORM_DEVID_NONE, NULL, 0);
+	if (IS_ERR(pdev)) {
+		pr_err("tyr: registering the platform device failed: %ld\n", PTR_ERR(pdev));
+		return PTR_ERR(pdev);
+	}
+	return 0;
+
+err_dir:
+	kobject_put(dir);
+	return ret;
+}
+late_initcall(gpukit_tyr_boot);
