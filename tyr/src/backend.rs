@@ -179,6 +179,40 @@ macro_rules! lock_class {
     };
 }
 
+/// The [`LockClass`] of member `$index` of a family of at most `$count` locks made at the same
+/// place and taken together, in increasing index order (a group's queues, which the scheduler
+/// locks all at once to evict an idle group), named `$name`.
+///
+/// Lockdep reports a lock taken while another of its class is held as possible recursive
+/// locking; one class per member turns that into an order it checks (member 0 before 1 ...).
+/// Members from `$count` on share the classes of the first ones (`$index % $count`).
+#[cfg(gpukit_kernel)]
+#[macro_export]
+macro_rules! lock_class_nth {
+    ($name:literal, $index:expr, $count:expr) => {{
+        static KEYS: [::kernel::sync::LockClassKey; $count] = [const {
+            // SAFETY: The keys are in static memory, pinned below and never dropped.
+            unsafe { ::kernel::sync::LockClassKey::new_static() }
+        }; $count];
+        $crate::backend::LockClass {
+            name: $name,
+            key: ::kernel::prelude::Pin::static_ref(&KEYS[($index) % $count]),
+        }
+    }};
+}
+
+/// The [`LockClass`] of member `$index` of a family of at most `$count` locks made at the same
+/// place and taken together, in increasing index order, named `$name` (outside Linux only the
+/// name).
+#[cfg(not(gpukit_kernel))]
+#[macro_export]
+macro_rules! lock_class_nth {
+    ($name:literal, $index:expr, $count:expr) => {{
+        let _ = ($index, $count);
+        $crate::backend::LockClass { name: $name }
+    }};
+}
+
 /// A lock owning a `T`, from the environment's [`LockFamily`].
 ///
 /// The same driver code holds a `std` mutex on a host and a `kernel::sync::Mutex` in Linux.

@@ -353,7 +353,12 @@ impl<B: Backend> DevInner<B> {
                 .map_err(|_| Error::Invalid)
             });
             let jq = jq
-                .and_then(|jq| Lock::new(jq, crate::lock_class!(c"tyr_job_queue")))
+                // Eviction locks a group's queues together, in index order.
+                .and_then(|jq| {
+                    let class =
+                        crate::lock_class_nth!(c"tyr_job_queue", i, crate::fw::MAX_CS_PER_CSG);
+                    Lock::new(jq, class)
+                })
                 .and_then(|jq| Ok((jq, this.backend.new_job_alloc()?)));
             match jq {
                 Ok((jq, alloc)) => {

@@ -16,10 +16,11 @@
 //! - Time is the simulator's ([`SimClock`]): poll loops read it and their sleeps advance it, so
 //!   a reset or a power transition completes exactly when the simulated hardware says.
 //! - DMA memory comes from the simulator's physical memory ([`SimDma`]).
-//! - Interrupts and deferred work are served by one work item on the kernel's system workqueue,
-//!   the [`EventPump`], the kernel's executor of the simulated GPU as the event thread is the
-//!   host's: it calls the driver's interrupt handler while a line is asserted, its work when
-//!   the executor is woken or a deadline has come, and otherwise steps the simulator.
+//! - Interrupts and deferred work are served by one work item on the system workqueue
+//!   (`system_dfl_wq`), the [`EventPump`], the kernel's executor of the simulated GPU as the
+//!   event thread is the host's: it calls the driver's interrupt handler while a line is
+//!   asserted, its work when the executor is woken or a deadline has come, and otherwise steps
+//!   the simulator.
 //! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
 //!
 //! - The driver's locks ([`KernelLocks`]) are kernel mutexes, and its containers
@@ -44,7 +45,7 @@ use core::time::Duration;
 use ::kernel::alloc::VBox;
 use ::kernel::prelude::*;
 use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
-use ::kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
+use ::kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
 use drm_ctx::drm::gem::CpuPage;
@@ -405,7 +406,7 @@ impl EventPump {
     fn schedule(this: Arc<Self>) {
         // Already queued (not yet running): that run will see what this call was for. A run
         // under way does not count as queued, so nothing is lost.
-        let _ = workqueue::system().enqueue::<Arc<Self>, 1>(this);
+        let _ = jobqueue::kernel::default_workqueue().enqueue::<Arc<Self>, 1>(this);
     }
 
     fn wake(this: Arc<Self>) {

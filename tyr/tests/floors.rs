@@ -53,7 +53,7 @@ const FLOORS: &[&[&str]] = &[
 fn module_of(name: &str) -> &str {
     match name {
         "Error" | "Result" => "error",
-        "dev_info" | "dev_err" | "lock_class" => "backend",
+        "dev_info" | "dev_err" | "lock_class" | "lock_class_nth" => "backend",
         m => m,
     }
 }
