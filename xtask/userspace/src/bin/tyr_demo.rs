@@ -747,6 +747,14 @@ fn hang<W: Write>(r: &mut Report<W>, dev: &Drm, w: &World) {
             Err(e) => Err(format!("GROUP_GET_STATE: {e}")),
         },
     );
+    // A job that only synchronises: nothing in it is wrong but its group.
+    r.check(
+        "GROUP_SUBMIT to the timed-out group fails with EINVAL",
+        expect_errno(
+            panthor::group_submit(dev, hung, &[Job::default()]),
+            libc::EINVAL,
+        ),
+    );
     r.check("the VM stays usable after the timeout", vm_usable(dev, vm));
     r.check(
         "after the timeout a job on chain group 0 completes (status 1) and its store reads back",
