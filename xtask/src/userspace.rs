@@ -10,11 +10,13 @@
 //!    `x86_64-unknown-linux-musl` in release mode: a static executable;
 //! 2. an initramfs is written, an uncompressed `newc` cpio archive made here (no `cpio` tool,
 //!    no root): `dev/`, `dev/console`, `proc/`, `sys/` and the program as `init`;
-//! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it,
-//!    the serial console is saved to `<cache>/userspace-<name>.log`;
-//! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed; the stage passes only
-//!    with a summary line of at least one passed and no failed check, and a kernel log the
-//!    caller's checker (kernel-test's lockdep/DMA-API/WARN check) finds clean.
+//! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it
+//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo`), the serial
+//!    console is saved to `<cache>/userspace-<name>.log`;
+//! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed, then the kernel log
+//!    lines the stage names (Tyr's probe lines for `tyr_demo`); the stage passes only with a
+//!    summary line of at least one passed and no failed check, and a kernel log the caller's
+//!    checker (kernel-test's lockdep/DMA-API/WARN check) finds clean.
 //!
 //! The program crates' host unit tests run first (`cargo test`), counted in the tally.
 
