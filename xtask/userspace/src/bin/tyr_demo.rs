@@ -40,7 +40,7 @@
 //! interface the kernel side was specified with.
 
 use std::io::Write;
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use gpukit_userspace_tests::drm::{self, Drm};
@@ -83,6 +83,10 @@ const AFTER_FAULT_VALUE: u32 = 0x600d_0002;
 const FAULT_VA: u64 = 0x7000_0000;
 /// How long the CPU waits for a job (the kernel runs under QEMU's TCG, with lockdep).
 const WAIT_NS: i64 = 60_000_000_000;
+/// How long all the waits of the workload may take together: with five waits of 60 s that all
+/// time out, the boot would reach the tool's 300 s limit before the unplug part and the
+/// summary. Once it is spent, a wait only polls.
+const WAIT_BUDGET: Duration = Duration::from_secs(150);
 /// The platform driver's unbind file, and the device's name written there.
 const UNBIND: &str = "/sys/bus/platform/drivers/tyr/unbind";
 const DEVICE: &str = "tyr";
@@ -521,14 +525,36 @@ fn submit(
     Ok(done)
 }
 
-/// Waits up to [`WAIT_NS`] for `syncobj`; returns how long it took.
+/// How long the workload's waits have taken so far (against [`WAIT_BUDGET`]).
+static WAITED: Mutex<Duration> = Mutex::new(Duration::ZERO);
+
+/// How long the next wait may take: [`WAIT_NS`], or what is left of [`WAIT_BUDGET`] after
+/// `waited`.
+fn wait_limit_ns(waited: Duration) -> i64 {
+    let left = WAIT_BUDGET.saturating_sub(waited).as_nanos();
+    WAIT_NS.min(i64::try_from(left).unwrap_or(WAIT_NS))
+}
+
+/// Waits up to [`WAIT_NS`] (less once [`WAIT_BUDGET`] runs low) for `syncobj`; returns how
+/// long it took.
 fn wait(dev: &Drm, syncobj: u32) -> Result<Duration, String> {
+    let mut waited = WAITED.lock().unwrap_or_else(|e| e.into_inner());
+    let limit = wait_limit_ns(*waited);
     let t = Instant::now();
-    match dev.syncobj_wait(&[syncobj], drm::SYNCOBJ_WAIT_ALL, WAIT_NS) {
-        Ok(_) => Ok(t.elapsed()),
+    let result = dev.syncobj_wait(&[syncobj], drm::SYNCOBJ_WAIT_ALL, limit);
+    let took = t.elapsed();
+    *waited += took;
+    match result {
+        Ok(_) => Ok(took),
         Err(e) => Err(format!(
-            "SYNCOBJ_WAIT: {e} after {:.1} s",
-            t.elapsed().as_secs_f64()
+            "SYNCOBJ_WAIT: {e} after {:.1} s (limit {:.1} s{})",
+            took.as_secs_f64(),
+            limit as f64 / 1e9,
+            if limit < WAIT_NS {
+                ", the rest of the workload's wait budget"
+            } else {
+                ""
+            }
         )),
     }
 }
@@ -1084,6 +1110,15 @@ mod tests {
             ..csif
         };
         assert!(csif_info_sane(&one_stream).is_err());
+    }
+
+    #[test]
+    fn waits_share_a_budget() {
+        assert_eq!(wait_limit_ns(Duration::ZERO), WAIT_NS);
+        assert_eq!(wait_limit_ns(Duration::from_secs(90)), WAIT_NS);
+        assert_eq!(wait_limit_ns(Duration::from_secs(120)), 30_000_000_000);
+        assert_eq!(wait_limit_ns(Duration::from_secs(150)), 0);
+        assert_eq!(wait_limit_ns(Duration::from_secs(400)), 0);
     }
 
     #[test]
