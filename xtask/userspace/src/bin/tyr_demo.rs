@@ -126,6 +126,8 @@ struct World {
     vm: Option<u32>,
     code: Option<Bo>,
     data: Option<Bo>,
+    /// Whether the code BO is bound at `CODE_VA`.
+    code_bound: bool,
     /// The asynchronous bind's syncobj.
     data_bound: Option<u32>,
     /// The chain's two groups.
@@ -430,7 +432,7 @@ fn memory<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
     };
     if let Some(code) = &w.code {
         let op = panthor::map_op(code.handle, CODE_VA, CODE_SIZE);
-        r.check(
+        w.code_bound = r.check(
             "VM_BIND (synchronous) of the code BO at 0x1000000",
             panthor::vm_bind(dev, vm, 0, &[op], &[]).or_else(errno("VM_BIND")),
         );
@@ -593,9 +595,10 @@ fn expect_group_state(dev: &Drm, group: u32, want: (u32, u32)) -> Result<(), Str
 
 /// Part 4: the 64-job chain.
 fn chain<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
-    let (Some(vm), Some(code), Some(data), Some(bound)) = (w.vm, &w.code, &w.data, w.data_bound)
+    let (Some(vm), Some(code), Some(data), Some(bound), true) =
+        (w.vm, &w.code, &w.data, w.data_bound, w.code_bound)
     else {
-        r.note("chain: skipped (no VM, code, data or asynchronous bind)");
+        r.note("chain: skipped (no VM, code or data, or a bind failed)");
         return;
     };
     let mut groups = [0u32; 2];
@@ -654,9 +657,20 @@ fn chain<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
     }
     let waited = wait(dev, prev);
     let took = started.elapsed();
+    let waited = waited.map(|_| ()).map_err(|e| {
+        // How far the chain got, for the report.
+        let done = (1..=CHAIN)
+            .take_while(|&k| data.map.read_u32(k as usize) == chain_value(k))
+            .count();
+        format!(
+            "{e}; a[1..={done}] are right, group states {:?} and {:?}",
+            panthor::group_state(dev, groups[0]),
+            panthor::group_state(dev, groups[1])
+        )
+    });
     if !r.check(
         "SYNCOBJ_WAIT on the chain's last job (60 s) returns 0",
-        waited.map(|_| ()),
+        waited,
     ) {
         return;
     }
