@@ -356,12 +356,23 @@ fn csif_info_sane(c: &CsifInfo) -> Result<(), String> {
     }
 }
 
+/// `size` in MiB or KiB when it is a whole number of them.
+fn bytes(size: u64) -> String {
+    if size >= 1 << 20 && size.is_multiple_of(1 << 20) {
+        format!("{} MiB", size >> 20)
+    } else if size.is_multiple_of(1 << 10) {
+        format!("{} KiB", size >> 10)
+    } else {
+        format!("{size} bytes")
+    }
+}
+
 /// `BO_CREATE` of `size` bytes, `BO_MMAP_OFFSET` and `mmap`, each a check; the fresh BO must
 /// read as zero.
 fn bo_mapped<W: Write>(r: &mut Report<W>, dev: &Drm, what: &str, size: u64) -> Option<Bo> {
     let create = format!(
-        "BO_CREATE of {} KiB ({what}) gives a handle of that size",
-        size >> 10
+        "BO_CREATE of {} ({what}) gives a handle of that size",
+        bytes(size)
     );
     let handle = match panthor::bo_create(dev, size) {
         Ok((h, s)) if h != 0 && s == size => {
@@ -763,8 +774,8 @@ fn hang<W: Write>(r: &mut Report<W>, dev: &Drm, w: &World) {
         Ok(took) => {
             r.ok("the hung job's syncobj signals within 60 s (the job timeout)");
             r.note(format!(
-                "hang: found and the job failed after {:.2} s",
-                took.as_secs_f64()
+                "hang: the job failed {:.1} ms into the wait",
+                took.as_secs_f64() * 1e3
             ));
         }
         Err(e) => {
@@ -1124,6 +1135,13 @@ mod tests {
             ..csif
         };
         assert!(csif_info_sane(&one_stream).is_err());
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(bytes(DATA_SIZE), "2 MiB");
+        assert_eq!(bytes(CODE_SIZE), "64 KiB");
+        assert_eq!(bytes(4097), "4097 bytes");
     }
 
     #[test]
