@@ -357,6 +357,7 @@ fn run_stage(
         Err(e) => {
             // What the console said is still worth reading.
             let log = fs::read_to_string(&result.log).unwrap_or_default();
+            print_kernel_lines(stage, &log);
             result.failure = Some(format!("{e}{}", hints(&log)));
             return result;
         }
@@ -371,23 +372,7 @@ fn run_stage(
         eprintln!("  {line}");
     }
     result.lines = parsed.lines.clone();
-    if !stage.kernel_lines.is_empty() {
-        let lines = kernel_lines(stage.name, stage.kernel_lines, &log);
-        eprintln!(
-            "\nuserspace: {}: kernel log lines with {} ({}):",
-            stage.name,
-            stage
-                .kernel_lines
-                .iter()
-                .map(|p| format!("`{p}`"))
-                .collect::<Vec<_>>()
-                .join(" or "),
-            lines.len()
-        );
-        for line in &lines {
-            eprintln!("  {line}");
-        }
-    }
+    print_kernel_lines(stage, &log);
     let mut problems = Vec::new();
     match parsed.summary {
         Some((p, f)) => {
@@ -433,6 +418,28 @@ fn run_stage(
         result.failure = Some(problems.join("; "));
     }
     result
+}
+
+/// Prints the kernel log lines `stage` asks for (none for most stages).
+fn print_kernel_lines(stage: &Stage, log: &str) {
+    if stage.kernel_lines.is_empty() {
+        return;
+    }
+    let lines = kernel_lines(stage.name, stage.kernel_lines, log);
+    let patterns: Vec<String> = stage
+        .kernel_lines
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect();
+    eprintln!(
+        "\nuserspace: {}: kernel log lines with {} ({}):",
+        stage.name,
+        patterns.join(" or "),
+        lines.len()
+    );
+    for line in &lines {
+        eprintln!("  {line}");
+    }
 }
 
 /// Likely causes, read from the console log of a boot that did not get to a summary.
