@@ -638,6 +638,7 @@ fn chain<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
 
     let started = Instant::now();
     let mut prev = bound;
+    let mut jobs = Vec::new();
     let mut submitted = Ok(());
     for k in 1..=CHAIN {
         let (g, queue) = chain_slot(k);
@@ -650,7 +651,10 @@ fn chain<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
             &chain_stream(k),
             &[prev],
         ) {
-            Ok(done) => prev = done,
+            Ok(done) => {
+                jobs.push(done);
+                prev = done;
+            }
             Err(e) => {
                 submitted = Err(format!(
                     "job {k} (group {g}, queue {queue}): {e}; group state {:?}",
@@ -685,9 +689,22 @@ fn chain<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
     ) {
         return;
     }
+    // The last job's first, then the others (all done once it is).
+    let statuses = std::iter::once((CHAIN, prev))
+        .chain((1..).zip(jobs.iter().copied()).take(CHAIN as usize - 1))
+        .map(|(k, h)| {
+            expect_status(dev, h, FenceStatus::Signalled).map_err(|e| format!("job {k}: {e}"))
+        })
+        .filter_map(Result::err)
+        .take(4)
+        .collect::<Vec<_>>();
     r.check(
-        "the last chain job's fence signalled without an error (sync file status 1)",
-        expect_status(dev, prev, FenceStatus::Signalled),
+        "every chain job's fence signalled without an error (sync file status 1)",
+        if statuses.is_empty() {
+            Ok(())
+        } else {
+            Err(statuses.join("; "))
+        },
     );
     let wrong: Vec<String> = (1..=CHAIN)
         .filter_map(|k| {
