@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! System calls the programs need, with the errno kept: raw ioctls, `mmap`, the monotonic clock,
-//! and what PID 1 of the test VM does (mount devtmpfs, sync, end the VM).
+//! `close`, writes to sysfs attributes, and what PID 1 of the test VM does (mount devtmpfs and
+//! sysfs, sync, end the VM).
 
 use std::ffi::CString;
 use std::fmt;
@@ -81,8 +82,6 @@ pub unsafe trait Plain: Sized {}
 unsafe impl Plain for u32 {}
 // SAFETY: as above.
 unsafe impl Plain for u64 {}
-// SAFETY: as above.
-unsafe impl Plain for i32 {}
 // SAFETY: as above.
 unsafe impl<const N: usize> Plain for [u8; N] {}
 // SAFETY: as above.
