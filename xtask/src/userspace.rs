@@ -10,11 +10,13 @@
 //!    `x86_64-unknown-linux-musl` in release mode: a static executable;
 //! 2. an initramfs is written, an uncompressed `newc` cpio archive made here (no `cpio` tool,
 //!    no root): `dev/`, `dev/console`, `proc/`, `sys/` and the program as `init`;
-//! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it,
-//!    the serial console is saved to `<cache>/userspace-<name>.log`;
-//! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed; the stage passes only
-//!    with a summary line of at least one passed and no failed check, and a kernel log the
-//!    caller's checker (kernel-test's lockdep/DMA-API/WARN check) finds clean.
+//! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it
+//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo`), the serial
+//!    console is saved to `<cache>/userspace-<name>.log`;
+//! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed, then the kernel log
+//!    lines the stage names (Tyr's probe lines for `tyr_demo`); the stage passes only with a
+//!    summary line of at least one passed and no failed check, and a kernel log the caller's
+//!    checker (kernel-test's lockdep/DMA-API/WARN check) finds clean.
 //!
 //! The program crates' host unit tests run first (`cargo test`), counted in the tally.
 
@@ -35,13 +37,31 @@ pub(crate) struct Stage {
     /// The crate that has it (`src/bin/<name>.rs`), relative to the workspace root; a Cargo
     /// workspace of its own.
     pub(crate) dir: &'static str,
+    /// What the stage adds to the kernel command line ([`CMDLINE`]), "" for nothing.
+    pub(crate) cmdline: &'static str,
+    /// Kernel log lines containing one of these are printed next to the program's lines (the
+    /// driver's probe messages), none if empty.
+    pub(crate) kernel_lines: &'static [&'static str],
 }
 
 /// The stages, in order.
-pub(crate) const STAGES: &[Stage] = &[Stage {
-    name: "drm_sample",
-    dir: "xtask/userspace",
-}];
+pub(crate) const STAGES: &[Stage] = &[
+    Stage {
+        name: "drm_sample",
+        dir: "xtask/userspace",
+        cmdline: "",
+        kernel_lines: &[],
+    },
+    // The Tyr driver registers at boot instead of the sample driver (`gpukit.boot=tyr`); its
+    // probe lines ("gpukit_tyr: ...") and the DRM core's "[drm] Initialized panthor ..." are
+    // shown with the program's.
+    Stage {
+        name: "tyr_demo",
+        dir: "xtask/userspace",
+        cmdline: "gpukit.boot=tyr",
+        kernel_lines: &["tyr: ", "[drm] Initialized panthor"],
+    },
+];
 
 /// The target the programs are built for: static executables without a C library to install.
 pub(crate) const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -55,6 +75,26 @@ const HALT_GRACE: Duration = Duration::from_secs(10);
 /// The kernel command line: serial console, KUnit's built-in suites off (they ran in the KUnit
 /// stage), reboot at once on a panic (QEMU's `-no-reboot` turns that into an exit), our init.
 const CMDLINE: &str = "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init";
+
+/// The kernel command line of `stage`'s boot: [`CMDLINE`] and what the stage adds.
+fn cmdline(stage: &Stage) -> String {
+    let extra = stage.cmdline.trim();
+    if extra.is_empty() {
+        CMDLINE.to_string()
+    } else {
+        format!("{CMDLINE} {extra}")
+    }
+}
+
+/// The lines of the console `log` that contain one of `patterns` and are not the program's
+/// own (`userspace: <name>: ` anywhere in them).
+fn kernel_lines(name: &str, patterns: &[&str], log: &str) -> Vec<String> {
+    let own = format!("userspace: {name}: ");
+    log.lines()
+        .filter(|l| !l.contains(&own) && patterns.iter().any(|p| l.contains(p)))
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
 
 /// Kernel options a boot with an initramfs `/init` needs, checked in the build's `.config`
 /// next to the bzImage when it is there.
@@ -297,7 +337,13 @@ fn run_stage(
         return result;
     }
     let t = Instant::now();
-    let boot = boot(bzimage, &initramfs, &result.log, stage.name);
+    let boot = boot(
+        bzimage,
+        &initramfs,
+        &result.log,
+        stage.name,
+        &cmdline(stage),
+    );
     result.boot_secs = t.elapsed().as_secs_f64();
     record(
         cache,
@@ -311,6 +357,7 @@ fn run_stage(
         Err(e) => {
             // What the console said is still worth reading.
             let log = fs::read_to_string(&result.log).unwrap_or_default();
+            print_kernel_lines(stage, &log);
             result.failure = Some(format!("{e}{}", hints(&log)));
             return result;
         }
@@ -325,6 +372,7 @@ fn run_stage(
         eprintln!("  {line}");
     }
     result.lines = parsed.lines.clone();
+    print_kernel_lines(stage, &log);
     let mut problems = Vec::new();
     match parsed.summary {
         Some((p, f)) => {
@@ -370,6 +418,28 @@ fn run_stage(
         result.failure = Some(problems.join("; "));
     }
     result
+}
+
+/// Prints the kernel log lines `stage` asks for (none for most stages).
+fn print_kernel_lines(stage: &Stage, log: &str) {
+    if stage.kernel_lines.is_empty() {
+        return;
+    }
+    let lines = kernel_lines(stage.name, stage.kernel_lines, log);
+    let patterns: Vec<String> = stage
+        .kernel_lines
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect();
+    eprintln!(
+        "\nuserspace: {}: kernel log lines with {} ({}):",
+        stage.name,
+        patterns.join(" or "),
+        lines.len()
+    );
+    for line in &lines {
+        eprintln!("  {line}");
+    }
 }
 
 /// Likely causes, read from the console log of a boot that did not get to a summary.
@@ -526,10 +596,17 @@ impl Cpio {
     }
 }
 
-/// Boots `bzimage` with `initramfs` under QEMU (TCG), saving the console to `log`; returns the
+/// Boots `bzimage` with `initramfs` and the kernel command line `cmdline` under QEMU (TCG),
+/// saving the console to `log`; returns the
 /// console output once QEMU exits (the program powered off, or the kernel panicked and
 /// rebooted), or an error on a timeout.
-fn boot(bzimage: &Path, initramfs: &Path, log: &Path, name: &str) -> Result<String, String> {
+fn boot(
+    bzimage: &Path,
+    initramfs: &Path,
+    log: &Path,
+    name: &str,
+    cmdline: &str,
+) -> Result<String, String> {
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
         .args(["-nographic", "-no-reboot", "-bios", "qboot.rom"])
@@ -537,7 +614,7 @@ fn boot(bzimage: &Path, initramfs: &Path, log: &Path, name: &str) -> Result<Stri
         .arg(bzimage)
         .arg("-initrd")
         .arg(initramfs)
-        .args(["-append", CMDLINE])
+        .args(["-append", cmdline])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -875,6 +952,60 @@ userspace: drm_sample: summary: 2 passed, 1 failed\r
         assert_eq!(parse_output("drm_sample", "no output\n"), Parsed::default());
         assert_eq!(parse_summary("10 passed, 0 failed"), Some((10, 0)));
         assert_eq!(parse_summary("10 passed"), None);
+    }
+
+    #[test]
+    fn command_lines_per_stage() {
+        let sample = STAGES.iter().find(|s| s.name == "drm_sample").unwrap();
+        assert_eq!(
+            cmdline(sample),
+            "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init"
+        );
+        let tyr = STAGES.iter().find(|s| s.name == "tyr_demo").unwrap();
+        assert_eq!(
+            cmdline(tyr),
+            "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init gpukit.boot=tyr"
+        );
+        let padded = Stage {
+            name: "x",
+            dir: "xtask/userspace",
+            cmdline: "  a=1 b ",
+            kernel_lines: &[],
+        };
+        assert_eq!(
+            cmdline(&padded),
+            "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init a=1 b"
+        );
+        // drm_sample comes first and both are built from the same crate.
+        assert_eq!(STAGES[0].name, "drm_sample");
+        assert!(STAGES.iter().all(|s| s.dir == "xtask/userspace"));
+    }
+
+    #[test]
+    fn kernel_lines_of_interest() {
+        let log = "\
+[    0.90] gpukit_tyr: GPU_ID 0xa8670005 (Mali-G610), 4 shader cores\r
+[    0.91] gpukit_tyr: firmware booted: 8 group slots\r
+[    0.92] [drm] Initialized panthor 1.8.0 for tyr on minor 0\r
+[    0.95] [drm] Initialized gpukit_sample 1.0.0 for faux on minor 1
+userspace: tyr_demo: note about tyr: not a kernel line
+[    1.00] random: crng init done
+[    1.10] some prefix userspace: tyr_demo: ok GROUP_CREATE tyr: x
+";
+        let patterns = ["tyr: ", "[drm] Initialized panthor"];
+        assert_eq!(
+            kernel_lines("tyr_demo", &patterns, log),
+            [
+                "[    0.90] gpukit_tyr: GPU_ID 0xa8670005 (Mali-G610), 4 shader cores",
+                "[    0.91] gpukit_tyr: firmware booted: 8 group slots",
+                "[    0.92] [drm] Initialized panthor 1.8.0 for tyr on minor 0",
+            ]
+        );
+        assert_eq!(
+            kernel_lines("p", &patterns, "noise gpukit_tyr: probed  \n"),
+            ["noise gpukit_tyr: probed"]
+        );
+        assert!(kernel_lines("p", &[], log).is_empty());
     }
 
     #[test]

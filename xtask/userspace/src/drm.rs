@@ -3,7 +3,8 @@
 //! The DRM core ioctls every driver answers (`include/uapi/drm/drm.h`), on an open DRM file.
 //!
 //! Only what the programs use: `DRM_IOCTL_VERSION`, `DRM_IOCTL_GEM_CLOSE` and the syncobj
-//! create, destroy and wait calls. Driver commands are numbered from [`COMMAND_BASE`].
+//! create, destroy, wait and export (as a sync file) calls. Driver commands are numbered from
+//! [`COMMAND_BASE`].
 
 use std::fs::File;
 use std::mem::size_of;
@@ -95,6 +96,22 @@ pub struct DrmSyncobjWait {
     pub deadline_nsec: u64,
 }
 
+/// `struct drm_syncobj_handle` (`SYNCOBJ_HANDLE_TO_FD`, `SYNCOBJ_FD_TO_HANDLE`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DrmSyncobjHandle {
+    /// The syncobj handle.
+    pub handle: u32,
+    /// `DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_*`.
+    pub flags: u32,
+    /// Out: the new file descriptor.
+    pub fd: i32,
+    /// Must be zero.
+    pub pad: u32,
+    /// Timeline point (with the `TIMELINE` flag).
+    pub point: u64,
+}
+
 // SAFETY: `#[repr(C)]` structs of integers whose fields add up to their size (no padding, see
 // the size assertions below): every bit pattern is valid.
 unsafe impl Plain for DrmVersion {}
@@ -106,6 +123,8 @@ unsafe impl Plain for DrmSyncobjCreate {}
 unsafe impl Plain for DrmSyncobjDestroy {}
 // SAFETY: as above.
 unsafe impl Plain for DrmSyncobjWait {}
+// SAFETY: as above.
+unsafe impl Plain for DrmSyncobjHandle {}
 
 const _: () = {
     assert!(size_of::<DrmVersion>() == 3 * 4 + 4 + 6 * 8);
@@ -113,6 +132,7 @@ const _: () = {
     assert!(size_of::<DrmSyncobjCreate>() == 8);
     assert!(size_of::<DrmSyncobjDestroy>() == 8);
     assert!(size_of::<DrmSyncobjWait>() == 8 + 8 + 4 * 4 + 8);
+    assert!(size_of::<DrmSyncobjHandle>() == 4 * 4 + 8);
 };
 
 /// `DRM_IOCTL_VERSION`.
@@ -126,6 +146,13 @@ pub const IOCTL_SYNCOBJ_DESTROY: u32 = ioc::iowr(IOCTL_BASE, 0xC0, size_of::<Drm
 /// `DRM_IOCTL_SYNCOBJ_WAIT`.
 pub const IOCTL_SYNCOBJ_WAIT: u32 = ioc::iowr(IOCTL_BASE, 0xC3, size_of::<DrmSyncobjWait>());
 
+/// `DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD`.
+pub const IOCTL_SYNCOBJ_HANDLE_TO_FD: u32 =
+    ioc::iowr(IOCTL_BASE, 0xC1, size_of::<DrmSyncobjHandle>());
+
+/// `DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE`: export the syncobj's current fence as a
+/// sync file rather than the syncobj itself.
+pub const SYNCOBJ_HANDLE_TO_FD_EXPORT_SYNC_FILE: u32 = 1 << 0;
 /// `DRM_SYNCOBJ_CREATE_SIGNALED`.
 pub const SYNCOBJ_CREATE_SIGNALED: u32 = 1 << 0;
 /// `DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL`.
@@ -168,6 +195,22 @@ impl Drm {
     /// `ioctl(cmd, &mut arg)`; see [`sys::ioctl`].
     pub fn ioctl<T: Plain>(&self, cmd: u32, arg: &mut T) -> Result<i64, Errno> {
         sys::ioctl(&self.file, cmd, arg)
+    }
+
+    /// `ioctl(cmd, &mut arg)` for an argument holding user addresses; see
+    /// [`sys::ioctl_with_pointers`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`sys::ioctl_with_pointers`]: every address inside `arg` must be valid for what
+    /// the command reads and writes there, during the call.
+    pub unsafe fn ioctl_with_pointers<T: Plain>(
+        &self,
+        cmd: u32,
+        arg: &mut T,
+    ) -> Result<i64, Errno> {
+        // SAFETY: the caller's guarantee.
+        unsafe { sys::ioctl_with_pointers(&self.file, cmd, arg) }
     }
 
     /// `DRM_IOCTL_VERSION` in two passes, as libdrm does: the lengths first, then the strings.
@@ -245,6 +288,30 @@ impl Drm {
             )
         }
     }
+
+    /// `DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD` with `EXPORT_SYNC_FILE`: the syncobj's current fence
+    /// as a sync file (`EINVAL` when it has none).
+    pub fn syncobj_export_sync_file(&self, handle: u32) -> Result<File, Errno> {
+        let mut arg = DrmSyncobjHandle {
+            handle,
+            flags: SYNCOBJ_HANDLE_TO_FD_EXPORT_SYNC_FILE,
+            fd: -1,
+            ..DrmSyncobjHandle::default()
+        };
+        self.ioctl(IOCTL_SYNCOBJ_HANDLE_TO_FD, &mut arg)?;
+        // `from_raw_fd` needs a descriptor, not -1 (what `fd` holds if the kernel wrote none).
+        if arg.fd < 0 {
+            return Err(Errno(libc::EBADF));
+        }
+        // SAFETY: the kernel just installed `fd` in this process for this call; nothing else
+        // owns it.
+        Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(arg.fd) })
+    }
+
+    /// Closes the file with `close(2)`, returning what it says.
+    pub fn close(self) -> Result<(), Errno> {
+        sys::close(self.file)
+    }
 }
 
 /// What is in `/dev/dri` (for a failure message when a node is missing).
@@ -277,6 +344,7 @@ mod tests {
         assert_eq!(IOCTL_SYNCOBJ_CREATE, 0xC008_64BF);
         assert_eq!(IOCTL_SYNCOBJ_DESTROY, 0xC008_64C0);
         assert_eq!(IOCTL_SYNCOBJ_WAIT, 0xC028_64C3);
+        assert_eq!(IOCTL_SYNCOBJ_HANDLE_TO_FD, 0xC018_64C1);
         assert_eq!(driver_iowr(0, 16), 0xC010_6440);
     }
 
@@ -286,5 +354,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(DrmVersion, desc), 56);
         assert_eq!(std::mem::offset_of!(DrmSyncobjWait, count_handles), 16);
         assert_eq!(std::mem::offset_of!(DrmSyncobjWait, deadline_nsec), 32);
+        assert_eq!(std::mem::offset_of!(DrmSyncobjHandle, fd), 8);
+        assert_eq!(std::mem::offset_of!(DrmSyncobjHandle, point), 16);
     }
 }

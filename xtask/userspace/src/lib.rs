@@ -14,8 +14,10 @@
 //!
 //! - [`ioc`]: the Linux `_IOC` ioctl number encoding;
 //! - [`sys`]: raw ioctls returning the errno, `mmap`, `CLOCK_MONOTONIC`, and what PID 1 needs
-//!   (mounting devtmpfs, ending the VM);
+//!   (mounting devtmpfs and sysfs, ending the VM);
 //! - [`drm`]: the DRM core ioctls every driver has (version, GEM close, syncobjs);
+//! - [`sync_file`]: a fence's status through its sync file;
+//! - [`panthor`]: the panthor uAPI calls (Tyr's structs) and Tyr's leak counters;
 //! - [`report`]: the check and summary lines;
 //! - [`init`]: the frame of a program: PID 1 set-up, panics caught and reported, the VM
 //!   ended.
@@ -23,5 +25,7 @@
 pub mod drm;
 pub mod init;
 pub mod ioc;
+pub mod panthor;
 pub mod report;
+pub mod sync_file;
 pub mod sys;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! System calls the programs need, with the errno kept: raw ioctls, `mmap`, the monotonic clock,
-//! and what PID 1 of the test VM does (mount devtmpfs, sync, end the VM).
+//! `close`, writes to sysfs attributes, and what PID 1 of the test VM does (mount devtmpfs and
+//! sysfs, sync, end the VM).
 
 use std::ffi::CString;
 use std::fmt;
@@ -139,6 +140,34 @@ pub fn ioctl<T: Plain>(fd: &File, cmd: u32, arg: &mut T) -> Result<i64, Errno> {
     unsafe { ioctl_raw(fd, cmd, (arg as *mut T).cast()) }
 }
 
+/// `ioctl(fd, cmd, &mut arg)` for a command whose argument holds user addresses (arrays the
+/// kernel reads, buffers it writes), like `DRM_IOCTL_VERSION` or panthor's `VM_BIND`.
+///
+/// # Safety
+///
+/// Every user address in `arg` must point to memory that is valid, for the whole call, for
+/// every byte the command may read or write there (as the lengths, counts and strides next to
+/// the address say), with the layout the command expects; memory the kernel may write must
+/// accept any bytes and must not be referenced elsewhere during the call.
+///
+/// # Panics
+///
+/// If the command's size is larger than `T`.
+pub unsafe fn ioctl_with_pointers<T: Plain>(
+    fd: &File,
+    cmd: u32,
+    arg: &mut T,
+) -> Result<i64, Errno> {
+    assert!(
+        crate::ioc::size(cmd) <= std::mem::size_of::<T>(),
+        "ioctl {cmd:#x} reads more than the {} bytes given",
+        std::mem::size_of::<T>()
+    );
+    // SAFETY: `arg` itself is valid for the command's size (checked above) and `T: Plain`;
+    // the caller vouches for the addresses inside it.
+    unsafe { ioctl_raw(fd, cmd, (arg as *mut T).cast()) }
+}
+
 /// A shared mapping of a file (`mmap(MAP_SHARED)`), read and written with volatile accesses
 /// (another mapping, or a device, sees the same memory). Unmapped on drop.
 pub struct Mapping {
@@ -203,6 +232,39 @@ impl Mapping {
         unsafe { word.read_volatile() }
     }
 
+    /// Writes the `index`-th 32-bit word.
+    ///
+    /// # Panics
+    ///
+    /// If the word is outside the mapping.
+    pub fn write_u32(&self, index: usize, value: u32) {
+        let word = self.word32(index);
+        // SAFETY: `word` is in bounds of a live mapping and aligned (see `word32`), and
+        // nothing in this program holds a reference into the mapping.
+        unsafe { word.write_volatile(value) }
+    }
+
+    /// Reads the `index`-th 32-bit word.
+    ///
+    /// # Panics
+    ///
+    /// If the word is outside the mapping.
+    pub fn read_u32(&self, index: usize) -> u32 {
+        let word = self.word32(index);
+        // SAFETY: as in `write_u32`.
+        unsafe { word.read_volatile() }
+    }
+
+    /// The address of the `index`-th 32-bit word: inside the mapping (checked) and aligned.
+    fn word32(&self, index: usize) -> *mut u32 {
+        assert!(
+            index < self.len / 4,
+            "32-bit word {index} is outside the mapping of {} bytes",
+            self.len
+        );
+        self.addr.cast::<u32>().wrapping_add(index)
+    }
+
     /// The address of the `index`-th 64-bit word: inside the mapping (checked) and aligned
     /// (mappings start on a page).
     fn word(&self, index: usize) -> *mut u64 {
@@ -261,12 +323,25 @@ pub fn is_init() -> bool {
 /// Mounts devtmpfs on `dir` (made if missing). `Ok(false)` when it was mounted already
 /// (`EBUSY`), `Ok(true)` when this call mounted it.
 pub fn mount_devtmpfs(dir: &str) -> Result<bool, String> {
+    mount("devtmpfs", dir, "CONFIG_DEVTMPFS")
+}
+
+/// Mounts sysfs on `dir` (made if missing), where drivers show their attributes and take
+/// `bind`/`unbind` requests. `Ok(false)` when it was mounted already (`EBUSY`), `Ok(true)` when
+/// this call mounted it.
+pub fn mount_sysfs(dir: &str) -> Result<bool, String> {
+    mount("sysfs", dir, "CONFIG_SYSFS")
+}
+
+/// Mounts the file system `fs` (also the source's name, as for the kernel's pseudo file
+/// systems) on `dir`, made if missing; `config` names the option whose absence `ENODEV` means.
+fn mount(fs: &str, dir: &str, config: &str) -> Result<bool, String> {
     match std::fs::create_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("mkdir {dir}: {e}")),
     }
-    let source = CString::new("devtmpfs").expect("no NUL inside");
+    let source = CString::new(fs).map_err(|_| format!("{fs:?} holds a NUL"))?;
     let target = CString::new(dir).map_err(|_| format!("{dir:?} holds a NUL"))?;
     // SAFETY: NUL-terminated strings that outlive the call, no data argument.
     let ret = unsafe {
@@ -284,10 +359,33 @@ pub fn mount_devtmpfs(dir: &str) -> Result<bool, String> {
     match Errno::last() {
         Errno(libc::EBUSY) => Ok(false),
         Errno(libc::ENODEV) => Err(format!(
-            "mount devtmpfs on {dir}: {} (the kernel has no CONFIG_DEVTMPFS)",
+            "mount {fs} on {dir}: {} (the kernel has no {config})",
             Errno(libc::ENODEV)
         )),
-        e => Err(format!("mount devtmpfs on {dir}: {e}")),
+        e => Err(format!("mount {fs} on {dir}: {e}")),
+    }
+}
+
+/// Writes `data` to an existing file (a sysfs attribute: one `write`, no creation, no
+/// truncation), returning the errno of the open or the write.
+pub fn write_existing(path: &str, data: &[u8]) -> Result<(), Errno> {
+    use std::io::Write;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(data).map_err(Errno::from)
+}
+
+/// Closes `file` with `close(2)` and returns what it says (dropping a `File` ignores it).
+pub fn close(file: File) -> Result<(), Errno> {
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+    // SAFETY: `fd` was owned by `file`, which gave it up: nothing else closes or uses it.
+    let ret = unsafe { libc::close(fd) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(Errno::last())
     }
 }
 
@@ -348,6 +446,26 @@ mod tests {
         let m = Mapping::shared(&file, 8192, 0).unwrap();
         assert!((0..1024).all(|i| m.read_u64(i) == 0x5a5a_0000_0000_0000 | i as u64));
         assert_eq!(m.len(), 8192);
+        // 32-bit words are the halves of the 64-bit ones (little-endian).
+        assert_eq!(m.read_u32(2 * 7), 7);
+        assert_eq!(m.read_u32(2 * 7 + 1), 0x5a5a_0000);
+        m.write_u32(2047, 0x1234_5678);
+        assert_eq!(m.read_u64(1023), 0x1234_5678_0000_0000 | 1023);
+    }
+
+    #[test]
+    fn writes_to_existing_files_and_close() {
+        let path = std::env::temp_dir().join(format!("gpukit-sys-test-{}", std::process::id()));
+        let path = path.to_str().unwrap().to_string();
+        // No creation: a missing file is its errno, as a missing sysfs attribute is.
+        assert_eq!(write_existing(&path, b"tyr"), Err(Errno(libc::ENOENT)));
+        std::fs::write(&path, b"0123456789").unwrap();
+        // No truncation either: one write over the start.
+        write_existing(&path, b"tyr").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"tyr3456789");
+        let f = File::open(&path).unwrap();
+        assert_eq!(close(f), Ok(()));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
