@@ -30,8 +30,11 @@
 //!   per queue), which the kernel's syncobjs hold as they are; a syncobj's fence of any driver
 //!   becomes a dependency.
 //!
-//! The whole driver is built here, and the KUnit suite probes it on a faux device and runs a
-//! job through its ioctls. What a platform device with real MMIO and a real IRQ line would
+//! The whole driver is built here. The KUnit suite probes it on a faux device and runs a job
+//! through its ioctls; with `gpukit.boot=tyr` on the command line it registers at boot as a
+//! platform driver ([`boot`]), which userspace drives through its render node. Buffer objects
+//! lend their DMA memory to userspace mappings ([`DmaMemory::cpu_page`] of [`SimDma`]), and
+//! [`live_counts`] counts what the backend has alive. What a platform device with real MMIO and a real IRQ line would
 //! change is this file only: `Io` over `kernel::io::Mmio`, DMA memory from the DMA API on the
 //! GPU's `struct device`, the interrupt handler on the IRQ line instead of the pump's polling,
 //! and the pump's work item for the deferred work alone.
