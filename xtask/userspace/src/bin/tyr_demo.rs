@@ -35,10 +35,9 @@
 //!
 //! A failed step is a `FAIL` line with the errno; the parts that do not need what it would
 //! have made still run, and the unplug part always runs (as PID 1 only: run by hand it would
-//! unbind a real GPU). Written before the kernel side was finished: the expectations follow
-//! the driver's host tests (`tyr/tests/driver_fairness.rs`, `driver_sched.rs`) and the
-//! interface the kernel side was specified with (its first runs, against a work-in-progress
-//! kernel with Tyr at boot, passed all 60 checks; see `xtask/KERNEL.md`).
+//! unbind a real GPU). The expectations follow the driver's host tests
+//! (`tyr/tests/driver_fairness.rs`, `driver_sched.rs`) and the kernel side's interface ("Tyr at
+//! boot" in `xtask/KERNEL.md`, which also has the figures of a run).
 
 use std::io::Write;
 use std::sync::{mpsc, Mutex};
