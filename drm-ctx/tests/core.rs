@@ -735,3 +735,25 @@ fn concurrent_handles_and_mmap_offsets() {
     assert_eq!(client.file().handles(), all);
     assert_eq!(bo.handle_count(), n);
 }
+
+#[test]
+fn a_cpu_page_is_a_page_aligned_address() {
+    let layout = std::alloc::Layout::from_size_align(2 * gem::PAGE_SIZE, gem::PAGE_SIZE).unwrap();
+    // SAFETY: A non-zero size.
+    let block = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }).unwrap();
+    let (inside, next) = (
+        block.map_addr(|a| a.checked_add(8).unwrap()),
+        block.map_addr(|a| a.checked_add(gem::PAGE_SIZE).unwrap()),
+    );
+    // SAFETY: The block is allocated and outlives the pages made of it.
+    let start = unsafe { gem::CpuPage::new(block) };
+    // SAFETY: As above (8 bytes into it).
+    let inside = unsafe { gem::CpuPage::new(inside) };
+    // SAFETY: As above (its second page).
+    let second = unsafe { gem::CpuPage::new(next) };
+    assert_eq!(start.map(|p| p.as_ptr()), Some(block.as_ptr()));
+    assert_eq!(inside, None);
+    assert_eq!(second.map(|p| p.as_ptr()), Some(next.as_ptr()));
+    // SAFETY: Allocated above with this layout.
+    unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+}
