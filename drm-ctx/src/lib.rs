@@ -93,9 +93,15 @@ extern crate std;
 pub mod device;
 pub mod drm;
 mod error;
+#[cfg(not(gpukit_kernel))]
+mod idr;
 pub mod mem;
+#[cfg(not(gpukit_kernel))]
+mod sync;
 pub mod types;
 pub mod uaccess;
+#[cfg(not(gpukit_kernel))]
+mod vec;
 
 #[cfg(feature = "std")]
 pub mod host;

@@ -12,13 +12,11 @@ pub mod driver;
 pub mod file;
 pub mod gem;
 pub mod ioctl;
-#[cfg(any(gpukit_kernel, feature = "std"))]
 pub mod syncobj;
 
 pub use self::device::{
     AnyCtx, Device, DeviceContext, DeviceCtx, DeviceInit, Registered, Uninit, UnregisteredDevice,
 };
 pub use self::driver::{Driver, DriverInfo, Registration};
-#[cfg(any(gpukit_kernel, feature = "std"))]
 pub use self::file::SyncobjFence;
 pub use self::file::{DriverFile, File, Node, OpenOptions};

@@ -101,7 +101,7 @@
 //! let reg = drm::Registration::new(drm::UnregisteredDevice::<DocDriver>::new(&parent, 0)?, 0)?;
 //! let client = Client::open(reg.device(), OpenOptions::render())?;
 //! let file = client.file();
-//! let done: SyncobjFence = Arc::new(SignalledFence);
+//! let done: SyncobjFence = Arc::new(SignalledFence).into();
 //! let wait = file.create_syncobj(Some(&done))?;
 //! let (out, timeline) = (file.create_syncobj(None)?, file.create_syncobj(None)?);
 //! assert_eq!(submit(file, wait, out, timeline, 1, &done), Ok(1));
@@ -121,9 +121,12 @@ pub use super::file::SyncobjFence;
 /// point without a fence yet is waited for (up to 5 s) instead of failing with `EINVAL`.
 pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT: u32 = 1 << 1;
 
-#[cfg(all(not(gpukit_kernel), feature = "std"))]
-mod core_impl;
-#[cfg(all(not(gpukit_kernel), feature = "std"))]
-pub use self::core_impl::{for_each_unwrapped, ChainLink, Syncobj};
+#[cfg(not(gpukit_kernel))]
+pub(crate) mod core_impl;
+#[cfg(not(gpukit_kernel))]
+pub use self::core_impl::{
+    for_each_unwrapped, live_chain_links, ChainLink, ChainNode, ChainPoint, Fence, FenceRef,
+    SignalledFence, Syncobj, SyncobjKey, SyncobjTable, Waiter, ETIME,
+};
 #[cfg(gpukit_kernel)]
 pub use crate::kernel::syncobj::{for_each_unwrapped, ChainLink, Syncobj};
