@@ -26,7 +26,6 @@ use core::fmt;
 use core::ops::DerefMut;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
-#[cfg(any(feature = "std", gpukit_kernel))]
 use core::sync::atomic::Ordering;
 
 use register::io::poll::PollClock;
@@ -334,7 +333,6 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::NoMemory`](crate::Error::NoMemory).
-    #[cfg(any(feature = "std", gpukit_kernel))]
     fn syncobj_fence(f: &Self::Fence) -> Result<drm_ctx::drm::SyncobjFence>;
 
     /// The fence a job waits for when it waits on `f`, one fence a syncobj's fence is made of
@@ -343,7 +341,6 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::Invalid`](crate::Error::Invalid) for a fence the backend cannot wait for.
-    #[cfg(any(feature = "std", gpukit_kernel))]
     fn dependency(f: &drm_ctx::drm::SyncobjFence) -> Result<Self::Fence>;
 
     /// Whether `line` is asserted.
@@ -413,10 +410,8 @@ pub trait Backend: Send + Sync + 'static {
 /// # // Not reachable from outside the crate (issue 20).
 /// use tyr::backend::Words;
 /// ```
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) struct Words<'a, D: DmaMemory>(pub(crate) &'a D);
 
-#[cfg(any(feature = "std", gpukit_kernel))]
 impl<D: DmaMemory> Words<'_, D> {
     fn word(&self, addr: u64) -> Option<&AtomicU64> {
         let p = self.0.cpu_u64(addr & !7)?;

@@ -269,14 +269,10 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
     })
 }
 
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) use shared::start_mcu;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub use shared::FwIface;
 
-/// What the DRM driver adds (feature `std`): the MCU's VM and the addresses of the interface
-/// blocks.
-#[cfg(any(feature = "std", gpukit_kernel))]
+/// What the DRM driver adds: the MCU's VM and the addresses of the interface blocks.
 mod shared {
     use drm_ctx::drm::{gem, AnyCtx};
     use drm_ctx::mem::Allocator;

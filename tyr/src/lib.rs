@@ -89,29 +89,21 @@ compile_error!(
 extern crate std;
 
 pub mod backend;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod bindq;
 pub mod csf;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod driver;
 pub mod env;
 mod error;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod file;
 pub mod fw;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod gem;
 pub mod gpu;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod heap;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod ioctl;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod job;
 pub mod mmu;
 pub mod pm;
 pub mod regs;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod sched;
 pub mod uapi;
 pub mod vm;

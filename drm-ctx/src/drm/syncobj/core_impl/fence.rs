@@ -112,9 +112,14 @@ impl FenceRef {
         }
     }
 
+    /// The address of the fence object (its identity: [`ptr_eq`](Self::ptr_eq) compares these).
+    pub fn as_ptr(this: &Self) -> *const () {
+        this.ptr.as_ptr().cast::<()>().cast_const()
+    }
+
     /// Whether `a` and `b` refer to the same fence object.
     pub fn ptr_eq(a: &FenceRef, b: &FenceRef) -> bool {
-        core::ptr::addr_eq(a.ptr.as_ptr(), b.ptr.as_ptr())
+        core::ptr::eq(Self::as_ptr(a), Self::as_ptr(b))
     }
 
     /// A fence that has signalled (without error); allocates nothing.
