@@ -4,8 +4,8 @@
 //!
 //! The paths mirror the kernel's `kernel::drm`, so driver code can be written once:
 //! `drm::Device<MyDriver, Ctx>`, `drm::UnregisteredDevice`, `drm::Registration`,
-//! `drm::gem::Object`, `drm::File`, `drm::ioctl`, and [`syncobj`] (with the `std` feature or in
-//! the kernel) for a submit ioctl's syncobjs.
+//! `drm::gem::Object`, `drm::File`, `drm::ioctl`, and [`syncobj`] for a submit ioctl's
+//! syncobjs.
 
 pub mod device;
 pub mod driver;
