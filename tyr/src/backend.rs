@@ -14,8 +14,13 @@
 //! - **Time**: a [`PollClock`] for the poll loops that wait for the hardware.
 //! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
 //!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
+//! - **Fences**: the job queues' fences ([`Backend::Fence`]) and their conversions to and from
+//!   the fences syncobjs hold ([`Backend::syncobj_fence`], [`Backend::dependency`]):
+//!   `drm_ctx::drm::syncobj::FenceRef`s over a [`Fence`](drm_ctx::drm::syncobj::Fence) the
+//!   backend implements (the host: `FenceRef::from_arc` of its job fences), `struct dma_fence`s
+//!   in Linux.
 //! - **Logging**: the `dev_info!`/`dev_err!` of the environment.
-//! - **Interrupts and deferred work** (feature `std`): the environment calls the driver's
+//! - **Interrupts and deferred work**: the environment calls the driver's
 //!   [`Events`] when an interrupt line is asserted (the threaded interrupt handler) and when the
 //!   [`Executor`](jobqueue::Executor) it lends the job queues was woken (the work item of a
 //!   workqueue); both run on the environment's thread, never concurrently with each other.

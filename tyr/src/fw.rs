@@ -11,7 +11,7 @@
 //! stream (work registers and scoreboards). The driver reports those numbers to userspace as
 //! `CSIF_INFO`.
 //!
-//! With the DRM glue (feature `std`), `start_mcu` maps the firmware interface object in the
+//! With the DRM glue, `start_mcu` maps the firmware interface object in the
 //! MCU's own VM (address space 0) and boots the MCU, and `FwIface` reads where the firmware put
 //! the input and output blocks of the global interface, of each group slot and of each stream.
 //!

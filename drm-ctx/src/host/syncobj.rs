@@ -49,9 +49,17 @@
 //! [`Syncobj`](crate::drm::syncobj::Syncobj)); [`crate::drm::syncobj`] is the API a driver's
 //! submit path uses, the same in the kernel.
 //!
-//! Allocations report `ENOMEM` except two `Arc`s (Rust's `Arc` has no fallible constructor):
-//! a chain link ([`ChainPoint::new`], set aside before anything changes) and the waker of a
-//! blocking wait.
+//! The syncobjs themselves are the crate's own core, which builds without `std`:
+//! [`SyncobjTable`], [`ChainNode`], [`FenceRef`] and the rest are re-exported from
+//! [`crate::drm::syncobj`], and their memory (syncobjs, chain links, handle tables, waiter lists)
+//! comes from the file's device allocator. This module adds what needs the host: the ioctls,
+//! the waits that sleep ([`monotonic_ns`] deadlines, threads parked until a fence or a
+//! submission wakes them) and host fences ([`SyncFence`], shared in an `Arc` as a [`FenceRef`]
+//! with [`FenceRef::from_arc`]).
+//!
+//! Allocations report `ENOMEM` except a few `Arc`s and `Box`es (Rust's have no fallible
+//! constructor): the `Arc` of [`FenceRef::from_arc`], the waker of a blocking wait, and the box
+//! a [`Registration`] is kept in while its waker is queued.
 
 use core::any::Any;
 use core::ptr::NonNull;
