@@ -71,8 +71,9 @@
 //!
 //! # Examples
 //!
-//! A submit path on the host core; the same code compiles in the kernel (where
-//! `SyncobjFence` is a `struct dma_fence`).
+//! A submit path on the host core; the same code compiles without `std`, and in the kernel
+//! (where `SyncobjFence` is a `struct dma_fence`) with `ChainLink::new()` for
+//! `ChainLink::new_in(file)`: the kernel allocates its chain nodes itself.
 //!
 //! ```
 //! use drm_ctx::drm::{self, syncobj::{for_each_unwrapped, ChainLink, SyncobjFence}, OpenOptions};
