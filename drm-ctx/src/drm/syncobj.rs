@@ -36,7 +36,7 @@
 //!
 //! 1. **Prepare** (fallible, may allocate): look every syncobj up ([`File::syncobj`], a
 //!    counted reference), read the fences to wait for ([`File::syncobj_fence`]), and allocate
-//!    one [`ChainLink`] per timeline point to signal ([`ChainLink::new`]). Any error here fails
+//!    one [`ChainLink`] per timeline point to signal ([`ChainLink::new_in`]). Any error here fails
 //!    the ioctl with nothing changed; dropping the links frees them.
 //! 2. **Commit** (infallible, allocates nothing): [`Syncobj::replace_fence`] for a binary
 //!    syncobj, [`Syncobj::add_point`] with the prepared link for a timeline point.

@@ -14,8 +14,8 @@ use core::{any::Any, ptr::NonNull, task::Waker};
 /// reference. Waiting is done with wakers: [`add_waker`](Self::add_waker) queues one to be
 /// woken when the fence signals, and the [`Waiter`] it returns takes it back when dropped.
 ///
-/// With feature `std`, any [`host::syncobj::SyncFence`](crate::host::syncobj::SyncFence) in an
-/// `Arc` becomes a fence with [`FenceRef::from_arc`].
+/// With feature `std`, any `host::syncobj::SyncFence` in an `Arc` becomes a fence with
+/// `FenceRef::from_arc`.
 ///
 /// # Safety
 ///
