@@ -55,11 +55,12 @@
 //! ```
 //!
 //! Modules: [`device`] (parent devices: `Normal`, `Core`, `Bound`), [`drm`] (the typestate,
-//! drivers, files, GEM, ioctls), [`types`] (`ARef`), [`mem`] (the allocator seam), [`uaccess`]
-//! (the user-memory seam) and, with the `std` feature, [`host`]: a DRM core for tests and
-//! simulators (ioctl dispatch like `drm_ioctl`, per-file handle tables, binary and timeline
-//! syncobjs in [`host::syncobj`], unplug). Without `std`
-//! the crate is `no_std` and uses no `alloc`.
+//! drivers, files with their GEM handle tables, GEM, ioctls, binary and timeline syncobjs in
+//! [`drm::syncobj`]), [`types`] (`ARef`), [`mem`] (the allocator seam), [`uaccess`] (the
+//! user-memory seam) and, with the `std` feature, [`host`]: a DRM core for tests and simulators
+//! (ioctl dispatch like `drm_ioctl`, the syncobj ioctls and the waits that sleep in
+//! [`host::syncobj`], unplug). Without `std` the crate is `no_std` and uses no `alloc`: all of
+//! it but [`host`] builds, its memory coming from [`mem::Allocator`].
 
 //! # Backends
 //!
@@ -67,9 +68,10 @@
 //! Two backends implement the types behind them ([`drm::Device`], [`drm::UnregisteredDevice`],
 //! [`drm::Registration`], [`drm::File`], [`drm::gem::Object`], [`device::Device`]):
 //!
-//! - the crate's own core (here, `core_impl` modules): reference counts, registration state and
-//!   mmap offsets in memory from [`mem::Allocator`], with [`host`] (feature `std`) as the DRM
-//!   core a test talks to;
+//! - the crate's own core (here, `core_impl` modules, with or without `std`): reference counts,
+//!   registration state, mmap offsets, files with their GEM handle tables, and syncobjs with
+//!   their fences and timeline points, in memory from [`mem::Allocator`], with [`host`] (feature
+//!   `std`) as the DRM core a test talks to;
 //! - the kernel backend (feature `kernel`, built only inside a Linux tree by
 //!   `cargo xtask kernel-build`): the same items on Linux 7.2's `kernel::drm` —
 //!   `struct drm_device`, `struct drm_file`, shmem GEM objects, `drm_ioctl` dispatching the
@@ -93,9 +95,15 @@ extern crate std;
 pub mod device;
 pub mod drm;
 mod error;
+#[cfg(not(gpukit_kernel))]
+mod idr;
 pub mod mem;
+#[cfg(not(gpukit_kernel))]
+mod sync;
 pub mod types;
 pub mod uaccess;
+#[cfg(not(gpukit_kernel))]
+mod vec;
 
 #[cfg(feature = "std")]
 pub mod host;

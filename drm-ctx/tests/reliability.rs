@@ -53,7 +53,7 @@ fn attach_signalled(client: &Client<TestDriver>, h: u32) {
     client
         .file()
         .syncobjs()
-        .replace(h, Some(Arc::new(SignalledFence)))
+        .replace(h, Some(Arc::new(SignalledFence).into()))
         .unwrap();
 }
 

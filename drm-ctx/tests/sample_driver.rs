@@ -58,7 +58,7 @@ mod env {
     }
 
     pub(crate) fn syncobj_fence(done: &Fence) -> Result<SyncobjFence> {
-        Ok(Arc::new(Done(done.clone())))
+        Ok(Arc::new(Done(done.clone())).into())
     }
 
     type Q = Queue<super::driver::Ring, TestExecutor, ManualClock, 8>;

@@ -80,7 +80,7 @@ fn create_signal_wait_reset_destroy() {
     let file = client.file();
     let pending = Arc::new(Manual::default());
     file.syncobjs()
-        .replace(empty, Some(pending.clone()))
+        .replace(empty, Some(pending.clone().into()))
         .unwrap();
     assert_eq!(wait(&client, &[empty, signalled], 0, Duration::ZERO), Ok(1));
     assert_eq!(

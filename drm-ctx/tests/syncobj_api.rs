@@ -34,7 +34,7 @@ fn open() -> (
 }
 
 fn same(a: &SyncobjFence, b: &SyncobjFence) -> bool {
-    Arc::ptr_eq(a, b)
+    SyncobjFence::ptr_eq(a, b)
 }
 
 fn seqno(f: &SyncobjFence) -> Option<u64> {
@@ -145,7 +145,7 @@ fn reused_handle_is_not_touched() {
     assert_eq!(again, h);
     let new = file.syncobj(again).unwrap();
     assert!(!old.same_syncobj(&new));
-    let f: SyncobjFence = Arc::new(SignalledFence);
+    let f: SyncobjFence = Arc::new(SignalledFence).into();
     old.replace_fence(Some(&f));
     old.add_point(link, &f, 5);
     assert!(new.fence().is_none());
@@ -220,7 +220,7 @@ fn wait_for_submit_sees_a_fence_replaced_through_a_reference() {
     let file = c.file();
     let h = file.create_syncobj(None).unwrap();
     let s = file.syncobj(h).unwrap();
-    let f: SyncobjFence = Arc::new(SignalledFence);
+    let f: SyncobjFence = Arc::new(SignalledFence).into();
     let setter = {
         let f = f.clone();
         thread::spawn(move || {
@@ -265,7 +265,7 @@ fn a_wait_ioctl_is_woken_by_add_point_after_the_handle_is_destroyed() {
     // The wait holds the syncobj: destroying the handle does not end it, and a driver that
     // looked the syncobj up may still signal it.
     c.file().syncobjs().destroy(h).unwrap();
-    let f: SyncobjFence = Arc::new(SignalledFence);
+    let f: SyncobjFence = Arc::new(SignalledFence).into();
     s.add_point(ChainLink::new().unwrap(), &f, 1);
     let waited = waiter.join().unwrap();
     assert!(waited < 5_000_000_000, "waited {waited} ns");
@@ -277,7 +277,7 @@ fn references_outlive_the_file() {
     let h = c.file().create_syncobj(None).unwrap();
     let s = c.file().syncobj(h).unwrap();
     drop(c);
-    let f: SyncobjFence = Arc::new(SignalledFence);
+    let f: SyncobjFence = Arc::new(SignalledFence).into();
     s.replace_fence(Some(&f));
     assert!(same(&s.fence().unwrap(), &f));
     drop(s);

@@ -450,7 +450,7 @@ fn timeline_wait_rejects_malformed_input() {
     client
         .file()
         .syncobjs()
-        .replace(b, Some(Arc::new(SignalledFence)))
+        .replace(b, Some(Arc::new(SignalledFence).into()))
         .unwrap();
     assert_eq!(twait(&client, &[b], &[1], 0, ZERO), Err(Error::Invalid));
     assert_eq!(twait(&client, &[b], &[0], 0, ZERO), Ok(0));
@@ -593,7 +593,7 @@ fn driver_points_and_find_fence() {
     // Links are set aside before the commit; an unknown handle at commit is ENOENT.
     let link = t.alloc_point().unwrap();
     assert_eq!(
-        t.add_point(99, link, Arc::new(SignalledFence), 1),
+        t.add_point(99, link, Arc::new(SignalledFence).into(), 1),
         Err(Error::NotFound)
     );
     let m1 = add_pending(&client, h, 1);
@@ -613,7 +613,7 @@ fn driver_points_and_find_fence() {
     assert_eq!(t.find_fence(99, 1, 0).err(), Some(Error::NotFound));
     // The whole timeline for point 0.
     let head = t.find_fence(h, 0, 0).unwrap();
-    assert!(Arc::ptr_eq(&head, &t.fence(h).unwrap().unwrap()));
+    assert!(FenceRef::ptr_eq(&head, &t.fence(h).unwrap().unwrap()));
     // A signalled point gives a signalled fence.
     m1.signal();
     assert!(t.find_fence(h, 1, 0).unwrap().status().is_some());
@@ -667,8 +667,13 @@ fn unplug_does_not_wait_for_a_blocked_timeline_wait() {
     assert!(waiting.try_recv().is_err(), "unplug ended the wait");
     assert_eq!(signal(&client, &[h], &[3]), Err(Error::NoDevice));
     let t = client.file().syncobjs();
-    t.add_point(h, t.alloc_point().unwrap(), Arc::new(SignalledFence), 3)
-        .unwrap();
+    t.add_point(
+        h,
+        t.alloc_point().unwrap(),
+        Arc::new(SignalledFence).into(),
+        3,
+    )
+    .unwrap();
     assert_eq!(waiting.recv_timeout(Duration::from_secs(10)), Ok(Ok(0)));
 }
 
@@ -723,10 +728,7 @@ fn unwrapping_a_point_gives_the_fences_it_waits_for() {
     let two = parts(&t.find_fence(h, 2, 0).unwrap());
     assert_eq!(two.len(), 2);
     let queued = |m: &Manual| {
-        let _r: Vec<Registration> = two
-            .iter()
-            .map(|f| f.wake_on_signal(Waker::noop()))
-            .collect();
+        let _r: Vec<Option<Waiter>> = two.iter().map(|f| f.add_waker(Waker::noop())).collect();
         m.queued()
     };
     assert_eq!((queued(&m1), queued(&m2), queued(&m3)), (1, 1, 0));
@@ -737,7 +739,7 @@ fn unwrapping_a_point_gives_the_fences_it_waits_for() {
     let (_m, plain) = Manual::new();
     let one = parts(&plain);
     assert_eq!(one.len(), 1);
-    assert!(Arc::ptr_eq(&one[0], &plain));
+    assert!(FenceRef::ptr_eq(&one[0], &plain));
     m2.signal();
     m3.signal();
     assert!(t.find_fence(h, 3, 0).unwrap().status().is_some());
@@ -753,8 +755,13 @@ fn keyed_replace_and_add_point_reach_only_their_syncobj() {
     let key = t.key(h).unwrap();
     assert_eq!(key.handle(), h);
     assert_eq!(t.key(99).err(), Some(Error::NotFound));
-    t.add_point_keyed(key, t.alloc_point().unwrap(), Arc::new(SignalledFence), 2)
-        .unwrap();
+    t.add_point_keyed(
+        key,
+        t.alloc_point().unwrap(),
+        Arc::new(SignalledFence).into(),
+        2,
+    )
+    .unwrap();
     assert_eq!(q(&client, h), 2);
     t.replace_keyed(key, None).unwrap();
     assert!(t.fence(h).unwrap().is_none());
@@ -763,17 +770,23 @@ fn keyed_replace_and_add_point_reach_only_their_syncobj() {
     let again = create(&client);
     assert_eq!(again, h);
     assert_eq!(
-        t.replace_keyed(key, Some(Arc::new(SignalledFence))),
+        t.replace_keyed(key, Some(Arc::new(SignalledFence).into())),
         Err(Error::NotFound)
     );
     assert_eq!(
-        t.add_point_keyed(key, t.alloc_point().unwrap(), Arc::new(SignalledFence), 3),
+        t.add_point_keyed(
+            key,
+            t.alloc_point().unwrap(),
+            Arc::new(SignalledFence).into(),
+            3
+        ),
         Err(Error::NotFound)
     );
     assert!(t.fence(again).unwrap().is_none());
     // The new syncobj has its own key.
     let k2 = t.key(again).unwrap();
     assert_ne!(k2, key);
-    t.replace_keyed(k2, Some(Arc::new(SignalledFence))).unwrap();
+    t.replace_keyed(k2, Some(Arc::new(SignalledFence).into()))
+        .unwrap();
     assert!(t.fence(again).unwrap().is_some());
 }

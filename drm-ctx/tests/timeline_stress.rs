@@ -153,7 +153,7 @@ fn waiters_and_signallers_leave_no_link_behind() {
                     };
                     assert_eq!(client.ioctl_arg(DRM_IOCTL_SYNCOBJ_TRANSFER, &mut a), Ok(0));
                     let link = t.alloc_point().unwrap();
-                    t.add_point(cpu, link, Arc::new(SignalledFence), 2 * p + 1)
+                    t.add_point(cpu, link, Arc::new(SignalledFence).into(), 2 * p + 1)
                         .unwrap();
                 }
             }));

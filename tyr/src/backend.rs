@@ -14,8 +14,13 @@
 //! - **Time**: a [`PollClock`] for the poll loops that wait for the hardware.
 //! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
 //!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
+//! - **Fences**: the job queues' fences ([`Backend::Fence`]) and their conversions to and from
+//!   the fences syncobjs hold ([`Backend::syncobj_fence`], [`Backend::dependency`]):
+//!   `drm_ctx::drm::syncobj::FenceRef`s over a [`Fence`](drm_ctx::drm::syncobj::Fence) the
+//!   backend implements (the host: `FenceRef::from_arc` of its job fences), `struct dma_fence`s
+//!   in Linux.
 //! - **Logging**: the `dev_info!`/`dev_err!` of the environment.
-//! - **Interrupts and deferred work** (feature `std`): the environment calls the driver's
+//! - **Interrupts and deferred work**: the environment calls the driver's
 //!   [`Events`] when an interrupt line is asserted (the threaded interrupt handler) and when the
 //!   [`Executor`](jobqueue::Executor) it lends the job queues was woken (the work item of a
 //!   workqueue); both run on the environment's thread, never concurrently with each other.
@@ -26,7 +31,6 @@ use core::fmt;
 use core::ops::DerefMut;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
-#[cfg(any(feature = "std", gpukit_kernel))]
 use core::sync::atomic::Ordering;
 
 use register::io::poll::PollClock;
@@ -379,7 +383,6 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::NoMemory`](crate::Error::NoMemory).
-    #[cfg(any(feature = "std", gpukit_kernel))]
     fn syncobj_fence(f: &Self::Fence) -> Result<drm_ctx::drm::SyncobjFence>;
 
     /// The fence a job waits for when it waits on `f`, one fence a syncobj's fence is made of
@@ -388,7 +391,6 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::Invalid`](crate::Error::Invalid) for a fence the backend cannot wait for.
-    #[cfg(any(feature = "std", gpukit_kernel))]
     fn dependency(f: &drm_ctx::drm::SyncobjFence) -> Result<Self::Fence>;
 
     /// Whether `line` is asserted.
@@ -458,10 +460,8 @@ pub trait Backend: Send + Sync + 'static {
 /// # // Not reachable from outside the crate (issue 20).
 /// use tyr::backend::Words;
 /// ```
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) struct Words<'a, D: DmaMemory>(pub(crate) &'a D);
 
-#[cfg(any(feature = "std", gpukit_kernel))]
 impl<D: DmaMemory> Words<'_, D> {
     fn word(&self, addr: u64) -> Option<&AtomicU64> {
         let p = self.0.cpu_u64(addr & !7)?;

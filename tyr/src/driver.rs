@@ -207,7 +207,7 @@ mod tests {
         let file = client.file();
         let t = file.syncobjs();
         let h = t.create(None).unwrap();
-        let kept = t.create(Some(Arc::new(SignalledFence))).unwrap();
+        let kept = t.create(Some(Arc::new(SignalledFence).into())).unwrap();
         let syncs = [
             op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 1),
             op(uapi::DRM_PANTHOR_SYNC_OP_SIGNAL, h, 0),

@@ -11,7 +11,7 @@
 //! stream (work registers and scoreboards). The driver reports those numbers to userspace as
 //! `CSIF_INFO`.
 //!
-//! With the DRM glue (feature `std`), `start_mcu` maps the firmware interface object in the
+//! With the DRM glue, `start_mcu` maps the firmware interface object in the
 //! MCU's own VM (address space 0) and boots the MCU, and `FwIface` reads where the firmware put
 //! the input and output blocks of the global interface, of each group slot and of each stream.
 //!
@@ -269,14 +269,10 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
     })
 }
 
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) use shared::start_mcu;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub use shared::FwIface;
 
-/// What the DRM driver adds (feature `std`): the MCU's VM and the addresses of the interface
-/// blocks.
-#[cfg(any(feature = "std", gpukit_kernel))]
+/// What the DRM driver adds: the MCU's VM and the addresses of the interface blocks.
 mod shared {
     use drm_ctx::drm::{gem, AnyCtx};
     use drm_ctx::mem::Allocator;

@@ -608,7 +608,7 @@ impl Backend for HostBackend {
     }
 
     fn syncobj_fence(f: &HostFence) -> Result<FenceRef> {
-        Ok(Arc::new(JobSyncFence(f.clone())))
+        Ok(Arc::new(JobSyncFence(f.clone())).into())
     }
 
     fn dependency(f: &FenceRef) -> Result<HostFence> {

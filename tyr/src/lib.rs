@@ -5,12 +5,11 @@
 //! The driver brings a Mali CSF GPU up ([`gpu`]: reset, L2, identification; [`fw`]: the MCU
 //! and its interface), describes its registers with `register!` ([`regs`]), manages GPU
 //! virtual memory with `gpuvm` and `io-pgtable` ([`vm`]: VMs and all-or-nothing VM_BIND;
-//! [`mmu`]: address-space slots and MMU commands; `gem`: buffer objects; `heap`: tiler
+//! [`mmu`]: address-space slots and MMU commands; [`gem`]: buffer objects; [`heap`]: tiler
 //! heaps), runs GPU work through `jobqueue` onto the firmware's command-stream rings
-//! ([`csf`]; `job`, `bindq`, `sched`; [`pm`]: idle power-down, system suspend, frequency
-//! scaling) and serves the panthor uAPI ([`uapi`]: the structs; `ioctl`: the handlers) through
-//! the `drm-ctx` DRM core (`file`, `driver`; these floors need a DRM core: feature `std` or
-//! the kernel). Everything it
+//! ([`csf`]; [`job`], [`bindq`], [`sched`]; [`pm`]: idle power-down, system suspend, frequency
+//! scaling) and serves the panthor uAPI ([`uapi`]: the structs; [`ioctl`]: the handlers) through
+//! the `drm-ctx` DRM core ([`file`](mod@file), [`driver`]). Everything it
 //! needs from its environment goes through a [`backend::Backend`], as it would on silicon;
 //! `host` (feature `host`) implements it over the simulated Mali-G610 of the `gpukit-mali-sim`
 //! crate (`mali_sim`), which has its own view of the hardware and none of the driver's, and
@@ -43,7 +42,7 @@
 //! 14  ioctl                     | the ioctl handlers: argument checks, user copies (panthor_drv)
 //! 13  file                      | a client's VMs and groups; group creation
 //! 12  sched                     | device state, groups, rings, slots, IRQs, timeouts, reset
-//! 11  pm                        | power: idle power-down and wake, accounting (no_std)
+//! 11  pm                        | power: idle power-down and wake, accounting
 //! 10  bindq                     | bind queues: asynchronous VM_BIND jobs
 //!  9  job                       | what all queues share: clock, sizes, syncobj fences
 //!  8  fw                        | the MCU and its interface (panthor_fw)
@@ -71,12 +70,12 @@
 //! bookkeeping lives in the [`env`](mod@env) containers (fallible `Vec`, `Box`, `Arc`/`Weak`, `IdMap`)
 //! over the backend's allocator, its locks are the backend's [`backend::LockFamily`] (each made
 //! with a lockdep class of its own place, [`lock_class!`]), its fences the backend's
-//! (`jobqueue`'s host fences or `dma_fence`s). The same files build on a host (feature `std`)
-//! and in the kernel (`cargo xtask kernel-build`), where KUnit probes the driver and runs a job
-//! through its ioctls. In a `no_std` build with neither, the floors from `gem` up are left out:
-//! `drm-ctx` has a DRM core with syncobjs and user memory only on a host or in the kernel, and
-//! the uAPI layer needs both (the object type names the driver type, whose `drm::Driver` is
-//! in `driver`, so `gem` goes with them).
+//! (`jobqueue`'s host fences or `dma_fence`s). The same files build on a host (feature `std`),
+//! in the kernel (`cargo xtask kernel-build`), where KUnit probes the driver and runs a job
+//! through its ioctls, and with no features at all (`--target aarch64-unknown-none`): every
+//! floor is there, since `drm-ctx`'s own core has files, GEM handles, syncobjs (fences it holds
+//! as `drm_ctx::drm::syncobj::Fence`s) and user memory without `std` or `alloc`. Only the host
+//! backend, `umd` and the host's `ioctl::mmap` entry need feature `host`.
 
 #![no_std]
 
@@ -89,29 +88,21 @@ compile_error!(
 extern crate std;
 
 pub mod backend;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod bindq;
 pub mod csf;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod driver;
 pub mod env;
 mod error;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod file;
 pub mod fw;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod gem;
 pub mod gpu;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod heap;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod ioctl;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod job;
 pub mod mmu;
 pub mod pm;
 pub mod regs;
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub mod sched;
 pub mod uapi;
 pub mod vm;

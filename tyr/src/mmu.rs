@@ -29,7 +29,6 @@ use register::io::Io;
 
 use crate::backend::Backend;
 use crate::regs::*;
-#[cfg(any(feature = "std", gpukit_kernel))]
 use crate::vm::MmuUpdate;
 use crate::{dev_err, Error, Result};
 
@@ -321,13 +320,11 @@ pub fn unlock<B: Backend>(b: &B, slot: usize) -> Result {
 pub const MCU_AS: usize = 0;
 
 /// MMU updates of a VM that may hold an address space.
-#[cfg(any(feature = "std", gpukit_kernel))]
 pub(crate) struct AsUpdate<'a, B: Backend> {
     pub(crate) backend: &'a B,
     pub(crate) slot: Option<usize>,
 }
 
-#[cfg(any(feature = "std", gpukit_kernel))]
 impl<B: Backend> MmuUpdate for AsUpdate<'_, B> {
     fn lock(&mut self, start: u64, size: u64) -> Result {
         match self.slot {

@@ -99,7 +99,7 @@ fn fence(umd: &Umd, h: u32) -> Option<FenceRef> {
 fn held_point(umd: &Umd, h: u32, p: u64) -> HostFence {
     let t = umd.client().file().syncobjs();
     let gate = HostFence::new();
-    let f: FenceRef = Arc::new(JobSyncFence(gate.clone()));
+    let f: FenceRef = Arc::new(JobSyncFence(gate.clone())).into();
     t.add_point(h, t.alloc_point().unwrap(), f, p).unwrap();
     gate
 }
@@ -325,7 +325,7 @@ fn asynchronous_binds_signal_and_wait_on_timeline_points() {
 /// A syncobj's state: its fence (by identity) and its last signalled and submitted points.
 fn state(umd: &Umd, h: u32) -> (Option<usize>, (u64, u64)) {
     (
-        fence(umd, h).map(|f| Arc::as_ptr(&f) as *const () as usize),
+        fence(umd, h).map(|f| FenceRef::as_ptr(&f) as usize),
         points(umd, h),
     )
 }

@@ -283,7 +283,10 @@ fn panvk_device_queue_and_submissions_replay() {
     umd.client()
         .file()
         .syncobjs()
-        .replace(imported, Some(Arc::new(JobSyncFence(other_device.clone()))))
+        .replace(
+            imported,
+            Some(Arc::new(JobSyncFence(other_device.clone())).into()),
+        )
         .unwrap();
     for k in 0..SUBMITS {
         let sq = if k % 2 == 0 { COMPUTE } else { VERTEX_TILER };

@@ -83,6 +83,6 @@ pub use crate::kernel::file::File;
 #[cfg(gpukit_kernel)]
 pub type SyncobjFence = crate::kernel::DmaFence;
 /// The fence type [`File::create_syncobj`] takes: in the kernel one reference to a
-/// `struct dma_fence`, in the host core a [`FenceRef`](crate::host::syncobj::FenceRef).
-#[cfg(all(not(gpukit_kernel), feature = "std"))]
-pub type SyncobjFence = crate::host::syncobj::FenceRef;
+/// `struct dma_fence`, in the crate's own core a [`FenceRef`](crate::drm::syncobj::FenceRef).
+#[cfg(not(gpukit_kernel))]
+pub type SyncobjFence = crate::drm::syncobj::FenceRef;

@@ -4,21 +4,19 @@
 //!
 //! The paths mirror the kernel's `kernel::drm`, so driver code can be written once:
 //! `drm::Device<MyDriver, Ctx>`, `drm::UnregisteredDevice`, `drm::Registration`,
-//! `drm::gem::Object`, `drm::File`, `drm::ioctl`, and [`syncobj`] (with the `std` feature or in
-//! the kernel) for a submit ioctl's syncobjs.
+//! `drm::gem::Object`, `drm::File`, `drm::ioctl`, and [`syncobj`] for a submit ioctl's
+//! syncobjs.
 
 pub mod device;
 pub mod driver;
 pub mod file;
 pub mod gem;
 pub mod ioctl;
-#[cfg(any(gpukit_kernel, feature = "std"))]
 pub mod syncobj;
 
 pub use self::device::{
     AnyCtx, Device, DeviceContext, DeviceCtx, DeviceInit, Registered, Uninit, UnregisteredDevice,
 };
 pub use self::driver::{Driver, DriverInfo, Registration};
-#[cfg(any(gpukit_kernel, feature = "std"))]
 pub use self::file::SyncobjFence;
 pub use self::file::{DriverFile, File, Node, OpenOptions};

@@ -36,7 +36,7 @@
 //!
 //! 1. **Prepare** (fallible, may allocate): look every syncobj up ([`File::syncobj`], a
 //!    counted reference), read the fences to wait for ([`File::syncobj_fence`]), and allocate
-//!    one [`ChainLink`] per timeline point to signal ([`ChainLink::new`]). Any error here fails
+//!    one [`ChainLink`] per timeline point to signal ([`ChainLink::new_in`]). Any error here fails
 //!    the ioctl with nothing changed; dropping the links frees them.
 //! 2. **Commit** (infallible, allocates nothing): [`Syncobj::replace_fence`] for a binary
 //!    syncobj, [`Syncobj::add_point`] with the prepared link for a timeline point.
@@ -48,27 +48,32 @@
 //!
 //! # Backends
 //!
-//! | this module | host core ([`crate::host::syncobj`]) | kernel |
+//! | this module | the crate's own core (`std` or not) | kernel |
 //! |---|---|---|
-//! | [`SyncobjFence`] | [`FenceRef`](crate::host::syncobj::FenceRef) | `DmaFence` (`struct dma_fence`) |
-//! | [`File::syncobj`] | the file's [`SyncobjTable`](crate::host::syncobj::SyncobjTable) | `drm_syncobj_find` |
-//! | [`File::syncobj_fence`] | [`SyncobjTable::find_fence`](crate::host::syncobj::SyncobjTable::find_fence) | `drm_syncobj_find_fence` |
+//! | [`SyncobjFence`] | [`FenceRef`], a reference to a [`Fence`] | `DmaFence` (`struct dma_fence`) |
+//! | [`File::syncobj`] | the file's [`SyncobjTable`] | `drm_syncobj_find` |
+//! | [`File::syncobj_fence`] | [`SyncobjTable::find_fence`] | `drm_syncobj_find_fence` |
 //! | [`Syncobj::replace_fence`] | the syncobj's fence replaced | `drm_syncobj_replace_fence` |
-//! | [`ChainLink::new`] | [`ChainPoint::new`](crate::host::syncobj::ChainPoint::new) | `dma_fence_chain_alloc` |
-//! | [`Syncobj::add_point`] | a [`ChainNode`](crate::host::syncobj::ChainNode) in front | `drm_syncobj_add_point` |
-//! | [`for_each_unwrapped`] | [`host::syncobj::for_each_unwrapped`](crate::host::syncobj::for_each_unwrapped) | `dma_fence_unwrap_for_each` |
+//! | `ChainLink::new_in(file)` | [`SyncobjTable::alloc_point`] (a [`ChainPoint`]) | `dma_fence_chain_alloc` (`ChainLink::new`) |
+//! | [`Syncobj::add_point`] | a [`ChainNode`] in front | `drm_syncobj_add_point` |
+//! | [`for_each_unwrapped`] | the chain walked | `dma_fence_unwrap_for_each` |
+//!
+//! The core's syncobjs, their chain nodes and the file's handle table take their memory from
+//! the device's [`mem::Allocator`](crate::mem::Allocator); the host core (feature `std`) adds
+//! the syncobj ioctls and the waits that sleep on top of them.
 //!
 //! Errors are the kernel's: [`Error::NotFound`](crate::Error::NotFound) (`ENOENT`) for a
 //! handle that names no syncobj, [`Error::Invalid`](crate::Error::Invalid) (`EINVAL`) for a
 //! point without a fence or unknown flags. `flags` of [`File::syncobj_fence`] is 0 or
 //! [`DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT`]; only the latter waits (up to 5 s, for a fence to
-//! be attached), so a submit path passes 0. On the host a chain link is a Rust `Arc`, whose
-//! allocation aborts rather than failing; every other allocation here is fallible.
+//! be attached; without `std` nothing can sleep, and it fails with `ETIME` at once), so a submit
+//! path passes 0. Every allocation here is fallible.
 //!
 //! # Examples
 //!
-//! A submit path on the host core; the same code compiles in the kernel (where
-//! `SyncobjFence` is a `struct dma_fence`).
+//! A submit path on the host core; the same code compiles without `std`, and in the kernel
+//! (where `SyncobjFence` is a `struct dma_fence`) with `ChainLink::new()` for
+//! `ChainLink::new_in(file)`: the kernel allocates its chain nodes itself.
 //!
 //! ```
 //! use drm_ctx::drm::{self, syncobj::{for_each_unwrapped, ChainLink, SyncobjFence}, OpenOptions};
@@ -90,7 +95,7 @@
 //!     for_each_unwrapped(&file.syncobj_fence(wait, 0, 0)?, |_leaf| deps += 1);
 //!     let out = file.syncobj(out)?;
 //!     let timeline = file.syncobj(timeline)?;
-//!     let link = ChainLink::new()?;
+//!     let link = ChainLink::new_in(file)?;
 //!     // ... the job is committed here: from now on nothing fails or allocates.
 //!     out.replace_fence(Some(done));
 //!     timeline.add_point(link, done, point);
@@ -101,7 +106,7 @@
 //! let reg = drm::Registration::new(drm::UnregisteredDevice::<DocDriver>::new(&parent, 0)?, 0)?;
 //! let client = Client::open(reg.device(), OpenOptions::render())?;
 //! let file = client.file();
-//! let done: SyncobjFence = Arc::new(SignalledFence);
+//! let done: SyncobjFence = Arc::new(SignalledFence).into();
 //! let wait = file.create_syncobj(Some(&done))?;
 //! let (out, timeline) = (file.create_syncobj(None)?, file.create_syncobj(None)?);
 //! assert_eq!(submit(file, wait, out, timeline, 1, &done), Ok(1));
@@ -121,9 +126,12 @@ pub use super::file::SyncobjFence;
 /// point without a fence yet is waited for (up to 5 s) instead of failing with `EINVAL`.
 pub const DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT: u32 = 1 << 1;
 
-#[cfg(all(not(gpukit_kernel), feature = "std"))]
-mod core_impl;
-#[cfg(all(not(gpukit_kernel), feature = "std"))]
-pub use self::core_impl::{for_each_unwrapped, ChainLink, Syncobj};
+#[cfg(not(gpukit_kernel))]
+pub(crate) mod core_impl;
+#[cfg(not(gpukit_kernel))]
+pub use self::core_impl::{
+    for_each_unwrapped, live_chain_links, ChainLink, ChainNode, ChainPoint, Fence, FenceRef,
+    SignalledFence, Syncobj, SyncobjKey, SyncobjTable, Waiter, ETIME,
+};
 #[cfg(gpukit_kernel)]
 pub use crate::kernel::syncobj::{for_each_unwrapped, ChainLink, Syncobj};

@@ -32,7 +32,6 @@
 //! transfer, timeline signal) are implemented; the other core numbers (among them `GET_CAP`)
 //! are `EINVAL`.
 
-pub(crate) mod idr;
 pub mod syncobj;
 
 use crate::{
@@ -45,7 +44,6 @@ use crate::{
     uaccess::UserMemory,
     Error, Result,
 };
-use core::task::Waker;
 use std::{
     collections::BTreeMap,
     sync::{
@@ -54,48 +52,6 @@ use std::{
     },
     vec::Vec,
 };
-
-/// Wakers of blocked threads, each taken back when its [`WakerEntry`] is dropped.
-#[derive(Default)]
-pub(crate) struct WakerList {
-    list: Mutex<Vec<(u64, Waker)>>,
-    next: AtomicU64,
-}
-
-impl WakerList {
-    fn lock(&self) -> MutexGuard<'_, Vec<(u64, Waker)>> {
-        self.list.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues `waker` until the returned entry is dropped; [`Error::NoMemory`] if the list
-    /// cannot grow.
-    pub(crate) fn add(&self, waker: &Waker) -> Result<WakerEntry<'_>> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut list = self.lock();
-        list.try_reserve(1).map_err(|_| Error::NoMemory)?;
-        list.push((id, waker.clone()));
-        Ok(WakerEntry { list: self, id })
-    }
-
-    /// Wakes every queued waker (they stay queued).
-    pub(crate) fn wake_all(&self) {
-        for (_, w) in self.lock().iter() {
-            w.wake_by_ref();
-        }
-    }
-}
-
-/// A waker queued on a [`WakerList`].
-pub(crate) struct WakerEntry<'a> {
-    list: &'a WakerList,
-    id: u64,
-}
-
-impl Drop for WakerEntry<'_> {
-    fn drop(&mut self) {
-        self.list.lock().retain(|(i, _)| *i != self.id);
-    }
-}
 
 /// A simulated user address space: regions of bytes at fixed addresses.
 ///

@@ -49,34 +49,40 @@
 //! [`Syncobj`](crate::drm::syncobj::Syncobj)); [`crate::drm::syncobj`] is the API a driver's
 //! submit path uses, the same in the kernel.
 //!
-//! Allocations report `ENOMEM` except two `Arc`s (Rust's `Arc` has no fallible constructor):
-//! a chain link ([`ChainPoint::new`], set aside before anything changes) and the waker of a
-//! blocking wait.
+//! The syncobjs themselves are the crate's own core, which builds without `std`:
+//! [`SyncobjTable`], [`ChainNode`], [`FenceRef`] and the rest are re-exported from
+//! [`crate::drm::syncobj`], and their memory (syncobjs, chain links, handle tables, waiter lists)
+//! comes from the file's device allocator. This module adds what needs the host: the ioctls,
+//! the waits that sleep ([`monotonic_ns`] deadlines, threads parked until a fence or a
+//! submission wakes them) and host fences ([`SyncFence`], shared in an `Arc` as a [`FenceRef`]
+//! with [`FenceRef::from_arc`]).
+//!
+//! Allocations report `ENOMEM` except a few `Arc`s and `Box`es (Rust's have no fallible
+//! constructor): the `Arc` of [`FenceRef::from_arc`], the waker of a blocking wait, and the box
+//! a [`Registration`] is kept in while its waker is queued.
 
-use core::alloc::Layout;
 use core::any::Any;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use core::task::Waker;
 use std::{
     boxed::Box,
-    sync::{Arc, Mutex, MutexGuard, OnceLock},
+    sync::{Arc, OnceLock},
     task::Wake,
     thread::{self, Thread},
     time::{Duration, Instant},
     vec::Vec,
 };
 
-mod chain;
-
-use chain::Contained;
-pub use chain::{for_each_unwrapped, live_chain_links, ChainNode, ChainPoint};
-
-use super::{idr::Idr, WakerList};
+pub use crate::drm::syncobj::{
+    for_each_unwrapped, live_chain_links, ChainNode, ChainPoint, FenceRef, SignalledFence,
+    SyncobjKey, SyncobjTable, Waiter, ETIME,
+};
 use crate::{
-    drm::ioctl::{IoctlArg, IOWR},
-    mem::{Allocator, Global},
-    types::{ARef, AlwaysRefCounted},
+    drm::{
+        ioctl::{IoctlArg, IOWR},
+        syncobj::{core_impl, Fence},
+    },
+    types::ARef,
     uaccess::UserMemory,
     Error, Result,
 };
@@ -176,10 +182,6 @@ impl core::fmt::Debug for Registration {
     }
 }
 
-/// A fence that was signalled when it was made (what `SYNCOBJ_SIGNAL` installs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SignalledFence;
-
 impl SyncFence for SignalledFence {
     fn status(&self) -> Option<core::result::Result<(), i32>> {
         Some(Ok(()))
@@ -195,463 +197,118 @@ impl SyncFence for SignalledFence {
     }
 }
 
-/// The fence a syncobj holds.
-pub type FenceRef = Arc<dyn SyncFence>;
-
-/// A shared [`SignalledFence`] (what `SYNCOBJ_CREATE` with `SIGNALED` and `SYNCOBJ_SIGNAL`
-/// install), so that installing one allocates nothing.
-fn signalled() -> FenceRef {
-    static SIGNALLED: OnceLock<FenceRef> = OnceLock::new();
-    SIGNALLED.get_or_init(|| Arc::new(SignalledFence)).clone()
-}
-
-/// One syncobj: the fence it holds, a number telling it apart from a syncobj created later
-/// under the same handle, and the waits for a fence to be attached to it.
-///
-/// It is reference counted like the kernel's `struct drm_syncobj`: the handle table holds one
-/// reference while the handle exists, and every [`Syncobj`](crate::drm::syncobj::Syncobj) (and
-/// every wait) one more, so a syncobj outlives its handle as long as someone uses it.
+/// A host fence in an `Arc`, as a [`Fence`] (what [`FenceRef::from_arc`] makes).
 ///
 /// # Invariants
 ///
-/// - `refs` is the number of [`ARef`]s to this object; it was allocated by [`SyncobjCell::new`]
-///   from [`Global`] with the layout of `Self`, and is freed when `refs` drops to zero.
-/// - `root` is the pointer the block was allocated at (an [`ARef`] made from a shared
-///   reference may only read through its pointer; the object is dropped and freed through this
-///   one).
-pub(crate) struct SyncobjCell {
-    root: NonNull<SyncobjCell>,
-    refs: AtomicUsize,
-    id: u64,
-    fence: Mutex<Option<FenceRef>>,
-    /// Waits for submission on this syncobj, woken whenever a fence is attached.
-    waiters: WakerList,
+/// The value lives in an `Arc` whose pointer, from `Arc::into_raw`, is `root`; its strong
+/// count is the fence's reference count.
+struct ArcFence {
+    root: NonNull<ArcFence>,
+    fence: Arc<dyn SyncFence>,
 }
 
-impl SyncobjCell {
-    /// A new syncobj holding `fence`, with one reference; [`Error::NoMemory`] if it cannot be
-    /// allocated.
-    fn new(id: u64, fence: Option<FenceRef>) -> Result<ARef<Self>> {
-        let ptr = Global::alloc(Layout::new::<Self>())?.cast::<Self>();
-        // SAFETY: `ptr` is a fresh block with the size and alignment of `Self`.
-        unsafe {
-            ptr.as_ptr().write(SyncobjCell {
-                root: ptr,
-                refs: AtomicUsize::new(1),
-                id,
-                fence: Mutex::new(fence),
-                waiters: WakerList::default(),
-            })
-        };
-        // SAFETY: The object is initialised and the one reference it counts is handed over.
-        Ok(unsafe { ARef::from_raw(ptr) })
-    }
-
-    fn slot(&self) -> MutexGuard<'_, Option<FenceRef>> {
-        self.fence.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The fence it holds now (`drm_syncobj_fence_get`).
-    pub(crate) fn get(&self) -> Option<FenceRef> {
-        self.slot().clone()
-    }
-
-    /// Replaces its fence (`drm_syncobj_replace_fence`); allocates nothing.
-    pub(crate) fn replace(&self, fence: Option<FenceRef>) {
-        let old = core::mem::replace(&mut *self.slot(), fence);
-        // Dropped unlocked: a timeline's chain may be long, and a driver's fence may do anything
-        // when it goes.
-        drop(old);
-        self.waiters.wake_all();
-    }
-
-    /// Adds a point in `link` (`drm_syncobj_add_point`); allocates nothing.
-    fn add(&self, link: ChainPoint, contained: Contained, point: u64) {
-        let prev = {
-            let mut slot = self.slot();
-            let prev = slot.take();
-            *slot = Some(link.init(prev.clone(), contained, point));
-            prev
-        };
-        self.waiters.wake_all();
-        if let Some(p) = prev {
-            chain::collect(&p);
-        }
-    }
-
-    /// Adds point `point` holding `fence` in `link`.
-    pub(crate) fn add_point(&self, link: ChainPoint, fence: FenceRef, point: u64) {
-        self.add(link, Contained::One(fence), point);
-    }
-}
-
-// SAFETY: `root` only points to the object itself (used to free it once); the other fields are
+// SAFETY: `root` only points to the value itself (used to give references back); the fence is
 // `Send + Sync`.
-unsafe impl Send for SyncobjCell {}
-// SAFETY: As for `Send`: shared use never touches `root`.
-unsafe impl Sync for SyncobjCell {}
+unsafe impl Send for ArcFence {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for ArcFence {}
 
-// SAFETY: `inc_ref` and `dec_ref` count the references in `refs`; the object is dropped and its
-// block freed only when the last one is given back, and a `&SyncobjCell` exists only through a
-// reference (`ARef`) someone holds.
-unsafe impl AlwaysRefCounted for SyncobjCell {
-    fn inc_ref(&self) {
-        self.refs.fetch_add(1, Ordering::Relaxed);
+// SAFETY: The count is the `Arc`'s (type invariant), which frees the value with its last
+// reference, through `root`, a pointer that may free it. The tokens are boxed `Registration`s
+// of this fence, each taken back once.
+unsafe impl Fence for ArcFence {
+    fn get(&self) {
+        // SAFETY: `root` is the pointer of a live `Arc` (type invariant; we are alive).
+        unsafe { Arc::increment_strong_count(self.root.as_ptr()) }
     }
 
-    unsafe fn dec_ref(obj: NonNull<Self>) {
-        let root = {
-            // SAFETY: The caller owns a reference, so the object is alive.
-            let this = unsafe { obj.as_ref() };
-            if this.refs.fetch_sub(1, Ordering::Release) != 1 {
-                return;
-            }
-            this.root
-        };
-        // Every other reference's use happened before this point.
-        core::sync::atomic::fence(Ordering::Acquire);
-        // SAFETY: That was the last reference: nothing else can reach the object, which `new`
-        // initialised at `root` (type invariant); it is dropped once, here.
-        unsafe { core::ptr::drop_in_place(root.as_ptr()) };
-        // SAFETY: The block came from `Global` at `root` with the layout of `Self` (type
-        // invariant) and nothing uses it any more.
-        unsafe { Global::free(root.cast(), Layout::new::<Self>()) };
+    unsafe fn put(this: NonNull<Self>) {
+        // SAFETY: The caller owns a reference, so the value is alive.
+        let root = unsafe { this.as_ref() }.root;
+        // SAFETY: `root` came from `Arc::into_raw` (type invariant) and the caller gives back
+        // one strong reference.
+        unsafe { Arc::decrement_strong_count(root.as_ptr()) }
     }
-}
 
-/// A syncobj as a driver names it between preparing a job and committing it (where the kernel
-/// driver holds a reference to the syncobj): its handle, and an identity that a syncobj created
-/// later under the same handle does not share ([`SyncobjTable::key`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SyncobjKey {
-    handle: u32,
-    id: u64,
-}
-
-impl SyncobjKey {
-    /// The handle.
-    pub fn handle(&self) -> u32 {
-        self.handle
+    fn status(&self) -> Option<core::result::Result<(), i32>> {
+        self.fence.status()
     }
-}
 
-struct Objects {
-    idr: Idr<ARef<SyncobjCell>>,
-    next_id: u64,
-}
-
-/// The syncobjs of one file.
-///
-/// Handles are numbered like the kernel's IDR (lowest free from 1, `O(log n)`), and creating
-/// one fails with [`Error::NoMemory`] rather than aborting when memory runs out.
-pub struct SyncobjTable {
-    objects: Mutex<Objects>,
-}
-
-impl Default for SyncobjTable {
-    fn default() -> Self {
-        Self {
-            objects: Mutex::new(Objects {
-                idr: Idr::default(),
-                next_id: 0,
-            }),
+    fn add_waker(&self, waker: &Waker) -> Option<Waiter> {
+        let r = self.fence.wake_on_signal(waker);
+        if !r.is_queued() {
+            return None;
         }
+        // A box, as Rust's `Arc` and closures are: this aborts rather than failing when the host
+        // is out of memory (as the waker of a blocking wait does).
+        let token = Box::into_raw(Box::new(r)) as usize;
+        // SAFETY: `remove_waker` takes back exactly such boxes.
+        Some(unsafe { Waiter::new(self, token) })
+    }
+
+    unsafe fn remove_waker(&self, token: usize) {
+        // SAFETY: The caller passes a token of `add_waker`, once: a boxed registration.
+        drop(unsafe { Box::from_raw(token as *mut Registration) });
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self.fence.as_any()
     }
 }
 
-impl core::fmt::Debug for SyncobjTable {
-    fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        out.debug_struct("SyncobjTable")
-            .field(
-                "handles",
-                &self.lock().idr.iter().map(|(h, _)| h).collect::<Vec<_>>(),
-            )
-            .finish()
-    }
-}
-
-impl SyncobjTable {
-    fn lock(&self) -> MutexGuard<'_, Objects> {
-        self.objects.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Creates a syncobj holding `fence` under the lowest free handle (from 1).
-    ///
-    /// [`Error::NoSpace`] past handle `INT_MAX`, [`Error::NoMemory`] if the table cannot grow.
+impl FenceRef {
+    /// The host fence `fence` as a syncobj holds it: a [`FenceRef`] counting its references in
+    /// an `Arc` of its own, through which [`as_any`](Fence::as_any) still finds the driver's
+    /// type. Like every `Arc`, it aborts rather than failing when the host is out of memory.
     ///
     /// # Examples
     ///
     /// ```
-    /// use std::sync::Arc;
-    /// use drm_ctx::host::syncobj::{SignalledFence, SyncobjTable};
-    ///
-    /// let t = SyncobjTable::default();
-    /// assert_eq!(t.create(None), Ok(1));
-    /// assert_eq!(t.create(Some(Arc::new(SignalledFence))), Ok(2));
-    /// t.destroy(1).unwrap();
-    /// assert_eq!(t.create(None), Ok(1));
-    /// assert!(t.fence(2).unwrap().is_some());
-    /// ```
-    pub fn create(&self, fence: Option<FenceRef>) -> Result<u32> {
-        let mut o = self.lock();
-        let id = o.next_id;
-        let h = o.idr.alloc(SyncobjCell::new(id, fence)?)?;
-        o.next_id += 1;
-        Ok(h)
-    }
-
-    /// Destroys a syncobj; [`Error::Invalid`] if there is none with this handle.
-    ///
-    /// The syncobj lives on as long as someone holds a reference to it (a wait in progress, a
-    /// driver's [`Syncobj`](crate::drm::syncobj::Syncobj)), as in Linux: a wait goes on, and a
-    /// driver that looked it up may still attach a fence, which only those holders see.
-    pub fn destroy(&self, handle: u32) -> Result {
-        let gone = self.lock().idr.remove(handle).ok_or(Error::Invalid)?;
-        drop(gone);
-        Ok(())
-    }
-
-    /// The fence of a syncobj (`None` if it holds none; for a timeline its newest link, a
-    /// [`ChainNode`] that signals with every point); [`Error::NotFound`] for an unknown handle.
-    pub fn fence(&self, handle: u32) -> Result<Option<FenceRef>> {
-        self.lookup(handle).map(|s| s.get()).ok_or(Error::NotFound)
-    }
-
-    /// A reference to the syncobj `handle` names now (`drm_syncobj_find`).
-    pub(crate) fn lookup(&self, handle: u32) -> Option<ARef<SyncobjCell>> {
-        self.lock().idr.get(handle).cloned()
-    }
-
-    /// Whether `handle` names a syncobj.
-    pub fn contains(&self, handle: u32) -> bool {
-        self.lock().idr.get(handle).is_some()
-    }
-
-    /// Replaces the fence of a syncobj; [`Error::NotFound`] for an unknown handle.
-    pub fn replace(&self, handle: u32, fence: Option<FenceRef>) -> Result {
-        self.replace_if(handle, None, fence)
-    }
-
-    /// The syncobj `handle` names now, as a [`SyncobjKey`]; [`Error::NotFound`] for an unknown
-    /// handle.
-    pub fn key(&self, handle: u32) -> Result<SyncobjKey> {
-        self.lookup(handle)
-            .map(|s| SyncobjKey { handle, id: s.id })
-            .ok_or(Error::NotFound)
-    }
-
-    /// [`replace`](Self::replace) on the syncobj of `key`: [`Error::NotFound`], changing
-    /// nothing, once it has been destroyed (even if its handle names another syncobj since).
-    pub fn replace_keyed(&self, key: SyncobjKey, fence: Option<FenceRef>) -> Result {
-        self.replace_if(key.handle, Some(key.id), fence)
-    }
-
-    fn replace_if(&self, handle: u32, id: Option<u64>, fence: Option<FenceRef>) -> Result {
-        let s = self
-            .lookup(handle)
-            .filter(|s| id.is_none_or(|id| id == s.id))
-            .ok_or(Error::NotFound)?;
-        s.replace(fence);
-        Ok(())
-    }
-
-    /// Replaces the fences of several syncobjs, all or none ([`Error::NotFound`] if a handle is
-    /// unknown).
-    fn replace_all(&self, handles: &[u32], fence: Option<FenceRef>) -> Result {
-        // The fences replaced are dropped once the table is unlocked (a timeline's chain may be
-        // long, and a driver's fence may do anything when it goes).
-        let mut old: Vec<Option<FenceRef>> = Vec::new();
-        old.try_reserve_exact(handles.len())
-            .map_err(|_| Error::NoMemory)?;
-        let mut cells: Vec<ARef<SyncobjCell>> = Vec::new();
-        cells
-            .try_reserve_exact(handles.len())
-            .map_err(|_| Error::NoMemory)?;
-        {
-            let o = self.lock();
-            if handles.iter().any(|h| o.idr.get(*h).is_none()) {
-                return Err(Error::NotFound);
-            }
-            for h in handles {
-                if let Some(s) = o.idr.get(*h) {
-                    old.push(core::mem::replace(&mut *s.slot(), fence.clone()));
-                    cells.push(s.clone());
-                }
-            }
-        }
-        drop(old);
-        for s in &cells {
-            s.waiters.wake_all();
-        }
-        Ok(())
-    }
-
-    /// Sets a chain link aside for [`add_point`](Self::add_point) (`dma_fence_chain_alloc`).
-    pub fn alloc_point(&self) -> Result<ChainPoint> {
-        ChainPoint::new()
-    }
-
-    /// Adds point `point` holding `fence` to the timeline of a syncobj, in the link `link` set
-    /// aside for it (`drm_syncobj_add_point`); [`Error::NotFound`] for an unknown handle (the
-    /// link is then freed), nothing else fails.
-    ///
-    /// The syncobj then holds the new link, a fence that signals once `fence` and every earlier
-    /// point have. As in the kernel a point not above the newest one is still added: it starts a
-    /// new context and carries the newest point's number, so queries report 0 or that number
-    /// for it and waits for points below it see only the new link.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use drm_ctx::host::syncobj::{SyncobjTable, DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT};
-    /// use std::sync::Arc;
-    /// # use drm_ctx::host::syncobj::SignalledFence;
-    ///
-    /// let t = SyncobjTable::default();
-    /// let h = t.create(None).unwrap();
-    /// let link = t.alloc_point().unwrap(); // while preparing: may fail
-    /// t.add_point(h, link, Arc::new(SignalledFence), 3).unwrap(); // at commit
-    /// assert_eq!(t.query(h, false), Ok(3));
-    /// assert!(t.find_fence(h, 2, 0).unwrap().status().is_some());
-    /// assert!(t.find_fence(h, 4, 0).is_err()); // not submitted
-    /// ```
-    pub fn add_point(&self, handle: u32, link: ChainPoint, fence: FenceRef, point: u64) -> Result {
-        self.add_contained(handle, None, link, Contained::One(fence), point)
-    }
-
-    /// [`add_point`](Self::add_point) on the syncobj of `key`: [`Error::NotFound`] (the link
-    /// is then freed) once it has been destroyed, even if its handle names another syncobj
-    /// since.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use drm_ctx::host::syncobj::{SignalledFence, SyncobjTable};
-    /// use drm_ctx::Error;
+    /// use drm_ctx::host::syncobj::{FenceRef, SignalledFence};
     /// use std::sync::Arc;
     ///
-    /// let t = SyncobjTable::default();
-    /// let key = t.key(t.create(None).unwrap()).unwrap(); // while preparing
-    /// let link = t.alloc_point().unwrap();
-    /// t.destroy(key.handle()).unwrap();
-    /// let again = t.create(None).unwrap(); // the same handle, another syncobj
-    /// assert_eq!(again, key.handle());
-    /// let r = t.add_point_keyed(key, link, Arc::new(SignalledFence), 1); // at commit
-    /// assert_eq!(r, Err(Error::NotFound));
-    /// assert!(t.fence(again).unwrap().is_none());
+    /// let f = FenceRef::from_arc(Arc::new(SignalledFence));
+    /// assert_eq!(f.status(), Some(Ok(())));
+    /// assert!(f.as_any().is::<SignalledFence>());
+    /// let g: FenceRef = Arc::new(SignalledFence).into();
+    /// assert!(!FenceRef::ptr_eq(&f, &g));
+    /// assert!(FenceRef::ptr_eq(&f, &f.clone()));
     /// ```
-    pub fn add_point_keyed(
-        &self,
-        key: SyncobjKey,
-        link: ChainPoint,
-        fence: FenceRef,
-        point: u64,
-    ) -> Result {
-        self.add_contained(key.handle, Some(key.id), link, Contained::One(fence), point)
-    }
-
-    fn add_contained(
-        &self,
-        handle: u32,
-        id: Option<u64>,
-        link: ChainPoint,
-        contained: Contained,
-        point: u64,
-    ) -> Result {
-        let s = self
-            .lookup(handle)
-            .filter(|s| id.is_none_or(|id| id == s.id))
-            .ok_or(Error::NotFound)?;
-        s.add(link, contained, point);
-        Ok(())
-    }
-
-    /// Adds a signalled point to each syncobj of `handles` (`TIMELINE_SIGNAL`): all or none
-    /// ([`Error::NotFound`] if a handle is unknown).
-    fn signal_points(&self, handles: &[u32], points: &[u64], links: Vec<ChainPoint>) -> Result {
-        let mut prevs: Vec<Option<FenceRef>> = Vec::new();
-        prevs
-            .try_reserve_exact(handles.len())
-            .map_err(|_| Error::NoMemory)?;
-        let mut cells: Vec<ARef<SyncobjCell>> = Vec::new();
-        cells
-            .try_reserve_exact(handles.len())
-            .map_err(|_| Error::NoMemory)?;
-        {
-            let o = self.lock();
-            if handles.iter().any(|h| o.idr.get(*h).is_none()) {
-                return Err(Error::NotFound);
-            }
-            for ((h, p), link) in handles.iter().zip(points).zip(links) {
-                if let Some(s) = o.idr.get(*h) {
-                    let mut slot = s.slot();
-                    let prev = slot.take();
-                    *slot = Some(link.init(prev.clone(), Contained::One(signalled()), *p));
-                    drop(slot);
-                    prevs.push(prev);
-                    cells.push(s.clone());
-                }
-            }
-        }
-        for s in &cells {
-            s.waiters.wake_all();
-        }
-        for p in prevs.iter().flatten() {
-            chain::collect(p);
-        }
-        Ok(())
-    }
-
-    /// The fence of point `point` of a syncobj (`drm_syncobj_find_fence`): for point 0 the
-    /// fence it holds, otherwise the link of the earliest point at or above `point` (a
-    /// signalled fence if that point has signalled).
-    ///
-    /// [`Error::NotFound`] for an unknown handle; [`Error::Invalid`] for flags other than
-    /// [`DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT`], or if there is no such fence (none, or the
-    /// point not submitted yet). With `WAIT_FOR_SUBMIT` it waits up to 5 seconds for the fence
-    /// to be attached instead, then fails with `ETIME`.
-    pub fn find_fence(&self, handle: u32, point: u64, flags: u32) -> Result<FenceRef> {
-        let s = self.lookup(handle).ok_or(Error::NotFound)?;
-        find_fence_in(&s, point, flags)
-    }
-
-    /// The point `SYNCOBJ_QUERY` reports for a syncobj: 0 unless it holds a timeline; the
-    /// newest point with `last_submitted`, otherwise the newest signalled one.
-    /// [`Error::NotFound`] for an unknown handle.
-    pub fn query(&self, handle: u32, last_submitted: bool) -> Result<u64> {
-        let f = self.fence(handle)?;
-        Ok(chain::query(f.as_ref(), last_submitted))
-    }
-
-    /// Number of syncobjs.
-    pub fn len(&self) -> usize {
-        self.lock().idr.len()
-    }
-
-    /// Whether the file has no syncobj.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn from_arc(fence: Arc<dyn SyncFence>) -> FenceRef {
+        let raw = Arc::into_raw(Arc::new(ArcFence {
+            root: NonNull::dangling(),
+            fence,
+        }))
+        .cast_mut();
+        // SAFETY: `Arc::into_raw` never returns a null pointer.
+        let root = unsafe { NonNull::new_unchecked(raw) };
+        // SAFETY: `root` is the pointer of the `Arc` just made, which nothing else reaches yet:
+        // writing through it is writing to a value we own alone.
+        unsafe { (*root.as_ptr()).root = root };
+        // SAFETY: The value lives in an `Arc` whose strong reference we hand over; `root` is
+        // its pointer (the invariant of `ArcFence` holds from here).
+        unsafe { FenceRef::from_raw(root) }
     }
 }
 
-/// [`SyncobjTable::find_fence`] on a syncobj already looked up.
-pub(crate) fn find_fence_in(s: &SyncobjCell, point: u64, flags: u32) -> Result<FenceRef> {
-    if flags & !DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT != 0 {
-        return Err(Error::Invalid);
+impl<T: SyncFence> From<Arc<T>> for FenceRef {
+    fn from(fence: Arc<T>) -> FenceRef {
+        FenceRef::from_arc(fence)
     }
-    if let Some(f) = fence_at(s.get(), point) {
-        return Ok(f);
-    }
-    if flags & DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT == 0 {
-        return Err(Error::Invalid);
-    }
+}
+
+/// Waits for a fence to be attached to point `point` of `s` (`WAIT_FOR_SUBMIT` of
+/// [`SyncobjTable::find_fence`]), up to [`WAIT_FOR_SUBMIT_TIMEOUT_NS`], then fails with
+/// `ETIME`.
+pub(crate) fn wait_for_submit(s: &core_impl::SyncobjCell, point: u64) -> Result<FenceRef> {
     let deadline = monotonic_ns().saturating_add(WAIT_FOR_SUBMIT_TIMEOUT_NS);
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
     let _entry = s.waiters.add(&waker)?;
     loop {
         // Its handle may be gone meanwhile: whoever still holds the syncobj may attach a fence,
         // otherwise the deadline passes, as in the kernel.
-        if let Some(f) = fence_at(s.get(), point) {
+        if let Some(f) = s.fence_at(point) {
             return Ok(f);
         }
         let now = monotonic_ns();
@@ -670,9 +327,6 @@ pub fn monotonic_ns() -> i64 {
 }
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
-
-/// `ETIME`: a wait ran out of time.
-pub const ETIME: i32 = -62;
 
 /// Flag of `SYNCOBJ_CREATE`: the new syncobj is already signalled.
 pub const DRM_SYNCOBJ_CREATE_SIGNALED: u32 = 1 << 0;
@@ -886,7 +540,7 @@ fn read_points(user: &dyn UserMemory, addr: u64, count: usize) -> Result<Vec<u64
 }
 
 /// Looks every handle up; [`Error::NotFound`] if one is unknown.
-fn lookup_all(table: &SyncobjTable, handles: &[u32]) -> Result<Vec<ARef<SyncobjCell>>> {
+fn lookup_all(table: &SyncobjTable, handles: &[u32]) -> Result<Vec<ARef<core_impl::SyncobjCell>>> {
     let mut out = Vec::new();
     out.try_reserve_exact(handles.len())
         .map_err(|_| Error::NoMemory)?;
@@ -896,22 +550,12 @@ fn lookup_all(table: &SyncobjTable, handles: &[u32]) -> Result<Vec<ARef<SyncobjC
     Ok(out)
 }
 
-/// The fence a syncobj holding `fence` has for `point`, if it has one: a signalled fence if
-/// the point has signalled already.
-fn fence_at(fence: Option<FenceRef>, point: u64) -> Option<FenceRef> {
-    match chain::find_seqno(fence?, point) {
-        Ok(Some(f)) => Some(f),
-        Ok(None) => Some(signalled()),
-        Err(_) => None,
-    }
-}
-
 pub(super) fn create(table: &SyncobjTable, arg: &mut DrmSyncobjCreate) -> Result<u32> {
     if arg.flags & !DRM_SYNCOBJ_CREATE_SIGNALED != 0 {
         return Err(Error::Invalid);
     }
     let fence: Option<FenceRef> = if arg.flags & DRM_SYNCOBJ_CREATE_SIGNALED != 0 {
-        Some(signalled())
+        Some(FenceRef::signalled())
     } else {
         None
     };
@@ -937,8 +581,11 @@ pub(super) fn reset_or_signal(
         return Err(Error::Invalid);
     }
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
-    let fence: Option<FenceRef> = if signal { Some(signalled()) } else { None };
-    table.replace_all(&handles, fence)?;
+    if signal {
+        table.signal(&handles)?;
+    } else {
+        table.reset(&handles)?;
+    }
     Ok(0)
 }
 
@@ -954,14 +601,7 @@ pub(super) fn timeline_signal(
     let handles = read_handles(user, arg.handles, arg.count_handles)?;
     lookup_all(table, &handles)?;
     let points = read_points(user, arg.points, handles.len())?;
-    let mut links = Vec::new();
-    links
-        .try_reserve_exact(handles.len())
-        .map_err(|_| Error::NoMemory)?;
-    for _ in &handles {
-        links.push(table.alloc_point()?);
-    }
-    table.signal_points(&handles, &points, links)?;
+    table.timeline_signal(&handles, &points)?;
     Ok(0)
 }
 
@@ -978,7 +618,7 @@ pub(super) fn query(
     let found = lookup_all(table, &handles)?;
     let last = arg.flags & DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED != 0;
     for (i, s) in found.iter().enumerate() {
-        let point = chain::query(s.get().as_ref(), last);
+        let point = s.query(last);
         let at = arg.points.checked_add(i as u64 * 8).ok_or(Error::Fault)?;
         user.write(at, &point.to_le_bytes())?;
     }
@@ -991,17 +631,13 @@ pub(super) fn transfer(table: &SyncobjTable, arg: &DrmSyncobjTransfer) -> Result
     if arg.pad != 0 {
         return Err(Error::Invalid);
     }
-    if !table.contains(arg.dst_handle) {
-        return Err(Error::NotFound);
-    }
-    let fence = table.find_fence(arg.src_handle, arg.src_point, arg.flags)?;
-    if arg.dst_point == 0 {
-        table.replace(arg.dst_handle, Some(fence))?;
-    } else {
-        let contained = chain::flatten(fence)?;
-        let link = table.alloc_point()?;
-        table.add_contained(arg.dst_handle, None, link, contained, arg.dst_point)?;
-    }
+    table.transfer(
+        arg.src_handle,
+        arg.src_point,
+        arg.dst_handle,
+        arg.dst_point,
+        arg.flags,
+    )?;
     Ok(0)
 }
 
@@ -1081,7 +717,7 @@ pub(super) fn timeline_wait(
 /// `first_signaled`: for wait-any the syncobj that ended the wait, for wait-all the first one
 /// already signalled on entry (`u32::MAX` if none was).
 fn wait_points(
-    found: &[ARef<SyncobjCell>],
+    found: &[ARef<core_impl::SyncobjCell>],
     points: &[u64],
     flags: u32,
     timeout_nsec: i64,
@@ -1099,7 +735,7 @@ fn wait_points(
         .try_reserve_exact(found.len())
         .map_err(|_| Error::NoMemory)?;
     for (s, point) in found.iter().zip(points) {
-        match fence_at(s.get(), *point) {
+        match s.fence_at(*point) {
             Some(f) => slots.push(Slot::Fence(f)),
             None if for_submit => slots.push(Slot::Pending),
             None => return Err(Error::Invalid),
@@ -1116,7 +752,7 @@ fn wait_points(
         }
     }
     // Dropped on every way out, taking the wakers back off the fences still pending.
-    let mut armed: Vec<Option<Registration>> = Vec::new();
+    let mut armed: Vec<Option<Waiter>> = Vec::new();
     armed
         .try_reserve_exact(slots.len())
         .map_err(|_| Error::NoMemory)?;
@@ -1128,7 +764,7 @@ fn wait_points(
         let mut done = 0usize;
         for (i, slot) in slots.iter_mut().enumerate() {
             if let Slot::Pending = *slot {
-                if let Some(f) = fence_at(found[i].get(), points[i]) {
+                if let Some(f) = found[i].fence_at(points[i]) {
                     *slot = Slot::Fence(f);
                 }
             }
@@ -1138,11 +774,16 @@ fn wait_points(
             // on entry (the kernel decides `first_signaled` before it adds its callbacks).
             let was_ready = available || fence.status().is_some();
             let mut ready = was_ready;
-            if !ready && !armed[i].as_ref().is_some_and(Registration::is_queued) {
-                // Not queued yet, or the fence could not queue the waker and woke it instead:
-                // queue it (again).
+            if !ready
+                && armed[i]
+                    .as_ref()
+                    .is_none_or(|w| w.fence().status().is_some())
+            {
+                // Not queued yet, or the fence could not queue the waker and woke it instead,
+                // or (a timeline's chain) the part of it the waker was queued on has signalled
+                // and another is pending: queue it (again).
                 armed[i] = None;
-                armed[i] = Some(fence.wake_on_signal(&waker));
+                armed[i] = fence.add_waker(&waker);
                 ready = fence.status().is_some();
             }
             if ready {

@@ -23,7 +23,7 @@ impl Manual {
     /// A pending fence and the same fence as a syncobj holds it.
     pub fn new() -> (Manual, FenceRef) {
         let m = Manual::default();
-        let f: FenceRef = Arc::new(m.clone());
+        let f = FenceRef::from(Arc::new(m.clone()));
         (m, f)
     }
 

@@ -4,10 +4,6 @@
 //! puts the same API on `struct drm_gem_object` with shmem backing).
 
 use super::DriverObject;
-#[cfg(feature = "std")]
-use crate::drm::Driver;
-#[cfg(feature = "std")]
-use crate::drm::File;
 use crate::drm::{
     device::{
         core_impl::{MmapNode, PAGE_SHIFT},
@@ -15,6 +11,7 @@ use crate::drm::{
     },
     Device,
 };
+use crate::drm::{Driver, File};
 use crate::{
     types::{ARef, AlwaysRefCounted},
     Error, Result,
@@ -139,12 +136,10 @@ impl<T: DriverObject, C: DeviceCtx> Object<T, C> {
         core::ptr::eq(self.dev_raw(), dev.raw())
     }
 
-    #[cfg(feature = "std")]
     pub(crate) fn handle_opened(&self) {
         self.raw.handles.fetch_add(1, Ordering::Relaxed);
     }
 
-    #[cfg(feature = "std")]
     pub(crate) fn handle_closed(&self) {
         self.raw.handles.fetch_sub(1, Ordering::Relaxed);
     }
@@ -188,7 +183,6 @@ impl<T: DriverObject> Object<T, AnyCtx> {
 impl<T: DriverObject> Object<T, Registered> {
     /// Creates a handle to the object for `file` (a new one on every call, the lowest free
     /// number from 1). [`Error::Invalid`] if the file belongs to another device.
-    #[cfg(feature = "std")]
     pub fn create_handle(&self, file: &File<<T::Driver as Driver>::File>) -> Result<u32> {
         if !self.belongs_to(file.device()) {
             return Err(Error::Invalid);
@@ -197,7 +191,6 @@ impl<T: DriverObject> Object<T, Registered> {
     }
 
     /// Looks up the object `handle` names in `file`; [`Error::NotFound`] if none.
-    #[cfg(feature = "std")]
     pub fn lookup_handle(
         file: &File<<T::Driver as Driver>::File>,
         handle: u32,

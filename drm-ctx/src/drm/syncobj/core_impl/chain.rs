@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Timeline points: a syncobj's chain of `(point, fence)` links, the host's `dma_fence_chain`.
+//! Timeline points: a syncobj's chain of `(point, fence)` links, the core's `dma_fence_chain`.
 //!
 //! A timeline syncobj holds the newest link. Each link ([`ChainNode`]) holds the fence of its
 //! point (the *contained* fence) and the link before it (`prev`), which may also be a plain fence
@@ -12,15 +12,23 @@
 //! grow. Links of one timeline share a *context*; a point added that is not above the newest
 //! one starts a new context (it then carries the newest point's number), which is how queries
 //! and point lookups tell an out-of-order timeline apart.
+//!
+//! A link is a block from the allocator it was set aside with ([`ChainPoint::new_in`]),
+//! counting its own references.
 
+use core::alloc::Layout;
 use core::any::Any;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use core::task::Waker;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::vec::Vec;
 
-use super::{signalled, FenceRef, Registration, SyncFence};
-use crate::{Error, Result};
+use super::fence::{Fence, FenceRef, Waiter};
+use crate::{
+    mem::{Allocator, MemOps},
+    sync::{SpinGuard, SpinLock},
+    vec::MemVec,
+    Error, Result,
+};
 
 /// Live chain links (allocated and not yet freed), for leak checks.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -28,25 +36,25 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Fence contexts handed out so far (a new timeline, or an out-of-order point, takes one).
 static CONTEXTS: AtomicU64 = AtomicU64::new(1);
 
-/// Number of chain links alive in the process (allocated with [`ChainPoint::new`] and not yet
-/// freed), for tests that check that waits and garbage collection leave none behind.
+/// Number of chain links alive in the process (set aside with [`ChainPoint::new_in`] and not
+/// yet freed), for tests that check that waits and garbage collection leave none behind.
 pub fn live_chain_links() -> usize {
     LIVE.load(Ordering::SeqCst)
 }
 
 /// What a link waits for.
-pub(super) enum Contained {
+pub(crate) enum Contained {
     /// One fence.
     One(FenceRef),
     /// Several fences, all of which must signal (a flattened chain, as a transfer installs it).
-    Many(Vec<FenceRef>),
+    Many(MemVec<FenceRef>),
 }
 
 impl Contained {
     fn fences(&self) -> &[FenceRef] {
         match self {
             Contained::One(f) => core::slice::from_ref(f),
-            Contained::Many(v) => v,
+            Contained::Many(v) => v.as_slice(),
         }
     }
 
@@ -57,21 +65,33 @@ impl Contained {
 
 /// One link of a timeline: a point, its fence, and the link before it.
 ///
-/// It is a [`SyncFence`] that has signalled once its point and every earlier one have; drivers
-/// meet it as the fence a timeline syncobj holds ([`SyncobjTable::fence`]) or as the fence of
-/// a point ([`SyncobjTable::find_fence`]).
+/// It is a [`Fence`] that has signalled once its point and every earlier one have; drivers
+/// meet it as the fence a timeline syncobj holds or as the fence of a point.
 ///
-/// [`SyncobjTable::fence`]: super::SyncobjTable::fence
-/// [`SyncobjTable::find_fence`]: super::SyncobjTable::find_fence
+/// # Invariants
+///
+/// - `root` is the block the link was allocated at, from `mem`, with the layout of `Self`;
+///   `refs` counts the references to it, and it is dropped and freed with the last.
+/// - `seqno`, `prev_seqno`, `context` and `contained` change only before the link is
+///   published (while a [`ChainPoint`] owns it alone).
 pub struct ChainNode {
+    root: NonNull<ChainNode>,
+    refs: AtomicUsize,
+    mem: MemOps,
     seqno: u64,
     prev_seqno: u64,
     context: u64,
     contained: Contained,
-    prev: Mutex<Option<FenceRef>>,
+    prev: SpinLock<Option<FenceRef>>,
     /// Set once the link has been seen signalled (signalling is final).
     signalled: AtomicBool,
 }
+
+// SAFETY: `root` only points to the link itself (used to free it once); the other fields are
+// `Send + Sync`.
+unsafe impl Send for ChainNode {}
+// SAFETY: As for `Send`: shared use never writes through `root`.
+unsafe impl Sync for ChainNode {}
 
 impl ChainNode {
     /// The point of this link.
@@ -84,8 +104,8 @@ impl ChainNode {
         self.prev_seqno
     }
 
-    fn prev(&self) -> MutexGuard<'_, Option<FenceRef>> {
-        self.prev.lock().unwrap_or_else(|e| e.into_inner())
+    fn prev(&self) -> SpinGuard<'_, Option<FenceRef>> {
+        self.prev.lock()
     }
 }
 
@@ -94,22 +114,43 @@ impl Drop for ChainNode {
         LIVE.fetch_sub(1, Ordering::SeqCst);
         // Unlink the earlier links this one alone keeps alive one by one, so that dropping a
         // long chain does not recurse once per link.
-        let mut prev = self
-            .prev
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let mut prev = self.prev.get_mut().take();
         while let Some(p) = prev {
-            if Arc::strong_count(&p) > 1 {
+            let Some(c) = as_chain(&p) else { break };
+            if c.refs.load(Ordering::Acquire) > 1 {
                 break;
             }
-            let Some(c) = as_chain(&p) else { break };
             prev = c.prev().take();
         }
     }
 }
 
-impl SyncFence for ChainNode {
+// SAFETY: `refs` counts the references (type invariant): the link is freed only when the last
+// one is given back. A link never hands out tokens of its own: the waiters of `add_waker` are
+// those of the fences it is made of.
+unsafe impl Fence for ChainNode {
+    fn get(&self) {
+        self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    unsafe fn put(this: NonNull<Self>) {
+        let (root, mem) = {
+            // SAFETY: The caller owns a reference, so the link is alive.
+            let n = unsafe { this.as_ref() };
+            if n.refs.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            (n.root, n.mem)
+        };
+        // Every other reference's use happened before this point.
+        fence(Ordering::Acquire);
+        // SAFETY: That was the last reference: nothing else reaches the link, which was
+        // initialised at `root` (type invariant); it is dropped once, here.
+        unsafe { core::ptr::drop_in_place(root.as_ptr()) };
+        // SAFETY: The block came from `mem` with the layout of `Self` (type invariant).
+        unsafe { (mem.free)(root.cast(), Layout::new::<Self>()) };
+    }
+
     fn status(&self) -> Option<core::result::Result<(), i32>> {
         if self.signalled.load(Ordering::Acquire) {
             return Some(Ok(()));
@@ -121,32 +162,23 @@ impl SyncFence for ChainNode {
         Some(Ok(()))
     }
 
-    fn wake_on_signal(&self, waker: &Waker) -> Registration {
-        if self.status().is_some() {
-            waker.wake_by_ref();
-            return Registration::done();
-        }
-        // Queue the waker on every fence of the chain still pending: the last of them to
-        // signal wakes it with the whole chain signalled.
-        let mut regs: Vec<Registration> = Vec::new();
-        let mut ok = true;
+    fn add_waker(&self, waker: &Waker) -> Option<Waiter> {
+        // Queue the waker on a fence of the chain still pending: when it signals, the waiter
+        // looks again and queues itself on the next one, until the whole chain has.
+        let mut queued = None;
         for_each_contained(self, |f| {
-            if ok && f.status().is_none() {
-                if regs.try_reserve(1).is_err() {
-                    ok = false;
-                } else {
-                    regs.push(f.wake_on_signal(waker));
-                }
+            if queued.is_none() && f.status().is_none() {
+                queued = f.add_waker(waker);
             }
         });
-        if !ok {
-            // Out of memory: wake the waiter now; it looks again and queues itself again.
-            drop(regs);
+        if queued.is_none() {
+            // Everything has signalled, or the last pending fence just did: look again.
             waker.wake_by_ref();
-            return Registration::done();
         }
-        Registration::many(regs)
+        queued
     }
+
+    unsafe fn remove_waker(&self, _token: usize) {}
 
     fn as_any(&self) -> &dyn Any {
         self
@@ -154,7 +186,7 @@ impl SyncFence for ChainNode {
 }
 
 /// The link `f` is, if it is one.
-pub(super) fn as_chain(f: &FenceRef) -> Option<&ChainNode> {
+pub(crate) fn as_chain(f: &FenceRef) -> Option<&ChainNode> {
     f.as_any().downcast_ref::<ChainNode>()
 }
 
@@ -177,13 +209,17 @@ fn walk(node: &ChainNode) -> Option<FenceRef> {
         let replacement = as_chain(&prev).and_then(|c| c.prev().clone());
         let old = {
             let mut slot = node.prev();
-            if slot.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, &prev)) {
+            if slot
+                .as_ref()
+                .is_some_and(|cur| FenceRef::ptr_eq(cur, &prev))
+            {
                 core::mem::replace(&mut *slot, replacement)
             } else {
                 // Someone else unlinked it meanwhile: look again.
                 replacement
             }
         };
+        // Dropped unlocked: it may be the last reference to a link.
         drop(old);
     }
 }
@@ -217,28 +253,15 @@ fn for_each_contained(head: &ChainNode, mut f: impl FnMut(&FenceRef)) {
 /// is its own single part.
 ///
 /// A link has signalled once every fence visited has, so a driver whose jobs can only wait for
-/// its own fences depends on these instead of the link (what `drm_sched_job_add_syncobj_dependency`
-/// does with an unwrapped chain).
-///
-/// # Examples
-///
-/// ```
-/// use drm_ctx::host::syncobj::{for_each_unwrapped, FenceRef, SignalledFence, SyncobjTable};
-/// use std::sync::Arc;
-///
-/// let t = SyncobjTable::default();
-/// let h = t.create(None).unwrap();
-/// let mine: FenceRef = Arc::new(SignalledFence);
-/// t.add_point(h, t.alloc_point().unwrap(), mine.clone(), 1).unwrap();
-/// let mut parts = Vec::new();
-/// for_each_unwrapped(&t.find_fence(h, 0, 0).unwrap(), |f| parts.push(f.clone()));
-/// assert_eq!(parts.len(), 1);
-/// assert!(Arc::ptr_eq(&parts[0], &mine));
-/// ```
-pub fn for_each_unwrapped(fence: &FenceRef, mut f: impl FnMut(&FenceRef)) {
+/// its own fences depends on these instead of the link (what
+/// `drm_sched_job_add_syncobj_dependency` does with an unwrapped chain).
+pub(super) fn for_each_unwrapped(fence: &FenceRef, f: impl FnMut(&FenceRef)) {
     match as_chain(fence) {
         Some(c) => for_each_contained(c, f),
-        None => f(fence),
+        None => {
+            let mut f = f;
+            f(fence)
+        }
     }
 }
 
@@ -254,7 +277,7 @@ pub(super) fn collect(f: &FenceRef) {
 /// for point 0, the earliest link at or above `seqno` in `head`'s context otherwise, `None` if
 /// that point has signalled already. [`Error::Invalid`] if `head` is not a link or the point is
 /// above its newest one.
-pub(super) fn find_seqno(head: FenceRef, seqno: u64) -> Result<Option<FenceRef>> {
+pub(crate) fn find_seqno(head: FenceRef, seqno: u64) -> Result<Option<FenceRef>> {
     if seqno == 0 {
         return Ok(Some(head));
     }
@@ -280,7 +303,7 @@ pub(super) fn find_seqno(head: FenceRef, seqno: u64) -> Result<Option<FenceRef>>
 
 /// The point a query reports for a syncobj holding `head` (0 unless it is a link): the newest
 /// point with `last_submitted`, otherwise the newest point known to have signalled.
-pub(super) fn query(head: Option<&FenceRef>, last_submitted: bool) -> u64 {
+pub(crate) fn query(head: Option<&FenceRef>, last_submitted: bool) -> u64 {
     let Some(head) = head else { return 0 };
     let Some(hc) = as_chain(head) else { return 0 };
     if last_submitted {
@@ -306,36 +329,43 @@ pub(super) fn query(head: Option<&FenceRef>, last_submitted: bool) -> u64 {
 }
 
 /// The fences `fence` stands for, with no link among them (`dma_fence_unwrap_merge`): a link
-/// becomes the contained fences of its chain still pending (a signalled fence if none is).
-/// [`Error::NoMemory`] if they cannot be collected.
-pub(super) fn flatten(fence: FenceRef) -> Result<Contained> {
+/// becomes the contained fences of its chain still pending (a signalled fence if none is), in
+/// memory from `mem`. [`Error::NoMemory`] if they cannot be collected.
+pub(crate) fn flatten(fence: FenceRef, mem: MemOps) -> Result<Contained> {
     let Some(c) = as_chain(&fence) else {
         return Ok(Contained::One(fence));
     };
-    let mut pending: Vec<FenceRef> = Vec::new();
+    let mut pending: MemVec<FenceRef> = MemVec::new(mem);
     let mut res = Ok(());
     for_each_contained(c, |f| {
         if res.is_ok() && f.status().is_none() {
-            match pending.try_reserve(1) {
-                Ok(()) => pending.push(f.clone()),
-                Err(_) => res = Err(Error::NoMemory),
-            }
+            res = pending.try_push(f.clone());
         }
     });
     res?;
     Ok(match pending.len() {
-        0 => Contained::One(signalled()),
-        1 => Contained::One(pending.swap_remove(0)),
+        0 => Contained::One(FenceRef::signalled()),
+        1 => match pending.pop() {
+            Some(f) => Contained::One(f),
+            None => Contained::One(FenceRef::signalled()),
+        },
         _ => Contained::Many(pending),
     })
 }
 
 /// A chain link set aside for a point (`dma_fence_chain_alloc`): allocating it is the part of
 /// adding a point that can fail, so a driver allocates its links while it prepares a job and
-/// adds the points ([`SyncobjTable::add_point`]) in its commit step, where nothing fails.
+/// adds the points in its commit step, where nothing fails.
 ///
-/// [`SyncobjTable::add_point`]: super::SyncobjTable::add_point
-pub struct ChainPoint(Arc<ChainNode>);
+/// # Invariants
+///
+/// `0` is a link with one reference, owned by this value alone and not published yet.
+pub struct ChainPoint(NonNull<ChainNode>);
+
+// SAFETY: The point owns its link alone; a link is `Send`.
+unsafe impl Send for ChainPoint {}
+// SAFETY: Shared access to a `ChainPoint` gives nothing.
+unsafe impl Sync for ChainPoint {}
 
 impl core::fmt::Debug for ChainPoint {
     fn fmt(&self, out: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -344,52 +374,78 @@ impl core::fmt::Debug for ChainPoint {
 }
 
 impl ChainPoint {
-    /// Sets a link aside.
-    ///
-    /// The link is an `Arc`, and Rust's `Arc` has no fallible constructor: if the process is
-    /// out of memory here it aborts (the one allocation of the timeline code that does).
+    /// Sets a link aside in the host's global memory.
+    #[cfg(feature = "std")]
     pub fn new() -> Result<Self> {
+        Self::new_in::<crate::mem::Global>()
+    }
+
+    /// Sets a link aside in memory from `A`; [`Error::NoMemory`] if there is none.
+    pub fn new_in<A: Allocator>() -> Result<Self> {
+        Self::with_mem(MemOps::of::<A>())
+    }
+
+    /// Sets a link aside in memory from `mem`.
+    pub(crate) fn with_mem(mem: MemOps) -> Result<Self> {
+        let ptr = (mem.alloc)(Layout::new::<ChainNode>())?.cast::<ChainNode>();
         LIVE.fetch_add(1, Ordering::SeqCst);
-        Ok(ChainPoint(Arc::new(ChainNode {
-            seqno: 0,
-            prev_seqno: 0,
-            context: 0,
-            contained: Contained::One(signalled()),
-            prev: Mutex::new(None),
-            signalled: AtomicBool::new(false),
-        })))
+        // SAFETY: `ptr` is a fresh block with the size and alignment of a `ChainNode`.
+        unsafe {
+            ptr.as_ptr().write(ChainNode {
+                root: ptr,
+                refs: AtomicUsize::new(1),
+                mem,
+                seqno: 0,
+                prev_seqno: 0,
+                context: 0,
+                contained: Contained::One(FenceRef::signalled()),
+                prev: SpinLock::new(None),
+                signalled: AtomicBool::new(false),
+            })
+        };
+        // INVARIANT: The link is initialised with one reference, ours alone.
+        Ok(ChainPoint(ptr))
     }
 
     /// Makes this link the point `seqno` after `prev` holding `contained`
     /// (`dma_fence_chain_init`), and returns it as a fence.
-    pub(super) fn init(self, prev: Option<FenceRef>, contained: Contained, seqno: u64) -> FenceRef {
-        let mut arc = self.0;
+    pub(crate) fn init(self, prev: Option<FenceRef>, contained: Contained, seqno: u64) -> FenceRef {
         let prev_chain = prev
             .as_ref()
             .and_then(as_chain)
             .map(|c| (c.context, c.seqno));
-        // A `ChainPoint` is never cloned: its link has no other owner yet.
-        if let Some(n) = Arc::get_mut(&mut arc) {
-            match prev_chain {
-                Some((context, top)) if seqno > top => {
-                    n.context = context;
-                    n.prev_seqno = top;
-                    n.seqno = seqno;
-                }
-                Some((_, top)) => {
-                    n.context = CONTEXTS.fetch_add(1, Ordering::Relaxed);
-                    n.prev_seqno = 0;
-                    n.seqno = seqno.max(top);
-                }
-                None => {
-                    n.context = CONTEXTS.fetch_add(1, Ordering::Relaxed);
-                    n.prev_seqno = 0;
-                    n.seqno = seqno;
-                }
+        let ptr = self.0;
+        core::mem::forget(self);
+        // SAFETY: The link is ours alone and not published (type invariant): nothing else
+        // reads or writes it while we set it up.
+        let n = unsafe { &mut *ptr.as_ptr() };
+        match prev_chain {
+            Some((context, top)) if seqno > top => {
+                n.context = context;
+                n.prev_seqno = top;
+                n.seqno = seqno;
             }
-            n.contained = contained;
-            *n.prev.get_mut().unwrap_or_else(|e| e.into_inner()) = prev;
+            Some((_, top)) => {
+                n.context = CONTEXTS.fetch_add(1, Ordering::Relaxed);
+                n.prev_seqno = 0;
+                n.seqno = seqno.max(top);
+            }
+            None => {
+                n.context = CONTEXTS.fetch_add(1, Ordering::Relaxed);
+                n.prev_seqno = 0;
+                n.seqno = seqno;
+            }
         }
-        arc
+        n.contained = contained;
+        *n.prev.get_mut() = prev;
+        // SAFETY: The link is initialised and we hand over its one reference.
+        unsafe { FenceRef::from_raw(ptr) }
+    }
+}
+
+impl Drop for ChainPoint {
+    fn drop(&mut self) {
+        // SAFETY: We own the one reference of the link (type invariant), given back here.
+        unsafe { ChainNode::put(self.0) }
     }
 }
