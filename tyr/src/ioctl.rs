@@ -174,20 +174,6 @@ struct SyncSignal<F> {
     fence: Signal<F>,
 }
 
-/// A chain link for a timeline point (`dma_fence_chain_alloc`): in drm-ctx's own core from the
-/// memory of the file's syncobjs (its device's allocator); the kernel allocates its
-/// `dma_fence_chain` itself.
-#[cfg(not(gpukit_kernel))]
-fn new_chain_link<B: Backend>(file: &File<B>) -> DrmResult<ChainLink> {
-    ChainLink::new_in(file)
-}
-
-/// A chain link for a timeline point (`dma_fence_chain_alloc`).
-#[cfg(gpukit_kernel)]
-fn new_chain_link<B: Backend>(_file: &File<B>) -> DrmResult<ChainLink> {
-    ChainLink::new()
-}
-
 /// The syncobj side of a `GROUP_SUBMIT` or an asynchronous `VM_BIND` (panthor's submit
 /// context): every `(handle, point)` the call signals, collected for all its jobs before any
 /// job's dependencies are resolved, so that a job waiting on what an earlier job of the same
@@ -227,7 +213,7 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
             self.signals.try_reserve(1).map_err(|_| Error::NoMemory)?;
             let link = match op.timeline_value {
                 0 => None,
-                _ => Some(new_chain_link(self.file)?),
+                _ => Some(ChainLink::new_in(self.file)?),
             };
             let syncobj = self.file.syncobj(op.handle).map_err(|_| Error::Invalid)?;
             // No fence for the point yet is fine for a signal.
