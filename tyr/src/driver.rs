@@ -153,14 +153,13 @@ impl<B: Backend> drm::Driver for TyrDriver<B> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "host"))]
 mod tests {
     use super::*;
 
     /// Issue 20, suspected item: a reset takes every address space away (and every pin), so
     /// no VM is left waiting for its slot to go; the list of such "zombie" VMs must not keep
     /// them forever.
-    #[cfg(feature = "host")]
     #[test]
     #[cfg_attr(miri, ignore = "a probe and a GPU reset take minutes under Miri")]
     fn a_reset_forgets_zombie_vms() {
