@@ -175,11 +175,14 @@ unsafe impl Fence for Counted {
         let token = self.next.fetch_add(1, SeqCst);
         w.push((token, waker.clone()));
         // SAFETY: `remove_waker` takes back any token queued here.
-        Some(unsafe { Waiter::new(self, token) })
+        Some(unsafe { Waiter::new(self, std::ptr::without_provenance_mut(token)) })
     }
 
-    unsafe fn remove_waker(&self, token: usize) {
-        self.wakers.lock().unwrap().retain(|(t, _)| *t != token);
+    unsafe fn remove_waker(&self, token: *mut ()) {
+        self.wakers
+            .lock()
+            .unwrap()
+            .retain(|(t, _)| *t != token.addr());
     }
 
     fn as_any(&self) -> &dyn Any {

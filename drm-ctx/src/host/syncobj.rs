@@ -242,14 +242,14 @@ unsafe impl Fence for ArcFence {
         }
         // A box, as Rust's `Arc` and closures are: this aborts rather than failing when the host
         // is out of memory (as the waker of a blocking wait does).
-        let token = Box::into_raw(Box::new(r)) as usize;
+        let token = Box::into_raw(Box::new(r)).cast::<()>();
         // SAFETY: `remove_waker` takes back exactly such boxes.
         Some(unsafe { Waiter::new(self, token) })
     }
 
-    unsafe fn remove_waker(&self, token: usize) {
+    unsafe fn remove_waker(&self, token: *mut ()) {
         // SAFETY: The caller passes a token of `add_waker`, once: a boxed registration.
-        drop(unsafe { Box::from_raw(token as *mut Registration) });
+        drop(unsafe { Box::from_raw(token.cast::<Registration>()) });
     }
 
     fn as_any(&self) -> &dyn Any {

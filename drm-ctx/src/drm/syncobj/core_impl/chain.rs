@@ -178,7 +178,7 @@ unsafe impl Fence for ChainNode {
         queued
     }
 
-    unsafe fn remove_waker(&self, _token: usize) {}
+    unsafe fn remove_waker(&self, _token: *mut ()) {}
 
     fn as_any(&self) -> &dyn Any {
         self

@@ -53,10 +53,14 @@ pub unsafe trait Fence: Send + Sync + 'static {
 
     /// Takes back the waker queued under `token` (if it is still queued).
     ///
+    /// A token is a pointer so that an implementation may hand out the address of what it
+    /// queued (a pointer keeps its provenance); one that counts instead makes its numbers into
+    /// pointers without provenance (`core::ptr::without_provenance_mut`).
+    ///
     /// # Safety
     ///
     /// `token` is one this object gave to [`Waiter::new`] and not taken back yet.
-    unsafe fn remove_waker(&self, token: usize);
+    unsafe fn remove_waker(&self, token: *mut ());
 
     /// The fence as `Any`, for drivers to downcast to their own type.
     fn as_any(&self) -> &dyn Any;
@@ -173,8 +177,14 @@ impl core::fmt::Debug for FenceRef {
 #[must_use = "dropping the waiter takes the waker off the fence again"]
 pub struct Waiter {
     fence: FenceRef,
-    token: usize,
+    token: *mut (),
 }
+
+// SAFETY: The token is only handed back to the fence, which is `Send + Sync` and accepts its
+// tokens from any thread (`Fence`'s contract does not tie them to one).
+unsafe impl Send for Waiter {}
+// SAFETY: A shared `Waiter` gives out only its fence, never the token.
+unsafe impl Sync for Waiter {}
 
 impl Waiter {
     /// The waker of `fence` queued under `token`, to be taken back with
@@ -183,7 +193,7 @@ impl Waiter {
     /// # Safety
     ///
     /// `fence`'s [`remove_waker`](Fence::remove_waker) must accept `token` (once).
-    pub unsafe fn new<T: Fence>(fence: &T, token: usize) -> Self {
+    pub unsafe fn new<T: Fence>(fence: &T, token: *mut ()) -> Self {
         // INVARIANT: The caller promises `token` is `fence`'s.
         Waiter {
             fence: FenceRef::new(fence),
@@ -232,7 +242,7 @@ unsafe impl Fence for SignalledFence {
         None
     }
 
-    unsafe fn remove_waker(&self, _token: usize) {}
+    unsafe fn remove_waker(&self, _token: *mut ()) {}
 
     fn as_any(&self) -> &dyn Any {
         self
