@@ -327,6 +327,10 @@ int gpukit_drm_gem_mmap_prepare(struct drm_gem_object *obj, struct vm_area_struc
 	unsigned long obj_pages = obj->size >> PAGE_SHIFT;
 	unsigned long pages = vma_pages(vma);
 
+	/* As the shmem helpers: a private writable mapping would copy pages on write, so the
+	 * GPU would not see what the process wrote. */
+	if (is_cow_mapping(vma->vm_flags))
+		return -EINVAL;
 	if (vma->vm_pgoff < start || vma->vm_pgoff - start > obj_pages ||
 	    pages > obj_pages - (vma->vm_pgoff - start))
 		return -EINVAL;

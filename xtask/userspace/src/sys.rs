@@ -199,6 +199,30 @@ impl Mapping {
         })
     }
 
+    /// Maps `len` bytes of `fd` at `offset` privately (`MAP_PRIVATE`), readable and writable,
+    /// and unmaps it at once: `Ok` if the kernel allowed it. A driver whose mappings are the
+    /// device's memory refuses such copy-on-write mappings, as the DRM shmem helpers do.
+    pub fn try_private(fd: &File, len: usize, offset: u64) -> Result<(), Errno> {
+        let offset = libc::off_t::try_from(offset).map_err(|_| Errno(libc::EOVERFLOW))?;
+        // SAFETY: a new mapping at an address the kernel chooses; it overlaps nothing of ours.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                fd.as_raw_fd(),
+                offset,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(Errno::last());
+        }
+        // SAFETY: the mapping made just above, which nothing else uses.
+        unsafe { libc::munmap(addr, len) };
+        Ok(())
+    }
+
     /// The mapping's length in bytes.
     pub fn len(&self) -> usize {
         self.len

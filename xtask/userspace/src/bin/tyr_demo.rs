@@ -437,6 +437,17 @@ fn memory<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
     }
     w.code = bo_mapped(r, dev, "code", CODE_SIZE);
     w.data = bo_mapped(r, dev, "data", DATA_SIZE);
+    if let Some(code) = &w.code {
+        // A copy-on-write mapping would keep what the process writes from the GPU.
+        const PRIVATE: &str = "a private writable mmap of the code BO fails with EINVAL";
+        match panthor::bo_mmap_offset(dev, code.handle) {
+            Ok(o) => {
+                let got = Mapping::try_private(dev.file(), CODE_SIZE as usize, o);
+                r.check(PRIVATE, expect_errno(got, libc::EINVAL));
+            }
+            Err(e) => r.fail(PRIVATE, format!("BO_MMAP_OFFSET: {e}")),
+        }
+    }
     let Some(vm) = w.vm else {
         r.note("memory: no VM, nothing bound");
         return;
