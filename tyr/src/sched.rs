@@ -817,6 +817,10 @@ pub struct Sched<B: Backend> {
     next_tick: AtomicU64,
     /// Groups suspended so far (statistics for tests).
     pub suspends: AtomicU64,
+    /// Groups a system suspend saved through the firmware so far (a subset of `suspends`,
+    /// counted only by the system suspend, so that a test can tell its saves from the
+    /// time-slicing going on around it).
+    pub sleep_saves: AtomicU64,
     /// Groups resumed so far, and how many of them on another slot than they left.
     pub resumes: AtomicU64,
     /// See [`Sched::resumes`].
@@ -865,6 +869,7 @@ impl<B: Backend> Sched<B> {
             ticks: AtomicU64::new(0),
             next_tick: AtomicU64::new(NOT_RUNNING),
             suspends: AtomicU64::new(0),
+            sleep_saves: AtomicU64::new(0),
             resumes: AtomicU64::new(0),
             moves: AtomicU64::new(0),
             sleep: AtomicU32::new(SLEEP_NONE),
@@ -2098,7 +2103,9 @@ impl<B: Backend> DevInner<B> {
                 self.unbind_group(&g);
             } else if g.suspend_va == 0 {
                 self.unbind_for_replay(&g);
-            } else if self.suspend_group(n, &g).is_err() {
+            } else if self.suspend_group(n, &g).is_ok() {
+                self.sched.sleep_saves.fetch_add(1, Ordering::AcqRel);
+            } else {
                 // The reset brings every group back, none of them resident.
                 self.sched
                     .shared
