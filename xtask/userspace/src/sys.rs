@@ -168,6 +168,27 @@ pub unsafe fn ioctl_with_pointers<T: Plain>(
     unsafe { ioctl_raw(fd, cmd, (arg as *mut T).cast()) }
 }
 
+/// `mmap` of `len` bytes of `fd` at `offset`, readable and writable, with `flags`
+/// (`MAP_SHARED` or `MAP_PRIVATE`): the address.
+fn map(fd: &File, len: usize, offset: u64, flags: libc::c_int) -> Result<*mut u8, Errno> {
+    let offset = libc::off_t::try_from(offset).map_err(|_| Errno(libc::EOVERFLOW))?;
+    // SAFETY: a new mapping at an address the kernel chooses; it overlaps nothing of ours.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd.as_raw_fd(),
+            offset,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    Ok(addr.cast())
+}
+
 /// A shared mapping of a file (`mmap(MAP_SHARED)`), read and written with volatile accesses
 /// (another mapping, or a device, sees the same memory). Unmapped on drop.
 pub struct Mapping {
@@ -178,49 +199,19 @@ pub struct Mapping {
 impl Mapping {
     /// Maps `len` bytes of `fd` at `offset`, readable and writable.
     pub fn shared(fd: &File, len: usize, offset: u64) -> Result<Self, Errno> {
-        let offset = libc::off_t::try_from(offset).map_err(|_| Errno(libc::EOVERFLOW))?;
-        // SAFETY: a new mapping at an address the kernel chooses; it overlaps nothing of ours.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                offset,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
-        Ok(Mapping {
-            addr: addr.cast(),
-            len,
-        })
+        let addr = map(fd, len, offset, libc::MAP_SHARED)?;
+        Ok(Mapping { addr, len })
     }
 
     /// Maps `len` bytes of `fd` at `offset` privately (`MAP_PRIVATE`), readable and writable,
     /// and unmaps it at once: `Ok` if the kernel allowed it. A driver whose mappings are the
     /// device's memory refuses such copy-on-write mappings, as the DRM shmem helpers do.
     pub fn try_private(fd: &File, len: usize, offset: u64) -> Result<(), Errno> {
-        let offset = libc::off_t::try_from(offset).map_err(|_| Errno(libc::EOVERFLOW))?;
-        // SAFETY: a new mapping at an address the kernel chooses; it overlaps nothing of ours.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE,
-                fd.as_raw_fd(),
-                offset,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Errno::last());
+        Mapping {
+            addr: map(fd, len, offset, libc::MAP_PRIVATE)?,
+            len,
         }
-        // SAFETY: the mapping made just above, which nothing else uses.
-        unsafe { libc::munmap(addr, len) };
-        Ok(())
+        .unmap()
     }
 
     /// The mapping's length in bytes.
