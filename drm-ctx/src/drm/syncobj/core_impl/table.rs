@@ -400,13 +400,10 @@ impl SyncobjTable {
         }
     }
 
-    /// Replaces the fences of several syncobjs, all or none ([`Error::NotFound`] if a handle is
-    /// unknown).
-    fn replace_all(&self, handles: &[u32], fence: Option<FenceRef>) -> Result {
-        // The fences replaced are dropped once the table is unlocked (a timeline's chain may be
-        // long, and a driver's fence may do anything when it goes).
-        let mut old: MemVec<Option<FenceRef>> = MemVec::new(self.mem);
-        old.try_reserve(handles.len())?;
+    /// Runs `change` on the syncobj of each of `handles`, in order, under the table's lock, all
+    /// or none ([`Error::NotFound`] if a handle is unknown, before anything changes), then
+    /// wakes their waiters.
+    fn change_all(&self, handles: &[u32], mut change: impl FnMut(usize, &SyncobjCell)) -> Result {
         let mut cells: MemVec<ARef<SyncobjCell>> = MemVec::new(self.mem);
         cells.try_reserve(handles.len())?;
         {
@@ -414,20 +411,31 @@ impl SyncobjTable {
             if handles.iter().any(|h| o.idr.get(*h).is_none()) {
                 return Err(Error::NotFound);
             }
-            for h in handles {
+            for (i, h) in handles.iter().enumerate() {
                 if let Some(s) = o.idr.get(*h) {
-                    // Room was made for every handle: these cannot fail.
-                    let _ =
-                        old.push_within_capacity(core::mem::replace(&mut *s.slot(), fence.clone()));
+                    change(i, s);
+                    // Room was made for every handle: this cannot fail.
                     let _ = cells.push_within_capacity(s.clone());
                 }
             }
         }
-        drop(old);
         for s in cells.iter() {
             s.waiters.wake_all();
         }
         Ok(())
+    }
+
+    /// Replaces the fences of several syncobjs, all or none ([`Error::NotFound`] if a handle is
+    /// unknown).
+    fn replace_all(&self, handles: &[u32], fence: Option<FenceRef>) -> Result {
+        // The fences replaced are dropped once the table is unlocked (a timeline's chain may be
+        // long, and a driver's fence may do anything when it goes).
+        let mut old: MemVec<Option<FenceRef>> = MemVec::new(self.mem);
+        old.try_reserve(handles.len())?;
+        self.change_all(handles, |_, s| {
+            // Room was made for every handle: this cannot fail.
+            let _ = old.push_within_capacity(core::mem::replace(&mut *s.slot(), fence.clone()));
+        })
     }
 
     /// Sets a chain link aside for [`add_point`](Self::add_point) (`dma_fence_chain_alloc`),
@@ -518,27 +526,21 @@ impl SyncobjTable {
         }
         let mut prevs: MemVec<Option<FenceRef>> = MemVec::new(self.mem);
         prevs.try_reserve(handles.len())?;
-        let mut cells: MemVec<ARef<SyncobjCell>> = MemVec::new(self.mem);
-        cells.try_reserve(handles.len())?;
-        {
-            let o = self.lock();
-            if handles.iter().any(|h| o.idr.get(*h).is_none()) {
-                return Err(Error::NotFound);
-            }
-            for ((h, p), link) in handles.iter().zip(points).zip(links.into_iter()) {
-                let Some(s) = o.idr.get(*h) else { continue };
-                let mut slot = s.slot();
-                let prev = slot.take();
-                *slot = Some(link.init(prev.clone(), Contained::One(FenceRef::signalled()), *p));
-                drop(slot);
-                // Room was made for every handle: these cannot fail.
-                let _ = prevs.push_within_capacity(prev);
-                let _ = cells.push_within_capacity(s.clone());
-            }
-        }
-        for s in cells.iter() {
-            s.waiters.wake_all();
-        }
+        // One link per handle, taken in the order `change_all` visits them.
+        let mut links = links.into_iter();
+        self.change_all(handles, |i, s| {
+            let Some(link) = links.next() else { return };
+            let mut slot = s.slot();
+            let prev = slot.take();
+            *slot = Some(link.init(
+                prev.clone(),
+                Contained::One(FenceRef::signalled()),
+                points[i],
+            ));
+            drop(slot);
+            // Room was made for every handle: this cannot fail.
+            let _ = prevs.push_within_capacity(prev);
+        })?;
         for p in prevs.iter().flatten() {
             chain::collect(p);
         }
