@@ -183,7 +183,7 @@ impl RawDevice {
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            entry_tracking::relax();
+            crate::sync::relax();
         }
         MmapGuard(self)
     }
@@ -333,7 +333,7 @@ impl RawDevice {
         // ioctl handler unplugging its own device) cannot finish before we return.
         let own = entry_tracking::count(self);
         while self.active.load(Ordering::SeqCst) > own {
-            entry_tracking::relax();
+            crate::sync::relax();
         }
     }
 }
@@ -388,10 +388,6 @@ mod entry_tracking {
             .try_with(|e| e.borrow().iter().filter(|x| **x == k).count())
             .unwrap_or(0)
     }
-
-    pub(super) fn relax() {
-        std::thread::yield_now();
-    }
 }
 
 #[cfg(not(feature = "std"))]
@@ -404,9 +400,6 @@ mod entry_tracking {
 
     pub(super) fn count(_: &RawDevice) -> usize {
         0
-    }
-    pub(super) fn relax() {
-        core::hint::spin_loop();
     }
 }
 
