@@ -22,8 +22,11 @@ pub enum SimError {
     BadAddress(PhysAddr),
     /// The address is not aligned as the access needs.
     Misaligned(PhysAddr),
-    /// `free` was given an address that is not the start of a live allocation.
+    /// `free` (or `detach`) was given an address that is not the start of a live allocation
+    /// of that kind.
     NotAllocated(PhysAddr),
+    /// Memory attached at this address would overlap a live allocation.
+    Occupied(PhysAddr),
     /// An address-space number the GPU does not have.
     NoSuchAddressSpace(usize),
 }
@@ -45,6 +48,7 @@ impl SimError {
             SimError::BadAddress(_) => -14,
             SimError::Misaligned(_) => -22,
             SimError::NotAllocated(_) => -2,
+            SimError::Occupied(_) => -17,
             SimError::NoSuchAddressSpace(_) => -19,
         }
     }
@@ -58,6 +62,7 @@ impl fmt::Display for SimError {
             SimError::BadAddress(pa) => write!(f, "physical range at {pa} is not allocated"),
             SimError::Misaligned(pa) => write!(f, "physical address {pa} is misaligned"),
             SimError::NotAllocated(pa) => write!(f, "{pa} is not the start of an allocation"),
+            SimError::Occupied(pa) => write!(f, "physical range at {pa} is already in use"),
             SimError::NoSuchAddressSpace(n) => write!(f, "the GPU has no address space {n}"),
         }
     }

@@ -208,12 +208,14 @@ impl<M: PhysMemory + ?Sized> PhysMemory for std::sync::Arc<M> {
     }
 }
 
-/// One allocation: a run of frames from the allocator, at a physical address.
+/// One allocation: a run of frames at a physical address, from the memory's allocator
+/// (`owned`) or attached by its owner ([`SimMemory::attach`]).
 #[derive(Clone, Copy)]
 struct Block {
     start: u64,
     pages: NonZeroUsize,
     frames: NonNull<u8>,
+    owned: bool,
 }
 
 impl Block {
@@ -255,8 +257,9 @@ const BLOCKS_PER_PAGE: usize = PAGE_SIZE / core::mem::size_of::<Block>();
 /// - `store` is `None` and `cap == 0`, or `store` is `Some((ptr, pages))` with `ptr` a live run
 ///   of `pages` frames of the memory's allocator and `cap == pages * BLOCKS_PER_PAGE`;
 /// - `len <= cap` and the first `len` slots hold blocks, sorted by `start`, disjoint, page
-///   aligned, inside the memory's window, each owning a live run of its `pages` frames of the
-///   memory's allocator;
+///   aligned, inside the memory's window; an `owned` block owns a live run of its `pages`
+///   frames of the memory's allocator, an attached one names a run its owner keeps live until
+///   it is detached or the memory is dropped;
 /// - `used_pages` is the sum of their sizes in pages.
 struct Table {
     store: Option<(NonNull<Block>, NonZeroUsize)>,
@@ -367,12 +370,14 @@ impl Table {
         Some(block)
     }
 
-    /// Frees every block and the storage.
+    /// Frees every owned block and the storage, and forgets the attached blocks.
     fn release<A: FrameAlloc>(&mut self, alloc: &A) {
         while let Some(b) = self.remove(self.len.wrapping_sub(1)) {
-            // SAFETY: The block owned this run of the allocator (type invariant) and was just
-            // removed from the table: nothing reaches it any more.
-            unsafe { alloc.free(b.frames, b.pages) };
+            if b.owned {
+                // SAFETY: The block owned this run of the allocator (type invariant) and was
+                // just removed from the table: nothing reaches it any more.
+                unsafe { alloc.free(b.frames, b.pages) };
+            }
         }
         if let Some((ptr, pages)) = self.store.take() {
             // SAFETY: The storage came from this allocator with `pages` pages and is not used
@@ -501,6 +506,7 @@ impl<A: FrameAlloc, L: LockFamily> SimMemory<A, L> {
                 start,
                 pages: n,
                 frames,
+                owned: true,
             };
             if let Err(e) = t.insert(at, block, alloc) {
                 // SAFETY: Just allocated with `n` pages and never handed out.
@@ -539,12 +545,15 @@ impl<A: FrameAlloc, L: LockFamily> SimMemory<A, L> {
     }
 
     /// Frees the allocation starting at `pa`; returns its size in pages.
+    ///
+    /// Fails with [`SimError::NotAllocated`] unless `pa` starts an allocation of
+    /// [`alloc`](Self::alloc) (attached memory goes with [`detach`](Self::detach)).
     pub fn free(&self, pa: PhysAddr) -> Result<usize, SimError> {
         let alloc = &self.alloc;
         self.inner.with(|t| {
             let at = t
                 .containing(pa.0)
-                .filter(|&i| t.blocks()[i].start == pa.0)
+                .filter(|&i| t.blocks()[i].start == pa.0 && t.blocks()[i].owned)
                 .ok_or(SimError::NotAllocated(pa))?;
             let block = t.remove(at).ok_or(SimError::NotAllocated(pa))?;
             t.used_pages -= block.pages.get();
@@ -553,6 +562,101 @@ impl<A: FrameAlloc, L: LockFamily> SimMemory<A, L> {
             // (the documented contract of `host_ptr`).
             unsafe { alloc.free(block.frames, block.pages) };
             Ok(block.pages.get())
+        })
+    }
+
+    /// Places `pages` frames that the caller owns at physical address `pa`, so that the GPU
+    /// reaches them there: memory whose bus address someone else chose, as the DMA API chooses
+    /// it in a kernel. The frames count against the page limit like allocated ones.
+    ///
+    /// Fails, changing nothing, with [`SimError::Misaligned`] if `pa` is not page aligned,
+    /// [`SimError::InvalidSize`] for zero pages or a range outside the window,
+    /// [`SimError::Occupied`] if the range overlaps a live allocation, and
+    /// [`SimError::OutOfMemory`] past the page limit or when the allocation table cannot grow.
+    ///
+    /// # Safety
+    ///
+    /// `frames` is valid for reads and writes of `pages * PAGE_SIZE` bytes, 8-byte aligned,
+    /// and stays so until [`detach`](Self::detach) returns it or the memory is dropped.
+    /// While attached it is reached only through atomic accesses or raw pointers (never a
+    /// `&mut` or non-atomic reference), as every run of this memory is (see the module's
+    /// soundness notes).
+    pub unsafe fn attach(
+        &self,
+        pa: PhysAddr,
+        frames: NonNull<u8>,
+        pages: usize,
+    ) -> Result<(), SimError> {
+        if !pa.is_aligned(PAGE_SIZE as u64) {
+            return Err(SimError::Misaligned(pa));
+        }
+        let n = NonZeroUsize::new(pages).ok_or(SimError::InvalidSize)?;
+        let end = (pages as u64)
+            .checked_mul(PAGE_SIZE as u64)
+            .and_then(|size| pa.0.checked_add(size))
+            .ok_or(SimError::InvalidSize)?;
+        if pa.0 < self.base || end > self.end {
+            return Err(SimError::InvalidSize);
+        }
+        let alloc = &self.alloc;
+        self.inner.with(|t| {
+            let at = t.blocks().partition_point(|b| b.start < pa.0);
+            let prev_overlaps = at
+                .checked_sub(1)
+                .is_some_and(|i| t.blocks()[i].end() > pa.0);
+            let next_overlaps = t.blocks().get(at).is_some_and(|b| b.start < end);
+            if prev_overlaps || next_overlaps {
+                return Err(SimError::Occupied(pa));
+            }
+            if let Some(limit) = t.page_limit {
+                if t.used_pages.saturating_add(pages) > limit {
+                    return Err(SimError::OutOfMemory);
+                }
+            }
+            let block = Block {
+                start: pa.0,
+                pages: n,
+                frames,
+                owned: false,
+            };
+            t.insert(at, block, alloc)?;
+            t.used_pages += pages;
+            t.allocations += 1;
+            Ok(())
+        })
+    }
+
+    /// Takes the frames attached at `pa` out of the memory and hands them back with their
+    /// size in pages; the GPU no longer reaches them (a later access there is a bus fault).
+    ///
+    /// Fails with [`SimError::NotAllocated`] unless `pa` starts attached memory.
+    pub fn detach(&self, pa: PhysAddr) -> Result<(NonNull<u8>, usize), SimError> {
+        self.inner.with(|t| {
+            let at = t
+                .containing(pa.0)
+                .filter(|&i| t.blocks()[i].start == pa.0 && !t.blocks()[i].owned)
+                .ok_or(SimError::NotAllocated(pa))?;
+            let block = t.remove(at).ok_or(SimError::NotAllocated(pa))?;
+            t.used_pages -= block.pages.get();
+            Ok((block.frames, block.pages.get()))
+        })
+    }
+
+    /// Detaches every attached run, calling `f` with each run's address, frames and size in
+    /// pages (what the owner needs to free it); allocated memory stays. `f` runs with the
+    /// allocation table locked and must not call back into this memory.
+    pub fn detach_all(&self, mut f: impl FnMut(PhysAddr, NonNull<u8>, usize)) {
+        self.inner.with(|t| {
+            let mut i = 0;
+            while let Some(b) = t.blocks().get(i).copied() {
+                if b.owned {
+                    i += 1;
+                    continue;
+                }
+                let _ = t.remove(i);
+                t.used_pages -= b.pages.get();
+                f(PhysAddr(b.start), b.frames, b.pages.get());
+            }
         })
     }
 
@@ -1015,5 +1119,110 @@ mod tests {
         assert_eq!(fault.kind, crate::FaultKind::Translation { level: 0 });
         assert_eq!(gpu.read32(crate::regs::MMU_IRQ_RAWSTAT) & 0b10, 0b10);
         assert_eq!(gpu.memory().live_allocations(), 1);
+    }
+
+    /// A run of `pages` zeroed, page-aligned frames owned by the test (what a DMA allocator
+    /// hands an owner), freed with `free_run`.
+    fn run(pages: usize) -> NonNull<u8> {
+        let layout = std::alloc::Layout::from_size_align(pages * PAGE_SIZE, PAGE_SIZE).unwrap();
+        // SAFETY: The layout has a non-zero size.
+        NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).unwrap()
+    }
+
+    fn free_run(frames: NonNull<u8>, pages: usize) {
+        let layout = std::alloc::Layout::from_size_align(pages * PAGE_SIZE, PAGE_SIZE).unwrap();
+        // SAFETY: `frames` came from `run(pages)`, that is from `alloc_zeroed(layout)`.
+        unsafe { std::alloc::dealloc(frames.as_ptr(), layout) };
+    }
+
+    #[test]
+    fn attached_memory_is_reached_at_its_address_and_handed_back() {
+        let m = SimMemory::new(MemConfig {
+            base: PhysAddr(0x1000),
+            ..MemConfig::default()
+        });
+        let frames = run(2);
+        let pa = PhysAddr(0x10_0000);
+        // SAFETY: The run is the test's, live until it is freed after `detach`.
+        unsafe { m.attach(pa, frames, 2) }.unwrap();
+        assert_eq!(m.allocated_pages(), 2);
+        assert_eq!(m.allocation_of(PhysAddr(0x10_1008)), Some((pa, 2)));
+        m.write_u64(PhysAddr(0x10_1008), 0x1122_3344_5566_7788)
+            .unwrap();
+        // The GPU's write is in the owner's frames, at the same offset.
+        let word = frames.as_ptr().wrapping_add(0x1008);
+        // SAFETY: Inside the live run, 8-byte aligned; nothing else writes it now.
+        let seen = unsafe { word.cast::<u64>().read() };
+        assert_eq!(seen, 0x1122_3344_5566_7788);
+        assert_eq!(m.host_ptr(PhysAddr(0x10_1008), 8).unwrap().as_ptr(), word);
+        // Attached memory is not the memory's to free; allocated memory avoids it.
+        assert_eq!(m.free(pa), Err(SimError::NotAllocated(pa)));
+        let other = m.alloc(1).unwrap();
+        assert!(other.0 + PAGE_SIZE as u64 <= pa.0 || other.0 >= pa.0 + 2 * PAGE_SIZE as u64);
+        assert_eq!(m.detach(other), Err(SimError::NotAllocated(other)));
+        assert_eq!(
+            m.detach(PhysAddr(0x10_1000)),
+            Err(SimError::NotAllocated(PhysAddr(0x10_1000)))
+        );
+        assert_eq!(m.detach(pa), Ok((frames, 2)));
+        assert_eq!(m.read_u64(pa), Err(SimError::BadAddress(pa)));
+        assert_eq!(m.allocated_pages(), 1);
+        free_run(frames, 2);
+    }
+
+    #[test]
+    fn attaching_refuses_bad_ranges_and_changes_nothing() {
+        let m = SimMemory::new(MemConfig {
+            base: PhysAddr(0x1000),
+            end: PhysAddr(0x40_0000),
+            page_limit: Some(3),
+        });
+        let frames = run(2);
+        let at = PhysAddr(0x2000);
+        let attach = |pa: PhysAddr, pages: usize| {
+            // SAFETY: The run is the test's and outlives the memory's use of it; a failed call
+            // keeps nothing, the one that succeeds is detached below before the run is freed.
+            unsafe { m.attach(pa, frames, pages) }
+        };
+        assert_eq!(
+            attach(PhysAddr(0x2008), 1),
+            Err(SimError::Misaligned(PhysAddr(0x2008)))
+        );
+        assert_eq!(attach(at, 0), Err(SimError::InvalidSize));
+        assert_eq!(attach(PhysAddr(0), 1), Err(SimError::InvalidSize));
+        assert_eq!(attach(PhysAddr(0x3f_f000), 2), Err(SimError::InvalidSize));
+        assert_eq!(attach(at, usize::MAX), Err(SimError::InvalidSize));
+        attach(at, 2).unwrap();
+        // Overlapping the start, the end or the whole of it.
+        for (pa, pages) in [(0x1000, 2), (0x3000, 1), (0x1000, 3)] {
+            assert_eq!(
+                attach(PhysAddr(pa), pages),
+                Err(SimError::Occupied(PhysAddr(pa)))
+            );
+        }
+        // The page limit counts attached pages: one page is left.
+        assert_eq!(attach(PhysAddr(0x8000), 2), Err(SimError::OutOfMemory));
+        assert_eq!(m.allocated_pages(), 2);
+        assert_eq!(m.live_allocations(), 1);
+        let mut seen = std::vec::Vec::new();
+        m.detach_all(|pa, f, pages| seen.push((pa, f, pages)));
+        assert_eq!(seen, [(at, frames, 2)]);
+        assert_eq!(m.live_allocations(), 0);
+        free_run(frames, 2);
+    }
+
+    #[test]
+    fn dropping_the_memory_leaves_attached_frames_to_their_owner() {
+        let frames = run(1);
+        {
+            let m = SimMemory::new(MemConfig::default());
+            // SAFETY: The run outlives the memory.
+            unsafe { m.attach(PhysAddr(0x8000_0000), frames, 1) }.unwrap();
+            m.alloc(1).unwrap();
+        }
+        // Still the test's: writing and freeing it is fine (Miri checks).
+        // SAFETY: A live, page-aligned run of one page.
+        unsafe { frames.as_ptr().cast::<u64>().write(1) };
+        free_run(frames, 1);
     }
 }
