@@ -11,11 +11,12 @@
 //! - MMIO is a [`ModelRegion`] whose [`DeviceModel`] ([`SimModel`]) forwards every access to
 //!   the simulated register file, split into the aligned 32-bit accesses the simulated bus
 //!   carries (as the host backend does).
-//! - The simulated GPU lives in `vmalloc` memory (it is about 74 KB), behind a kernel `Mutex`;
-//!   its physical memory comes from `vmalloc` frames ([`mali_sim::kernel::KernelFrames`]).
+//! - The simulated GPU lives in `vmalloc` memory (it is about 74 KB), behind a kernel `Mutex`.
 //! - Time is the simulator's ([`SimClock`]): poll loops read it and their sleeps advance it, so
 //!   a reset or a power transition completes exactly when the simulated hardware says.
-//! - DMA memory comes from the simulator's physical memory ([`SimDma`]).
+//! - DMA memory is the DMA API's, coherent blocks on the GPU's `struct device` ([`KernelDma`]),
+//!   and the simulated GPU's bus reaches exactly those blocks at their DMA addresses
+//!   ([`dma::DmaBus`]): its MMU walks the driver's real page-table pages.
 //! - Interrupts and deferred work are served by one work item on the system workqueue
 //!   (`system_dfl_wq`), the [`EventPump`], the kernel's executor of the simulated GPU as the
 //!   event thread is the host's: it calls the driver's interrupt handler while a line is
@@ -33,11 +34,13 @@
 //! The whole driver is built here. The KUnit suite probes it on a faux device and runs a job
 //! through its ioctls; with `gpukit.boot=tyr` on the command line it registers at boot as a
 //! platform driver ([`boot`]), which userspace drives through its render node. Buffer objects
-//! lend their DMA memory to userspace mappings ([`DmaMemory::cpu_page`] of [`SimDma`]), and
-//! [`live_counts`] counts what the backend has alive. What a platform device with real MMIO and a real IRQ line would
-//! change is this file only: `Io` over `kernel::io::Mmio`, DMA memory from the DMA API on the
-//! GPU's `struct device`, the interrupt handler on the IRQ line instead of the pump's polling,
-//! and the pump's work item for the deferred work alone.
+//! lend their DMA memory to userspace mappings
+//! ([`DmaMemory::cpu_page`](crate::backend::DmaMemory::cpu_page) of [`KernelDma`]), and
+//! [`live_counts`] counts what the backend has alive. What a platform device with real MMIO
+//! and a real IRQ line would change is this file only: `Io` over `kernel::io::Mmio`, the
+//! interrupt handler on the IRQ line instead of the pump's polling, the pump's work item for
+//! the deferred work alone, and the DMA memory without the simulated bus (and buffer objects
+//! on shmem pages, see [`dma`]).
 
 use core::fmt;
 use core::ptr::NonNull;
@@ -46,25 +49,22 @@ use core::task::{RawWaker, RawWakerVTable, Waker};
 use core::time::Duration;
 
 use ::kernel::alloc::VBox;
+use ::kernel::device::Device;
 use ::kernel::prelude::*;
 use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
 use ::kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
-use drm_ctx::drm::gem::CpuPage;
 use jobqueue::kernel::KernelFence;
-use mali_sim::kernel::{KernelFrames, KernelLocks as SimLocks};
-use mali_sim::{
-    Config, Gpu, IrqLine as SimIrqLine, PhysAddr, PhysMemory, Progress, SimError, SimMemory,
-};
+use mali_sim::{Config, Gpu, IrqLine as SimIrqLine, Progress};
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
 use crate::backend::{
-    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, Lock, LockClass, LockFamily,
-    LogLevel, WeakEvents, PAGE_SIZE,
+    Backend, EventSink, Events, IrqLine, Lock, LockClass, LockFamily, LogLevel, WeakEvents,
 };
 use crate::{Error, Result};
+use dma::{BusMemory, DmaBus, KernelDma};
 
 impl From<Error> for ::kernel::error::Error {
     fn from(e: Error) -> Self {
@@ -117,7 +117,8 @@ pub struct LiveCounts {
     pub bos: usize,
     /// Blocks of the driver's bookkeeping memory ([`KernelAlloc`]).
     pub blocks: usize,
-    /// Pages of the simulated GPUs' memory.
+    /// Pages of GPU memory: the DMA API's blocks the backends hold, and the frames of the
+    /// simulators' own tables.
     pub gpu_pages: usize,
 }
 
@@ -127,38 +128,12 @@ pub fn live_counts() -> LiveCounts {
         devices: LIVE_BACKENDS.load(Ordering::Relaxed),
         bos: drm_ctx::kernel::gem::live_objects(),
         blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
-        gpu_pages: mali_sim::kernel::live_pages(),
-    }
-}
-
-/// The simulator's physical memory, in `vmalloc` frames.
-pub type Memory = SimMemory<KernelFrames, SimLocks>;
-
-/// The simulator's memory, shared by the simulated GPU (which reads and writes it as the
-/// GPU's RAM) and the DMA allocator (which hands it out to the driver).
-#[derive(Clone)]
-pub struct SharedMemory(Arc<Memory>);
-
-impl PhysMemory for SharedMemory {
-    fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> core::result::Result<(), SimError> {
-        self.0.read_bytes(pa, buf)
-    }
-
-    fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> core::result::Result<(), SimError> {
-        self.0.write_bytes(pa, data)
-    }
-
-    fn read_u64(&self, pa: PhysAddr) -> core::result::Result<u64, SimError> {
-        self.0.read_u64(pa)
-    }
-
-    fn fetch_add_u64(&self, pa: PhysAddr, v: u64) -> core::result::Result<u64, SimError> {
-        self.0.fetch_add_u64(pa, v)
+        gpu_pages: dma::live_pages() + mali_sim::kernel::live_pages(),
     }
 }
 
 /// The simulated GPU of this backend.
-pub type SimGpu = Gpu<SharedMemory>;
+pub type SimGpu = Gpu<BusMemory>;
 
 /// The simulated GPU behind its lock, in `vmalloc` memory.
 pub struct SimDevice {
@@ -171,10 +146,6 @@ impl SimDevice {
         let mut guard = self.gpu.lock();
         f(&mut guard)
     }
-}
-
-fn sim_err(e: SimError) -> Error {
-    Error::from_errno(e.to_errno())
 }
 
 /// Register accesses to the simulated GPU. A write may start something in the simulated
@@ -243,64 +214,6 @@ impl PollClock for SimClock {
     }
 
     fn relax(&self) {}
-}
-
-/// DMA memory from the simulator's physical memory.
-#[derive(Clone)]
-pub struct SimDma(Arc<Memory>);
-
-// SAFETY: `SimMemory` allocations are zeroed, page aligned, disjoint and stay at a fixed
-// kernel address until freed (`vmalloc` frames never move); `host_ptr_u64` returns a pointer
-// into the live allocation holding the address (its storage is atomic words) and fails for
-// anything else. Aligned blocks are carved from a larger allocation that is freed as a whole.
-unsafe impl DmaMemory for SimDma {
-    fn alloc(&self, pages: usize, align: u64) -> Result<DmaRegion> {
-        if pages == 0 || !align.is_power_of_two() {
-            return Err(Error::Invalid);
-        }
-        let align = align.max(PAGE_SIZE);
-        let extra = usize::try_from(align / PAGE_SIZE - 1).map_err(|_| Error::Invalid)?;
-        let total = pages.checked_add(extra).ok_or(Error::NoMemory)?;
-        let base = self.0.alloc(total).map_err(sim_err)?;
-        let addr = base.0.next_multiple_of(align);
-        Ok(DmaRegion {
-            addr,
-            pages,
-            cookie: base.0,
-        })
-    }
-
-    unsafe fn free(&self, region: DmaRegion) {
-        let _ = self.0.free(PhysAddr(region.cookie));
-    }
-
-    fn alloc_page(&self) -> Result<u64> {
-        self.0.alloc_page().map(|p| p.0).map_err(sim_err)
-    }
-
-    unsafe fn free_page(&self, addr: u64) {
-        let _ = self.0.free(PhysAddr(addr));
-    }
-
-    fn cpu_u64(&self, addr: u64) -> Option<NonNull<AtomicU64>> {
-        self.0.host_ptr_u64(PhysAddr(addr)).ok()
-    }
-
-    // The simulated GPU reads memory through the CPU's view: nothing to write back.
-    fn sync_for_device(&self, _addr: u64, _len: usize) {}
-
-    fn cpu_page(&self, addr: u64) -> Option<CpuPage> {
-        if !addr.is_multiple_of(PAGE_SIZE) {
-            return None;
-        }
-        let ptr = self.0.host_ptr_u64(PhysAddr(addr)).ok()?;
-        // SAFETY: A page-aligned address of a live allocation is the start of one of its
-        // pages: the simulator's frames are page-aligned `vmalloc` memory holding whole pages
-        // at page-aligned offsets (`CpuPage::new` refuses anything else), and they stay at
-        // that address until the block is freed, which the object owning the block does only
-        // when it goes.
-        unsafe { CpuPage::new(ptr.cast()) }
-    }
 }
 
 /// What the event pump owes the driver besides interrupts.
@@ -515,26 +428,28 @@ pub struct KernelBackend {
     device: Arc<SimDevice>,
     io: SimIo,
     clock: SimClock,
-    dma: SimDma,
+    dma: KernelDma,
     exec: KernelExec,
 }
 
 impl KernelBackend {
-    /// A backend over a fresh simulated GPU of configuration `cfg`, its memory capped at
-    /// `page_limit` pages of `vmalloc` memory when given.
+    /// A backend over a fresh simulated GPU of configuration `cfg` on the device `dev`, whose
+    /// DMA memory (the DMA API's, on `dev`) is capped at `page_limit` pages when given.
     ///
     /// # Errors
     ///
-    /// [`Error::NoMemory`] if the simulator or its lock cannot be allocated.
-    pub fn new(cfg: Config, page_limit: Option<usize>) -> Result<Self> {
-        let mem_cfg = mali_sim::MemConfig {
-            page_limit,
-            ..cfg.memory
-        };
-        let mem = SimMemory::with_alloc(mem_cfg, KernelFrames::new(GFP_KERNEL)).map_err(sim_err)?;
-        let mem = Arc::new(mem, GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+    /// The DMA API's error if `dev`'s DMA masks cannot be set to the GPU's physical address
+    /// width; [`Error::NoMemory`] if the simulator or its locks cannot be allocated.
+    ///
+    /// # Safety
+    ///
+    /// Nothing else allocates or maps DMA memory of `dev` during the call (its DMA masks are
+    /// set): the caller is probing the device, or owns a device no driver uses.
+    pub unsafe fn new(dev: &Device, cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+        // SAFETY: The caller's guarantee.
+        let bus = unsafe { DmaBus::new(dev, cfg.identity.pa_bits(), page_limit) }?;
         let gpu = VBox::pin_init(
-            new_mutex!(Gpu::init(cfg, SharedMemory(mem.clone()))),
+            new_mutex!(Gpu::init(cfg, BusMemory(bus.clone()))),
             GFP_KERNEL,
         )
         .map_err(|_| Error::NoMemory)?;
@@ -547,19 +462,24 @@ impl KernelBackend {
                 pump: exec.pump.clone(),
             }),
             clock: SimClock(device.clone()),
-            dma: SimDma(mem),
+            dma: KernelDma(bus),
             exec,
             device,
         })
     }
 
-    /// A simulated Mali-G610 with the simulator's default memory.
+    /// A simulated Mali-G610 on `dev`, its DMA memory uncapped.
     ///
     /// # Errors
     ///
     /// As [`new`](Self::new).
-    pub fn g610() -> Result<Self> {
-        Self::new(Config::g610(), None)
+    ///
+    /// # Safety
+    ///
+    /// As [`new`](Self::new).
+    pub unsafe fn g610(dev: &Device) -> Result<Self> {
+        // SAFETY: The caller's guarantee.
+        unsafe { Self::new(dev, Config::g610(), None) }
     }
 
     /// The simulated GPU, for tests that play the hardware's part.
@@ -679,7 +599,7 @@ impl Backend for KernelBackend {
     type Io = SimIo;
     type Clock = SimClock;
     type Exec = KernelExec;
-    type Dma = SimDma;
+    type Dma = KernelDma;
     type Fence = KernelFence;
     type JobAlloc = QueueFences;
     type DrmAlloc = drm_ctx::kernel::KernelAlloc;
@@ -694,7 +614,7 @@ impl Backend for KernelBackend {
         &self.clock
     }
 
-    fn dma(&self) -> &SimDma {
+    fn dma(&self) -> &KernelDma {
         &self.dma
     }
 
@@ -765,4 +685,5 @@ impl Backend for KernelBackend {
 }
 
 pub mod boot;
+pub mod dma;
 mod kunit;

@@ -312,8 +312,11 @@ unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, uns
 
 /*
  * Mappings of objects whose driver lends its own pages (DriverObject::MAPS_OWN_PAGES in
- * kernel/gem.rs): the object's mmap inserts every page up front, so the vm_ops only keep the
- * object alive while a mapping of it exists, as drm_gem_mmap_obj expects of them.
+ * kernel/gem.rs): the object's mmap maps every page up front by its frame number, so the
+ * vm_ops only keep the object (and with it the pages) alive while a mapping of it exists, as
+ * drm_gem_mmap_obj expects of them. Frame numbers rather than struct pages: a driver's pages
+ * may be the tail pages of a higher-order allocation (what the DMA API hands out), which have
+ * no reference count of their own for vm_insert_page to take.
  */
 const struct vm_operations_struct gpukit_drm_gem_own_vm_ops = {
 	.open = drm_gem_vm_open,
@@ -344,12 +347,16 @@ int gpukit_drm_gem_mmap_prepare(struct drm_gem_object *obj, struct vm_area_struc
 
 int gpukit_drm_gem_insert_page(struct vm_area_struct *vma, size_t index, void *kaddr)
 {
-	struct page *page;
+	struct page *page = NULL;
 
 	if (!PAGE_ALIGNED(kaddr) || index >= vma_pages(vma))
 		return -EINVAL;
-	page = is_vmalloc_addr(kaddr) ? vmalloc_to_page(kaddr) : virt_to_page(kaddr);
+	if (is_vmalloc_addr(kaddr))
+		page = vmalloc_to_page(kaddr);
+	else if (virt_addr_valid(kaddr))
+		page = virt_to_page(kaddr);
 	if (!page)
 		return -EFAULT;
-	return vm_insert_page(vma, vma->vm_start + (index << PAGE_SHIFT), page);
+	return remap_pfn_range(vma, vma->vm_start + (index << PAGE_SHIFT), page_to_pfn(page),
+			       PAGE_SIZE, vma->vm_page_prot);
 }

@@ -310,8 +310,9 @@ extern "C" {
         first: *mut usize,
         count: *mut usize,
     ) -> c_int;
-    /// Inserts the page at kernel address `kaddr` (direct map or `vmalloc` space) as page
-    /// `index` of the mapping (`vm_insert_page`, which takes a reference to the page).
+    /// Maps the page at kernel address `kaddr` (direct map or `vmalloc` space) as page `index`
+    /// of the mapping, by its frame number (`remap_pfn_range`: no reference to the page is
+    /// taken, the mapping's reference to the object keeps it).
     fn gpukit_drm_gem_insert_page(vma: *mut c_void, index: usize, kaddr: *mut c_void) -> c_int;
 }
 
@@ -344,7 +345,7 @@ unsafe extern "C" fn mmap_own_pages<T: DriverObject>(
         };
         // SAFETY: `vma` is valid; by `CpuPage`'s invariants the page is a whole page of kernel
         // memory that stays allocated while the object lives, and the mapping holds a
-        // reference to the object (and `vm_insert_page` one to the page).
+        // reference to the object until it is unmapped.
         let ret = unsafe { gpukit_drm_gem_insert_page(vma.cast(), i, page.as_ptr().cast()) };
         if ret != 0 {
             return ret;

@@ -30,6 +30,12 @@
 //! out-of-memory paths; a window with no free range large enough; the allocator refusing the
 //! frames or a larger table) fails with [`SimError::OutOfMemory`] and changes nothing.
 //!
+//! Memory can also be placed by someone else: [`SimMemory::attach`] puts a run of frames that
+//! its owner allocated at the physical address the owner chose, and [`SimMemory::detach`]
+//! gives it back. A kernel backend does this with every block the DMA API hands its driver, at
+//! the block's DMA address, so the simulated GPU reaches exactly the memory the driver was
+//! given for it. Attached runs count against the page limit; the memory never frees them.
+//!
 //! The GPU reaches memory through the [`PhysMemory`] trait, which `SimMemory` implements
 //! (and so do references and, with `std`, `Arc`s to it).
 //!

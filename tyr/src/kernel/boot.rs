@@ -49,8 +49,10 @@ impl platform::Driver for TyrPlatform {
         pdev: &'bound platform::Device<Core<'_>>,
         _info: Option<&'bound ()>,
     ) -> impl PinInit<TyrBound, Error> + 'bound {
-        let parent = drm_ctx::device::Device::from_kernel(pdev.as_ref());
-        KernelBackend::g610()
+        let dev: &::kernel::device::Device<Core<'_>> = pdev.as_ref();
+        let parent = drm_ctx::device::Device::from_kernel(dev);
+        // SAFETY: This is the device's probe: nothing allocates or maps its DMA memory yet.
+        unsafe { KernelBackend::g610(dev) }
             .and_then(|backend| crate::driver::probe(parent, backend))
             .map(|reg| TyrBound { _reg: reg })
             .map_err(Error::from)

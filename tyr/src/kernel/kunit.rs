@@ -7,7 +7,7 @@ use ::kernel::prelude::*;
 
 #[kunit_tests(gpukit_tyr)]
 mod tests {
-    use crate::backend::{Backend, DmaMemory, Events, IrqLine};
+    use crate::backend::{Backend, DmaMemory, Events, IrqLine, PAGE_SIZE};
     use crate::kernel::KernelBackend;
     use crate::regs::{GPU_IRQ_RAWSTAT, L2_READY_LO};
     use crate::{gpu, Error};
@@ -18,7 +18,7 @@ mod tests {
 
     #[test]
     fn probe_resets_powers_and_identifies_the_g610() -> Result {
-        let b = KernelBackend::g610()?;
+        let (_dev, b) = backend(None)?;
         let info = gpu::probe(&b).map_err(|_| EIO)?;
         assert_eq!(info.model.name, "g610");
         assert_eq!(info.raw.gpu_id, 0xa867_0005);
@@ -35,36 +35,138 @@ mod tests {
 
     #[test]
     fn a_reset_that_never_completes_times_out() -> Result {
-        let b = KernelBackend::g610()?;
+        let (_dev, b) = backend(None)?;
         b.device().with(|g| g.fail_next_reset());
         assert_eq!(gpu::probe(&b).map(|_| ()), Err(Error::TimedOut));
         Ok(())
     }
 
-    #[test]
-    fn dma_memory_is_the_simulators_and_runs_out_cleanly() -> Result {
-        let b = KernelBackend::new(mali_sim::Config::g610(), Some(8))?;
-        let dma = b.dma();
-        let r = dma.alloc(2, 0x4000).map_err(|_| ENOMEM)?;
-        assert_eq!(r.addr % 0x4000, 0);
-        let word = dma.cpu_u64(r.addr + 8).ok_or(EINVAL)?;
-        // SAFETY: `word` points into the live region `r`, valid for atomic accesses.
-        unsafe { word.as_ref() }.store(0x1234, Ordering::Relaxed);
-        let mut back = [0u8; 8];
+    /// A faux device of the test's own, and a backend on it whose DMA memory is capped at
+    /// `page_limit` pages when given. The backend holds a reference to the device, so the
+    /// registration may go first.
+    fn backend(page_limit: Option<usize>) -> Result<(::kernel::faux::Registration, KernelBackend)> {
+        let faux = ::kernel::faux::Registration::new(c"tyr-kunit-backend", None)?;
+        // SAFETY: The device was registered just now by this test; no driver allocates its
+        // DMA memory.
+        let b = unsafe { KernelBackend::new(faux.as_ref(), mali_sim::Config::g610(), page_limit) }?;
+        Ok((faux, b))
+    }
+
+    /// The GPU reads `len <= 16` bytes at DMA address `addr`, through its bus.
+    fn gpu_read(b: &KernelBackend, addr: u64, len: usize) -> Result<[u8; 16]> {
+        let mut buf = [0u8; 16];
         b.device()
             .with(|g| {
                 mali_sim::PhysMemory::read_bytes(
                     g.memory(),
-                    mali_sim::PhysAddr(r.addr + 8),
-                    &mut back,
+                    mali_sim::PhysAddr(addr),
+                    &mut buf[..len],
                 )
             })
-            .map_err(|_| EIO)?;
-        assert_eq!(u64::from_le_bytes(back), 0x1234);
-        // Past the simulator's page limit: an error, and nothing else changes.
+            .map_err(|_| EFAULT)?;
+        Ok(buf)
+    }
+
+    #[test]
+    fn dma_memory_is_the_dma_apis_and_the_gpu_reaches_it() -> Result {
+        use crate::kernel::dma::live_pages;
+
+        let (_dev, b) = backend(Some(8))?;
+        let dma = b.dma();
+        let before = live_pages();
+        let r = dma.alloc(2, 0x4000)?;
+        assert_eq!(r.addr % 0x4000, 0);
+        // Two pages, or more when the block had to be carved for the alignment.
+        assert!(live_pages() >= before + 2);
+        // Zeroed, and what the CPU writes the GPU reads at the DMA address.
+        assert!(gpu_read(&b, r.addr, 16)? == [0; 16]);
+        let word = dma.cpu_u64(r.addr + 8).ok_or(EINVAL)?;
+        // SAFETY: `word` points into the live region `r`, valid for atomic accesses.
+        let word = unsafe { word.as_ref() };
+        word.store(0x1234, Ordering::Relaxed);
+        assert_eq!(
+            u64::from_le_bytes(
+                gpu_read(&b, r.addr + 8, 8)?[..8]
+                    .try_into()
+                    .map_err(|_| EINVAL)?
+            ),
+            0x1234
+        );
+        // What the GPU writes the CPU reads.
+        b.device()
+            .with(|g| {
+                mali_sim::PhysMemory::fetch_add_u64(g.memory(), mali_sim::PhysAddr(r.addr + 8), 1)
+            })
+            .map_err(|_| EFAULT)?;
+        assert_eq!(word.load(Ordering::Relaxed), 0x1235);
+        // The second page is the CPU's next page: one block, contiguous in both views.
+        let second = dma.cpu_u64(r.addr + PAGE_SIZE).ok_or(EINVAL)?;
+        assert_eq!(
+            second.as_ptr().cast::<u8>(),
+            word.as_ptr()
+                .cast::<u8>()
+                .wrapping_add(PAGE_SIZE as usize - 8)
+        );
+        // Bad requests and the page limit: errors, and nothing else changes.
+        let held = live_pages();
+        assert_eq!(dma.alloc(0, 0x1000), Err(Error::Invalid));
+        assert_eq!(dma.alloc(1, 0x3000), Err(Error::Invalid));
         assert_eq!(dma.alloc(16, 0x1000), Err(Error::NoMemory));
+        assert_eq!(live_pages(), held);
         // SAFETY: `r` came from `alloc` and nothing uses it any more.
         unsafe { dma.free(r) };
+        assert_eq!(live_pages(), before);
+        // Freed memory is gone from the bus: the GPU gets a bus error there.
+        assert!(gpu_read(&b, r.addr, 8).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn large_alignments_and_sizes_are_honoured_or_refused() -> Result {
+        use crate::kernel::dma::live_pages;
+
+        let (_dev, b) = backend(None)?;
+        let dma = b.dma();
+        let before = live_pages();
+        // A small block that must be 2 MiB aligned (a carved block) and a 2 MiB one.
+        let small = dma.alloc(1, 0x20_0000)?;
+        let big = dma.alloc(512, 0x20_0000)?;
+        assert_eq!(small.addr % 0x20_0000, 0);
+        assert_eq!(big.addr % 0x20_0000, 0);
+        for r in [small, big] {
+            // Every page of each is on the bus and has a CPU page userspace could map.
+            for page in 0..r.pages as u64 {
+                let addr = r.addr + page * PAGE_SIZE;
+                assert!(dma.cpu_page(addr).is_some());
+                assert!(gpu_read(&b, addr, 8)? == [0; 16]);
+            }
+            assert!(dma.cpu_page(r.addr + 8).is_none());
+        }
+        // More than the page allocator can give in one block: ENOMEM, without a warning.
+        assert_eq!(dma.alloc(1 << 20, 0x1000), Err(Error::NoMemory));
+        let page = dma.alloc_page()?;
+        // SAFETY: The regions and the page came from this memory and are not used again.
+        unsafe { dma.free(small) };
+        // SAFETY: As above.
+        unsafe { dma.free(big) };
+        // SAFETY: As above.
+        unsafe { dma.free_page(page) };
+        assert_eq!(live_pages(), before);
+        Ok(())
+    }
+
+    #[test]
+    fn blocks_left_with_the_backend_go_back_to_the_kernel() -> Result {
+        use crate::kernel::dma::live_pages;
+
+        let before = live_pages();
+        let (dev, b) = backend(None)?;
+        let _never_freed = b.dma().alloc(3, 0x1000)?;
+        assert!(live_pages() >= before + 3);
+        // Nothing queued the event pump, so the backend holds the last reference to the bus.
+        drop(b);
+        drop(dev);
+        assert_eq!(live_pages(), before);
         Ok(())
     }
 
@@ -96,13 +198,12 @@ mod tests {
     /// memory) mapped at `MCU_SHARED_REGION_START` by a `Vm` of `gpuvm` and `io-pgtable`, and
     /// address space 0 enabled on those tables.
     struct McuSpace {
-        vm: crate::vm::Vm<crate::kernel::SimDma, FwRegion, ArraySlots>,
+        vm: crate::vm::Vm<crate::kernel::dma::KernelDma, FwRegion, ArraySlots>,
         region: crate::backend::DmaRegion,
     }
 
     impl McuSpace {
         fn map(b: &KernelBackend, info: &gpu::GpuInfo) -> Result<Self> {
-            use crate::backend::PAGE_SIZE;
             use crate::vm::{BindReq, NoMmu, Vm, VmLayout};
             use crate::{fw, mmu, uapi};
 
@@ -171,7 +272,7 @@ mod tests {
         use crate::{fw, mmu};
         use mali_sim::AccessType;
 
-        let b = KernelBackend::g610()?;
+        let (_dev, b) = backend(None)?;
         let info = gpu::probe(&b)?;
         let mcu = McuSpace::map(&b, &info)?;
         let (region, size) = (mcu.region, fw::FW_INTERFACE_SIZE as u64);
@@ -199,7 +300,7 @@ mod tests {
         use crate::fw;
         use crate::pm::Pm;
 
-        let b = KernelBackend::g610()?;
+        let (_dev, b) = backend(None)?;
         let info = gpu::probe(&b)?;
         let mcu = McuSpace::map(&b, &info)?;
         let region = mcu.region;
@@ -270,7 +371,7 @@ mod tests {
         use crate::regs::{gpu_command, GPU_COMMAND, GPU_IRQ_MASK, GPU_IRQ_RAWSTAT};
         use register::io::model::ModelRegion;
 
-        let b = KernelBackend::g610()?;
+        let (_dev, b) = backend(None)?;
         let handler = Arc::new(
             Handler {
                 io: ModelRegion::new(b.io().model().clone()),
@@ -321,7 +422,7 @@ mod tests {
 
     #[test]
     fn waking_the_executor_runs_the_drivers_work_on_the_workqueue() -> Result {
-        let b = KernelBackend::g610()?;
+        let (_dev, b) = backend(None)?;
         let counter = Arc::new(Counter(AtomicU64::new(0)), GFP_KERNEL)?;
         let events: Arc<dyn crate::backend::EventSink> = counter.clone();
         b.set_events(Some(events));
@@ -496,7 +597,10 @@ mod tests {
 
         let faux = ::kernel::faux::Registration::new(c"tyr-kunit", None)?;
         let parent = drm_ctx::device::Device::from_kernel(faux.as_ref());
-        let reg = crate::driver::probe(parent, KernelBackend::g610()?)?;
+        // SAFETY: The device was registered just now by this test; no driver allocates its DMA
+        // memory.
+        let backend = unsafe { KernelBackend::g610(faux.as_ref()) }?;
+        let reg = crate::driver::probe(parent, backend)?;
         let dev = reg.device();
         // SAFETY: The device is registered and alive.
         let raw = unsafe { gpukit_drm_test_open(dev.as_raw()) };
