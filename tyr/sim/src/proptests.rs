@@ -37,6 +37,22 @@ enum MemOp {
     Write(usize, u16, Vec<u8>),
     Read(usize, u16, u16),
     Limit(Option<usize>),
+    /// Attach a run of the test's own at page `.0` of the window (or past it), `.1` pages.
+    Attach(usize, usize),
+    Detach(usize),
+}
+
+/// A run of the test's own for `attach`: zeroed, page aligned; freed with [`free_run`].
+fn run(pages: usize) -> core::ptr::NonNull<u8> {
+    let layout = std::alloc::Layout::from_size_align(pages * 4096, 4096).unwrap();
+    // SAFETY: The layout has a non-zero size.
+    core::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).unwrap()
+}
+
+fn free_run(frames: core::ptr::NonNull<u8>, pages: usize) {
+    let layout = std::alloc::Layout::from_size_align(pages * 4096, 4096).unwrap();
+    // SAFETY: `frames` came from `run(pages)`, that is from `alloc_zeroed(layout)`.
+    unsafe { std::alloc::dealloc(frames.as_ptr(), layout) };
 }
 
 fn mem_op() -> impl Strategy<Value = MemOp> {
@@ -51,13 +67,16 @@ fn mem_op() -> impl Strategy<Value = MemOp> {
             .prop_map(|(i, o, d)| MemOp::Write(i, o, d)),
         (any::<usize>(), any::<u16>(), 0u16..24).prop_map(|(i, o, l)| MemOp::Read(i, o, l)),
         proptest::option::of(0usize..12).prop_map(MemOp::Limit),
+        (0usize..18, 1usize..4).prop_map(|(p, n)| MemOp::Attach(p, n)),
+        any::<usize>().prop_map(MemOp::Detach),
     ]
 }
 
 proptest! {
     #![proptest_config(cases())]
 
-    /// Allocations, frees and byte accesses agree with a map of byte vectors.
+    /// Allocations, attachments, frees, detachments and byte accesses agree with a map of
+    /// byte vectors (each with the run it was attached with, if it was).
     #[test]
     fn memory_matches_model(ops in proptest::collection::vec(mem_op(), 1..max_ops(40))) {
         let mem = SimMemory::new(MemConfig {
@@ -66,6 +85,7 @@ proptest! {
             page_limit: None,
         });
         let mut model: Vec<(PhysAddr, Vec<u8>)> = Vec::new();
+        let mut attached: HashMap<u64, core::ptr::NonNull<u8>> = HashMap::new();
         let mut limit = None;
         for op in ops {
             match op {
@@ -87,9 +107,65 @@ proptest! {
                     }
                 }
                 MemOp::Free(i) if !model.is_empty() => {
-                    let (pa, b) = model.swap_remove(i % model.len());
-                    prop_assert_eq!(mem.free(pa), Ok(b.len() / 4096));
-                    prop_assert!(!mem.is_backed(pa, 1));
+                    let k = i % model.len();
+                    let pa = model[k].0;
+                    if attached.contains_key(&pa.0) {
+                        // Not the memory's to free: refused, nothing changes.
+                        prop_assert_eq!(mem.free(pa), Err(SimError::NotAllocated(pa)));
+                        prop_assert!(mem.is_backed(pa, 1));
+                    } else {
+                        let (pa, b) = model.swap_remove(k);
+                        prop_assert_eq!(mem.free(pa), Ok(b.len() / 4096));
+                        prop_assert!(!mem.is_backed(pa, 1));
+                    }
+                }
+                MemOp::Attach(page, n) => {
+                    let pa = PhysAddr(0x10_0000 + page as u64 * 4096);
+                    let end = pa.0 + n as u64 * 4096;
+                    let used: usize = model.iter().map(|(_, b)| b.len() / 4096).sum();
+                    let frames = run(n);
+                    // SAFETY: The run is the test's; it is freed only after it is detached,
+                    // or after the memory is gone, or now if the call failed.
+                    let r = unsafe { mem.attach(pa, frames, n) };
+                    let overlaps = model
+                        .iter()
+                        .any(|(p, b)| p.0 < end && pa.0 < p.0 + b.len() as u64);
+                    if end > 0x10_0000 + 16 * 4096 {
+                        prop_assert_eq!(r, Err(SimError::InvalidSize));
+                    } else if overlaps {
+                        prop_assert_eq!(r, Err(SimError::Occupied(pa)));
+                    } else if limit.is_some_and(|l| used + n > l) {
+                        prop_assert_eq!(r, Err(SimError::OutOfMemory));
+                    } else {
+                        prop_assert_eq!(r, Ok(()));
+                    }
+                    if r.is_ok() {
+                        attached.insert(pa.0, frames);
+                        model.push((pa, std::vec![0; n * 4096]));
+                    } else {
+                        free_run(frames, n);
+                    }
+                }
+                MemOp::Detach(i) if !model.is_empty() => {
+                    let k = i % model.len();
+                    let pa = model[k].0;
+                    match attached.remove(&pa.0) {
+                        Some(frames) => {
+                            let (_, b) = model.swap_remove(k);
+                            let pages = b.len() / 4096;
+                            prop_assert_eq!(mem.detach(pa), Ok((frames, pages)));
+                            prop_assert!(!mem.is_backed(pa, 1));
+                            // What the GPU wrote is in the owner's run.
+                            // SAFETY: The detached run is the test's again, `b.len()` bytes.
+                            let bytes = unsafe { core::slice::from_raw_parts(frames.as_ptr(), b.len()) };
+                            prop_assert_eq!(bytes, &b[..]);
+                            free_run(frames, pages);
+                        }
+                        None => {
+                            prop_assert_eq!(mem.detach(pa), Err(SimError::NotAllocated(pa)));
+                            prop_assert!(mem.is_backed(pa, 1));
+                        }
+                    }
                 }
                 MemOp::Write(i, off, data) if !model.is_empty() => {
                     let k = i % model.len();
@@ -126,6 +202,14 @@ proptest! {
             prop_assert_eq!(mem.allocated_pages(), used);
             prop_assert_eq!(mem.live_allocations(), model.len());
         }
+        // The memory frees what it allocated and leaves the attached runs to their owner.
+        drop(mem);
+        for (pa, b) in &model {
+            if let Some(frames) = attached.remove(&pa.0) {
+                free_run(frames, b.len() / 4096);
+            }
+        }
+        prop_assert!(attached.is_empty());
     }
 }
 
