@@ -424,6 +424,19 @@ pub trait Backend: Send + Sync + 'static {
         0
     }
 
+    /// The page userspace maps at `DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET`, whose first word
+    /// reads as the GPU's `LATEST_FLUSH_ID`, for the DRM core to map read-only
+    /// ([`drm_ctx::drm::Driver::mmap_own`]); it stays allocated as long as the backend. `None`
+    /// (the default) where the backend has none: on the host, whose DRM core leaves that
+    /// offset to the driver's own entry point (`ioctl::mmap`, which reads the register).
+    ///
+    /// On silicon this page is the GPU's USER register page itself (MMIO, mapped uncached
+    /// through `io_remap_pfn_range`), which a [`drm_ctx::drm::gem::CpuPage`] of kernel memory
+    /// cannot name; a backend over a simulator keeps a page of memory equal to it.
+    fn flush_id_page(&self) -> Option<drm_ctx::drm::gem::CpuPage> {
+        None
+    }
+
     /// The rates, in Hz, the GPU clock can be set to (its operating points), slowest first;
     /// empty (the default) if the environment cannot change it.
     fn gpu_clock_rates(&self) -> &[u64] {

@@ -151,6 +151,32 @@ impl<B: Backend> drm::Driver for TyrDriver<B> {
         (uapi::DRM_IOCTL_PANTHOR_BO_SYNC, uapi::BoSync, ioctl::RENDER_ALLOW, bo_sync::<B>),
         (uapi::DRM_IOCTL_PANTHOR_BO_QUERY_INFO, uapi::BoQueryInfo, ioctl::RENDER_ALLOW, bo_query_info::<B>),
     }
+
+    /// The user MMIO pages, resolved as on the host (`ioctl::mmap_target`, which
+    /// the host entry point `ioctl::mmap` uses too); the flush-ID page is the backend's
+    /// ([`Backend::flush_id_page`]).
+    fn mmap_own(
+        file: &drm::File<TyrFile<B>>,
+        req: &drm::MmapRequest,
+    ) -> Option<drm_ctx::Result<gem::CpuPage>> {
+        let prot = MmapProt {
+            write: req.write,
+            exec: req.exec,
+            shared: req.shared,
+        };
+        match mmap_target(file, req.offset, req.len, prot) {
+            Ok(MmapTarget::Bo) => None,
+            Ok(MmapTarget::FlushId) => {
+                let dev = file.device();
+                Some(
+                    dev.enter().and_then(|_entry| {
+                        dev.backend.flush_id_page().ok_or(drm_ctx::Error::Invalid)
+                    }),
+                )
+            }
+            Err(e) => Some(Err(e.into())),
+        }
+    }
 }
 
 #[cfg(all(test, feature = "host"))]

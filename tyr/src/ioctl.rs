@@ -40,9 +40,7 @@ use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as 
 use register::io::poll::PollClock;
 use register::io::Io;
 
-#[cfg(feature = "host")]
-use crate::backend::PAGE_SIZE;
-use crate::backend::{Backend, Lock, LockGuard};
+use crate::backend::{Backend, Lock, LockGuard, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrVm};
@@ -908,27 +906,29 @@ impl<B: Backend> FlushIdPage<'_, B> {
     }
 }
 
-/// `mmap()` of `len` bytes at file offset `offset` of `fd`, as panthor resolves it: offsets from
-/// the file's user MMIO offset on ([`TyrFile::user_mmio_offset`](crate::file::TyrFile)) are
-/// the user MMIO pages, translated to `DRM_PANTHOR_USER_MMIO_OFFSET`; of those only the flush-ID
-/// page exists, mapped shared, read-only, one page long ([`Error::Invalid`] otherwise). Lower
-/// offsets are buffer objects, which the DRM core maps (`Fd::mmap`).
-///
-/// The host DRM core's own `Fd::mmap` knows only GEM offsets, so this is the driver's mmap
-/// entry point for tests and the Mesa-like client.
-#[cfg(feature = "host")]
-pub fn mmap<'a, B: Backend>(
-    fd: &'a drm_ctx::host::Fd<crate::gem::TyrDriver<B>>,
+/// What an `mmap()` of a file maps at a file offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MmapTarget {
+    /// A buffer object: the offset is below the file's user MMIO offset, GEM's to resolve.
+    Bo,
+    /// The user MMIO page holding `LATEST_FLUSH_ID`.
+    FlushId,
+}
+
+/// Resolves an `mmap()` of `len` bytes at file offset `offset` of `file` as panthor does:
+/// offsets from the file's user MMIO offset on
+/// ([`TyrFile::user_mmio_offset`](crate::file::TyrFile)) are the user MMIO pages, translated
+/// to `DRM_PANTHOR_USER_MMIO_OFFSET`; of those only the flush-ID page exists, mapped shared,
+/// read-only, one page long ([`Error::Invalid`] otherwise). Lower offsets are buffer objects.
+pub(crate) fn mmap_target<B: Backend>(
+    file: &File<B>,
     offset: u64,
     len: usize,
     prot: MmapProt,
-) -> Result<Mapping<'a, B>> {
-    let file = fd.file();
-    let dev = file.device();
-    let _entry = dev.enter()?;
+) -> Result<MmapTarget> {
     let start = file.inner().user_mmio_offset();
     if offset < start {
-        return Ok(Mapping::Bo(fd.mmap(offset, len)?));
+        return Ok(MmapTarget::Bo);
     }
     let offset = (offset - start)
         .checked_add(uapi::DRM_PANTHOR_USER_MMIO_OFFSET)
@@ -940,9 +940,35 @@ pub fn mmap<'a, B: Backend>(
         uapi::DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET
             if len as u64 == PAGE_SIZE && !prot.write && !prot.exec =>
         {
-            Ok(Mapping::FlushId(FlushIdPage { dev }))
+            Ok(MmapTarget::FlushId)
         }
         _ => Err(Error::Invalid),
+    }
+}
+
+/// `mmap()` of `len` bytes at file offset `offset` of `fd`, as panthor resolves it: offsets
+/// from the file's user MMIO offset on ([`TyrFile::user_mmio_offset`](crate::file::TyrFile))
+/// are the user MMIO pages, translated to `DRM_PANTHOR_USER_MMIO_OFFSET`; of those only the
+/// flush-ID page exists, mapped shared, read-only, one page long ([`Error::Invalid`]
+/// otherwise), as a [`FlushIdPage`]. Lower offsets are buffer objects, which the DRM core
+/// maps (`Fd::mmap`).
+///
+/// The host DRM core's own `Fd::mmap` knows only GEM offsets, so this is the driver's mmap
+/// entry point for tests and the Mesa-like client. In the kernel the DRM core asks the driver
+/// first ([`drm_ctx::drm::Driver::mmap_own`]), which resolves the offset the same way.
+#[cfg(feature = "host")]
+pub fn mmap<'a, B: Backend>(
+    fd: &'a drm_ctx::host::Fd<crate::gem::TyrDriver<B>>,
+    offset: u64,
+    len: usize,
+    prot: MmapProt,
+) -> Result<Mapping<'a, B>> {
+    let file = fd.file();
+    let dev = file.device();
+    let _entry = dev.enter()?;
+    match mmap_target(file, offset, len, prot)? {
+        MmapTarget::Bo => Ok(Mapping::Bo(fd.mmap(offset, len)?)),
+        MmapTarget::FlushId => Ok(Mapping::FlushId(FlushIdPage { dev })),
     }
 }
 

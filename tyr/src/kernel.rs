@@ -44,7 +44,7 @@
 
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::task::{RawWaker, RawWakerVTable, Waker};
 use core::time::Duration;
 
@@ -55,8 +55,10 @@ use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
 use ::kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
+use drm_ctx::drm::gem::CpuPage;
 use jobqueue::kernel::KernelFence;
-use mali_sim::{Config, Gpu, IrqLine as SimIrqLine, Progress};
+use mali_sim::kernel::KernelFrames;
+use mali_sim::{Config, FrameAlloc, Gpu, IrqLine as SimIrqLine, Progress};
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 
@@ -135,16 +137,71 @@ pub fn live_counts() -> LiveCounts {
 /// The simulated GPU of this backend.
 pub type SimGpu = Gpu<BusMemory>;
 
-/// The simulated GPU behind its lock, in `vmalloc` memory.
+/// The simulated GPU behind its lock, in `vmalloc` memory, with the page userspace maps as
+/// its USER register page.
 pub struct SimDevice {
     gpu: Pin<VBox<Mutex<SimGpu>>>,
+    flush_page: FlushPage,
 }
 
 impl SimDevice {
-    /// Runs `f` on the simulated GPU, under its lock.
+    /// Runs `f` on the simulated GPU, under its lock. Every change of the simulated GPU's
+    /// state happens here, so the flush-ID page is brought up to date here, before the lock
+    /// is released.
     pub fn with<R>(&self, f: impl FnOnce(&mut SimGpu) -> R) -> R {
         let mut guard = self.gpu.lock();
-        f(&mut guard)
+        let r = f(&mut guard);
+        self.flush_page.set(guard.latest_flush_id());
+        r
+    }
+}
+
+/// A zeroed page of `vmalloc` memory whose first word mirrors the simulated GPU's
+/// `LATEST_FLUSH_ID`: what userspace maps at `DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET`, where on
+/// silicon it would map the GPU's USER register page.
+///
+/// # Invariants
+///
+/// `page` is a live page from [`KernelFrames`] owned by this value, reached only through
+/// atomic accesses (by the kernel) and user mappings.
+struct FlushPage {
+    page: NonNull<AtomicU32>,
+}
+
+// SAFETY: The page is owned by the value and only reached atomically (type invariant).
+unsafe impl Send for FlushPage {}
+// SAFETY: See `Send`.
+unsafe impl Sync for FlushPage {}
+
+impl FlushPage {
+    const ONE: core::num::NonZeroUsize = core::num::NonZeroUsize::MIN;
+
+    fn new() -> Result<Self> {
+        let page = KernelFrames::new(GFP_KERNEL)
+            .alloc_zeroed(Self::ONE)
+            .map_err(|_| Error::NoMemory)?;
+        // INVARIANT: A zeroed page of our own, page aligned (so aligned for a `u32`).
+        Ok(FlushPage { page: page.cast() })
+    }
+
+    fn set(&self, id: u32) {
+        // SAFETY: The page is live and only reached atomically (type invariant).
+        unsafe { self.page.as_ref() }.store(id, Ordering::Relaxed);
+    }
+
+    fn cpu_page(&self) -> Option<CpuPage> {
+        // SAFETY: A whole page of `vmalloc` memory, page aligned, allocated until the value
+        // is dropped with the simulated device, which the backend (and so the DRM device that
+        // lends it to a mapping) holds.
+        unsafe { CpuPage::new(self.page.cast()) }
+    }
+}
+
+impl Drop for FlushPage {
+    fn drop(&mut self) {
+        // SAFETY: The page came from `KernelFrames::alloc_zeroed` of one page and nothing uses
+        // it any more: the simulated device is gone, and with it every mapping's device.
+        unsafe { KernelFrames::new(GFP_KERNEL).free(self.page.cast(), Self::ONE) };
     }
 }
 
@@ -453,7 +510,14 @@ impl KernelBackend {
             GFP_KERNEL,
         )
         .map_err(|_| Error::NoMemory)?;
-        let device = Arc::new(SimDevice { gpu }, GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+        let device = Arc::new(
+            SimDevice {
+                gpu,
+                flush_page: FlushPage::new()?,
+            },
+            GFP_KERNEL,
+        )
+        .map_err(|_| Error::NoMemory)?;
         let exec = KernelExec::new(device.clone())?;
         LIVE_BACKENDS.fetch_add(1, Ordering::Relaxed);
         Ok(KernelBackend {
@@ -674,6 +738,10 @@ impl Backend for KernelBackend {
 
     fn timestamp_frequency(&self) -> u64 {
         self.device.with(|gpu| gpu.config().timings.timestamp_hz)
+    }
+
+    fn flush_id_page(&self) -> Option<CpuPage> {
+        self.device.flush_page.cpu_page()
     }
 
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {

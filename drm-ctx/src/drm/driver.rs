@@ -8,7 +8,12 @@
 //! [`UnregisteredDevice`](super::UnregisteredDevice) and hands back the device in the
 //! [`Registered`](super::Registered) context. Dropping the registration unplugs the device.
 
-use super::{file::DriverFile, gem::DriverObject, ioctl};
+use super::{
+    file::{DriverFile, File},
+    gem::{CpuPage, DriverObject},
+    ioctl,
+};
+use crate::Result;
 use core::ffi::CStr;
 
 /// Name and version a driver reports to userspace (`DRM_IOCTL_VERSION`).
@@ -49,6 +54,38 @@ pub trait Driver: Sized + 'static {
     /// Whether the driver offers a render node; a render-node file may only issue ioctls flagged
     /// [`ioctl::RENDER_ALLOW`].
     const FEAT_RENDER: bool = false;
+
+    /// Maps a file offset the driver keeps for itself instead of a GEM object: `None` (the
+    /// default) leaves the offset to GEM, `Some(Err(_))` fails the `mmap()` with that error,
+    /// `Some(Ok(page))` maps `page` as the request's only page (read-only unless the request
+    /// is writable, and then never made writable by `mprotect()`). The page must stay
+    /// allocated as long as the device's driver data: the mapping holds the file, which holds
+    /// the device, and nothing else.
+    ///
+    /// What it is for: a GPU's user MMIO page, such as the page holding Mali's
+    /// `LATEST_FLUSH_ID` that panthor maps at `DRM_PANTHOR_USER_MMIO_OFFSET`, above every GEM
+    /// offset. The kernel backend asks before `drm_gem_mmap`, with the request as the VMA
+    /// gives it (a request for more than one page is refused with `EINVAL` whatever the driver
+    /// answers). The host core maps only GEM objects (`host::Fd::mmap`); a driver
+    /// offers its own offsets on the host through an entry point of its own.
+    fn mmap_own(_file: &File<Self::File>, _req: &MmapRequest) -> Option<Result<CpuPage>> {
+        None
+    }
+}
+
+/// An `mmap()` of a DRM file, as [`Driver::mmap_own`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmapRequest {
+    /// The file offset in bytes (a multiple of the page size: `mmap()` takes page offsets).
+    pub offset: u64,
+    /// The length in bytes (whole pages).
+    pub len: usize,
+    /// `PROT_WRITE`.
+    pub write: bool,
+    /// `PROT_EXEC`.
+    pub exec: bool,
+    /// `MAP_SHARED` (otherwise private).
+    pub shared: bool,
 }
 
 #[cfg(not(gpukit_kernel))]

@@ -17,6 +17,6 @@ pub mod syncobj;
 pub use self::device::{
     AnyCtx, Device, DeviceContext, DeviceCtx, DeviceInit, Registered, Uninit, UnregisteredDevice,
 };
-pub use self::driver::{Driver, DriverInfo, Registration};
+pub use self::driver::{Driver, DriverInfo, MmapRequest, Registration};
 pub use self::file::SyncobjFence;
 pub use self::file::{DriverFile, File, Node, OpenOptions};

@@ -34,7 +34,9 @@ extern const struct vm_operations_struct gpukit_drm_gem_own_vm_ops;
 int gpukit_drm_gem_mmap_prepare(struct drm_gem_object *obj, struct vm_area_struct *vma,
 				size_t *first, size_t *count);
 int gpukit_drm_gem_insert_page(struct vm_area_struct *vma, size_t index, void *kaddr);
-int gpukit_drm_adjust_driver(struct drm_device *dev);
+int gpukit_drm_adjust_driver(struct drm_device *dev, const struct file_operations *fops);
+u32 gpukit_drm_mmap_request(struct vm_area_struct *vma, u64 *offset, size_t *len);
+int gpukit_drm_map_own_page(struct vm_area_struct *vma, void *kaddr);
 int gpukit_drm_syncobj_create(struct drm_file *file, struct dma_fence *fence, u32 *handle);
 bool gpukit_drm_is_current_master(struct drm_file *file);
 void gpukit_drm_fence_get(struct dma_fence *fence);
@@ -63,7 +65,8 @@ void gpukit_drm_test_fence_signal(struct dma_fence *fence);
 /* Whether a fence has signalled (dma_fence_is_signaled is static inline). */
 bool gpukit_drm_test_fence_is_signaled(struct dma_fence *fence);
 unsigned long gpukit_drm_test_user_alloc(unsigned long len);
-unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, unsigned long offset);
+unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, unsigned long offset,
+				       bool writable);
 
 /*
  * kernel::drm builds one constant struct drm_driver per driver. Two things in it do not fit
@@ -78,19 +81,80 @@ unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, uns
  *   plain drm_gem_shmem_objects, not the driver's object type; a handle to one would then be
  *   looked up as the driver's type. Without them the core refuses both (ENOSYS, EINVAL);
  *   re-importing a buffer this device exported still returns the original object.
+ *
+ * The copy also takes drm-ctx's file operations (@fops, a static of the Rust driver type, as
+ * kernel::drm's are), which differ from kernel::drm's only in mmap, which offers the offset to
+ * the driver before drm_gem_mmap (Driver::mmap_own): the other members are checked to be the
+ * same, so a kernel whose kernel::drm sets them differently fails here instead of running
+ * with other file operations.
  */
-int gpukit_drm_adjust_driver(struct drm_device *dev)
+int gpukit_drm_adjust_driver(struct drm_device *dev, const struct file_operations *fops)
 {
-	struct drm_driver *drv = drmm_kmalloc(dev, sizeof(*drv), GFP_KERNEL);
+	const struct file_operations *old = dev->driver->fops;
+	struct drm_driver *drv;
 
+	if (fops->owner != old->owner || fops->open != old->open ||
+	    fops->release != old->release || fops->unlocked_ioctl != old->unlocked_ioctl ||
+	    fops->compat_ioctl != old->compat_ioctl || fops->poll != old->poll ||
+	    fops->read != old->read || fops->llseek != old->llseek ||
+	    fops->fop_flags != old->fop_flags || old->mmap != drm_gem_mmap || !fops->mmap)
+		return -EINVAL;
+	drv = drmm_kmalloc(dev, sizeof(*drv), GFP_KERNEL);
 	if (!drv)
 		return -ENOMEM;
 	*drv = *dev->driver;
 	drv->driver_features |= DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE;
 	drv->dumb_create = NULL;
 	drv->gem_prime_import_sg_table = NULL;
+	drv->fops = fops;
 	dev->driver = drv;
 	return 0;
+}
+
+/* Flags of gpukit_drm_mmap_request (MMAP_* in kernel/drm.rs). */
+#define GPUKIT_MMAP_WRITE (1u << 0)
+#define GPUKIT_MMAP_EXEC (1u << 1)
+#define GPUKIT_MMAP_SHARED (1u << 2)
+
+/* What an mmap() of a DRM file asks for: the file offset in bytes, the length, the flags. */
+u32 gpukit_drm_mmap_request(struct vm_area_struct *vma, u64 *offset, size_t *len)
+{
+	u32 flags = 0;
+
+	*offset = (u64)vma->vm_pgoff << PAGE_SHIFT;
+	*len = vma->vm_end - vma->vm_start;
+	if (vma->vm_flags & VM_WRITE)
+		flags |= GPUKIT_MMAP_WRITE;
+	if (vma->vm_flags & VM_EXEC)
+		flags |= GPUKIT_MMAP_EXEC;
+	if (vma->vm_flags & VM_SHARED)
+		flags |= GPUKIT_MMAP_SHARED;
+	return flags;
+}
+
+/*
+ * Maps the page at @kaddr (direct map or vmalloc space) as the whole of @vma, one page, for a
+ * file offset the driver keeps for itself. A read-only mapping loses VM_MAYWRITE, so
+ * mprotect() cannot make it writable; the mapping is not inherited by fork() children and
+ * does not grow. The mapping holds the file, which holds the device, which the driver's page
+ * outlives; there is nothing to fault in, so no vm_ops.
+ */
+int gpukit_drm_map_own_page(struct vm_area_struct *vma, void *kaddr)
+{
+	struct page *page = NULL;
+
+	if (vma->vm_end - vma->vm_start != PAGE_SIZE || !PAGE_ALIGNED(kaddr))
+		return -EINVAL;
+	if (is_vmalloc_addr(kaddr))
+		page = vmalloc_to_page(kaddr);
+	else if (virt_addr_valid(kaddr))
+		page = virt_to_page(kaddr);
+	if (!page)
+		return -EFAULT;
+	if (!(vma->vm_flags & VM_WRITE))
+		vm_flags_clear(vma, VM_MAYWRITE);
+	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	return remap_pfn_range(vma, vma->vm_start, page_to_pfn(page), PAGE_SIZE, vma->vm_page_prot);
 }
 
 /* A syncobj of @file holding @fence (may be NULL); the handle is made last. */
@@ -295,17 +359,19 @@ unsigned long gpukit_drm_test_user_alloc(unsigned long len)
 	return IS_ERR_VALUE(addr) ? 0 : addr;
 }
 
-/* A shared read-write mapping of `len` bytes of `file` at `offset` (an mmap offset of one of
- * its GEM objects), in the running test's address space, unmapped when the test ends; 0 on
- * failure. */
-unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, unsigned long offset)
+/* A shared mapping, read-write or read-only, of `len` bytes of `file` at `offset` (an mmap
+ * offset of one of its GEM objects, or one the driver keeps), in the running test's address
+ * space, unmapped when the test ends; 0 on failure. */
+unsigned long gpukit_drm_test_user_map(struct file *file, unsigned long len, unsigned long offset,
+				       bool writable)
 {
 	struct kunit *test = kunit_get_current_test();
 	unsigned long addr;
 
 	if (!test)
 		return 0;
-	addr = kunit_vm_mmap(test, file, 0, len, PROT_READ | PROT_WRITE, MAP_SHARED, offset);
+	addr = kunit_vm_mmap(test, file, 0, len, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+			     MAP_SHARED, offset);
 	return IS_ERR_VALUE(addr) ? 0 : addr;
 }
 #endif

@@ -34,7 +34,7 @@ use ::kernel::{
 use super::{file::KFile, gem::KObject};
 use crate::{
     device,
-    drm::{ioctl, AnyCtx, DeviceCtx, Driver, File, Registered},
+    drm::{self, ioctl, AnyCtx, DeviceCtx, Driver, File, Registered},
     types::{ARef, AlwaysRefCounted, NotThreadSafe},
     Error, Result,
 };
@@ -43,8 +43,21 @@ use crate::{
 // (`sched_statistics`), which `improper_ctypes` flags; only pointers cross the boundary.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn gpukit_drm_adjust_driver(dev: *mut bindings::drm_device) -> c_int;
+    fn gpukit_drm_adjust_driver(
+        dev: *mut bindings::drm_device,
+        fops: *const bindings::file_operations,
+    ) -> c_int;
+    /// The request of a VMA being set up (`vma` is a `struct vm_area_struct`, which passes
+    /// untyped: the bindings see parts of it as opaque): offset, length and `MMAP_*` flags.
+    fn gpukit_drm_mmap_request(vma: *mut c_void, offset: *mut u64, len: *mut usize) -> u32;
+    /// Maps the page at kernel address `kaddr` as the whole of the one-page `vma`.
+    fn gpukit_drm_map_own_page(vma: *mut c_void, kaddr: *mut c_void) -> c_int;
 }
+
+/// `gpukit_drm_mmap_request`'s flags.
+const MMAP_WRITE: u32 = 1 << 0;
+const MMAP_EXEC: u32 = 1 << 1;
+const MMAP_SHARED: u32 = 1 << 2;
 
 /// Converts a kernel error into this crate's.
 pub(crate) fn from_kernel(e: ::kernel::error::Error) -> Error {
@@ -128,6 +141,71 @@ impl<T: Driver> kdrm::Driver for KDriver<T> {
     const IOCTLS: &'static [kdrm::ioctl::DrmIoctlDescriptor] = IoctlTable::<T>::TABLE;
 
     const FEAT_RENDER: bool = T::FEAT_RENDER;
+}
+
+/// The file operations of `T`'s device files: those `kernel::drm` gives every driver (the DRM
+/// core's `open`, `release`, `ioctl`, `poll`, `read`, no seeking, unsigned offsets), with an
+/// `mmap` that offers the offset to the driver ([`Driver::mmap_own`]) before GEM.
+/// `gpukit_drm_adjust_driver` checks, when a device is made, that every other member is the
+/// one `kernel::drm` set.
+struct Fops<T: Driver>(PhantomData<T>);
+
+impl<T: Driver> Fops<T> {
+    const FOPS: bindings::file_operations = {
+        // SAFETY: `struct file_operations` is pointers, optional functions and integers, for
+        // which all zeroes is a valid value (null, `None`, 0).
+        let mut f: bindings::file_operations = unsafe { core::mem::zeroed() };
+        f.owner = core::ptr::null_mut();
+        f.open = Some(bindings::drm_open);
+        f.release = Some(bindings::drm_release);
+        f.unlocked_ioctl = Some(bindings::drm_ioctl);
+        #[cfg(CONFIG_COMPAT)]
+        {
+            f.compat_ioctl = Some(bindings::drm_compat_ioctl);
+        }
+        f.poll = Some(bindings::drm_poll);
+        f.read = Some(bindings::drm_read);
+        f.llseek = Some(bindings::noop_llseek);
+        f.mmap = Some(file_mmap::<T>);
+        f.fop_flags = bindings::FOP_UNSIGNED_OFFSET;
+        f
+    };
+}
+
+/// `mmap` of a device file of `T`: the driver's own offsets first, then GEM's.
+///
+/// # Safety
+///
+/// Called by the VFS (`mmap_region`, through the file's `f_op`) with a DRM file of a device of
+/// `T`, open (the VMA holds it), and the VMA being set up, under the process's mmap lock.
+unsafe extern "C" fn file_mmap<T: Driver>(
+    filp: *mut bindings::file,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    let (mut offset, mut len) = (0u64, 0usize);
+    // SAFETY: `vma` is the VMA being set up, as the caller guarantees.
+    let flags = unsafe { gpukit_drm_mmap_request(vma.cast(), &mut offset, &mut len) };
+    let req = drm::MmapRequest {
+        offset,
+        len,
+        write: flags & MMAP_WRITE != 0,
+        exec: flags & MMAP_EXEC != 0,
+        shared: flags & MMAP_SHARED != 0,
+    };
+    // SAFETY: An open DRM file's private data is its `struct drm_file` (`drm_open` set it).
+    let raw_file = unsafe { (*filp).private_data }.cast::<bindings::drm_file>();
+    // SAFETY: The file is open (the caller guarantees it) on a device of `T`, whose files'
+    // private data is a `KFile` of `T::File`.
+    let file = unsafe { File::<T::File>::from_raw(raw_file) };
+    match T::mmap_own(file, &req) {
+        // SAFETY: The caller's guarantees are `drm_gem_mmap`'s.
+        None => unsafe { bindings::drm_gem_mmap(filp, vma) },
+        Some(Err(e)) => e.to_errno(),
+        // SAFETY: `vma` is being set up; by `CpuPage`'s invariants the page is a whole page of
+        // kernel memory that stays allocated while the driver's object that lent it lives,
+        // here the device, which the file (held by the mapping) keeps alive.
+        Some(Ok(page)) => unsafe { gpukit_drm_map_own_page(vma.cast(), page.as_ptr().cast()) },
+    }
 }
 
 /// The C ioctl table of `T`: entry `i` calls `T::IOCTLS[i]` through [`trampoline`].
@@ -442,8 +520,10 @@ impl<T: Driver> UnregisteredDevice<T> {
         .map_err(from_kernel)?;
         let kdev: &kdrm::Device<KDriver<T>, kdrm::Uninit> = &unreg;
         let raw: *mut bindings::drm_device = core::ptr::from_ref(kdev).cast_mut().cast();
-        // SAFETY: The device is still private to this function (not registered).
-        check(unsafe { gpukit_drm_adjust_driver(raw) })?;
+        let fops: &'static bindings::file_operations = &Fops::<T>::FOPS;
+        // SAFETY: The device is still private to this function (not registered); `fops` is a
+        // static vtable.
+        check(unsafe { gpukit_drm_adjust_driver(raw, fops) })?;
         let data = init(&DeviceInit {
             dev: kdev,
             _p: PhantomData,

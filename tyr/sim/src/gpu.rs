@@ -401,6 +401,12 @@ impl<M: PhysMemory> Gpu<M> {
         self.now
     }
 
+    /// What `LATEST_FLUSH_ID` reads now, without a bus access (what a backend that mirrors
+    /// the USER page into memory userspace maps needs).
+    pub fn latest_flush_id(&self) -> u32 {
+        self.latest_flush_id
+    }
+
     /// Lets `ns` nanoseconds of simulated time pass, completing every operation that falls
     /// due in order.
     pub fn advance(&mut self, ns: u64) {

@@ -516,6 +516,7 @@ mod tests {
             file: *mut ::kernel::bindings::file,
             len: core::ffi::c_ulong,
             offset: core::ffi::c_ulong,
+            writable: bool,
         ) -> core::ffi::c_ulong;
     }
 
@@ -675,7 +676,7 @@ mod tests {
             ioctl::bo_mmap_offset(dev, &mut off, file)?;
             // SAFETY: `raw` is the open file of the device; the mapping is the test's, undone
             // when the case ends.
-            let map = unsafe { gpukit_drm_test_user_map(raw, bo.size as _, off.offset as _) };
+            let map = unsafe { gpukit_drm_test_user_map(raw, bo.size as _, off.offset as _, true) };
             if map == 0 {
                 return Err(EFAULT);
             }
@@ -744,6 +745,46 @@ mod tests {
             let mut mapped = [0u8; 8];
             mem.get(map + 0x8000, &mut mapped)?;
             assert!(mapped == out);
+
+            // The flush-ID page, mapped as Mesa maps it: shared, read-only, one page at
+            // `DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET` (the file's user MMIO offset); a writable
+            // or a longer mapping is refused.
+            let flush_at = uapi::DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET as core::ffi::c_ulong;
+            // SAFETY: `raw` is the open file; a mapping made would be the test's.
+            let writable = unsafe { gpukit_drm_test_user_map(raw, 0x1000, flush_at, true) };
+            // SAFETY: As above.
+            let longer = unsafe { gpukit_drm_test_user_map(raw, 0x2000, flush_at, false) };
+            assert_eq!((writable, longer), (0, 0));
+            // SAFETY: As above.
+            let flush = unsafe { gpukit_drm_test_user_map(raw, 0x1000, flush_at, false) };
+            if flush == 0 {
+                return Err(EFAULT);
+            }
+            let flush_id = |mem: &UserMem| -> Result<u32> {
+                let mut w = [0u8; 4];
+                mem.get(flush as u64, &mut w)?;
+                Ok(u32::from_le_bytes(w))
+            };
+            let gpu_flush_id = || dev.backend.device().with(|g| g.latest_flush_id());
+            let before = flush_id(&mem)?;
+            assert_eq!(before, gpu_flush_id());
+            // Unmapping a page of the VM the job ran in (still active) flushes the GPU's
+            // caches: the page shows the new flush ID.
+            let unmap = uapi::VmBindOp {
+                flags: uapi::DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+                va: va + 0xf000,
+                size: 0x1000,
+                ..Default::default()
+            };
+            let mut bind = uapi::VmBind {
+                vm_id: vm.id,
+                flags: 0,
+                ops: array(&mut mem, &[unmap])?,
+            };
+            ioctl::vm_bind(dev, &mut bind, file)?;
+            let after = flush_id(&mem)?;
+            assert_ne!(after, before);
+            assert_eq!(after, gpu_flush_id());
 
             let mut destroy = uapi::GroupDestroy {
                 group_handle: group.group_handle,

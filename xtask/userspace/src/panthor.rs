@@ -140,6 +140,18 @@ pub fn map_op(handle: u32, va: u64, size: u64) -> VmBindOp {
     }
 }
 
+/// An `UNMAP` operation of `size` bytes at `va`, without sync operations.
+pub fn unmap_op(va: u64, size: u64) -> VmBindOp {
+    VmBindOp {
+        flags: DRM_PANTHOR_VM_BIND_OP_TYPE_UNMAP,
+        bo_handle: 0,
+        bo_offset: 0,
+        va,
+        size,
+        syncs: obj_array::<SyncOp>(&[]),
+    }
+}
+
 /// `VM_BIND` of `ops` on `vm` with `flags` (`DRM_PANTHOR_VM_BIND_ASYNC` or 0); each op's sync
 /// operations are `syncs[i]`.
 pub fn vm_bind(

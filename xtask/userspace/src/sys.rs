@@ -168,16 +168,26 @@ pub unsafe fn ioctl_with_pointers<T: Plain>(
     unsafe { ioctl_raw(fd, cmd, (arg as *mut T).cast()) }
 }
 
-/// `mmap` of `len` bytes of `fd` at `offset`, readable and writable, with `flags`
-/// (`MAP_SHARED` or `MAP_PRIVATE`): the address.
-fn map(fd: &File, len: usize, offset: u64, flags: libc::c_int) -> Result<*mut u8, Errno> {
+/// `mmap` of `len` bytes of `fd` at `offset`, readable and (with `write`) writable, with
+/// `flags` (`MAP_SHARED` or `MAP_PRIVATE`): the address.
+fn map(
+    fd: &File,
+    len: usize,
+    offset: u64,
+    write: bool,
+    flags: libc::c_int,
+) -> Result<*mut u8, Errno> {
     let offset = libc::off_t::try_from(offset).map_err(|_| Errno(libc::EOVERFLOW))?;
     // SAFETY: a new mapping at an address the kernel chooses; it overlaps nothing of ours.
     let addr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            if write {
+                libc::PROT_READ | libc::PROT_WRITE
+            } else {
+                libc::PROT_READ
+            },
             flags,
             fd.as_raw_fd(),
             offset,
@@ -199,8 +209,39 @@ pub struct Mapping {
 impl Mapping {
     /// Maps `len` bytes of `fd` at `offset`, readable and writable.
     pub fn shared(fd: &File, len: usize, offset: u64) -> Result<Self, Errno> {
-        let addr = map(fd, len, offset, libc::MAP_SHARED)?;
+        let addr = map(fd, len, offset, true, libc::MAP_SHARED)?;
         Ok(Mapping { addr, len })
+    }
+
+    /// Maps `len` bytes of `fd` at `offset`, shared and read-only: only the `read_*` methods
+    /// may be used (a write would be a `SIGSEGV`).
+    pub fn shared_read_only(fd: &File, len: usize, offset: u64) -> Result<Self, Errno> {
+        let addr = map(fd, len, offset, false, libc::MAP_SHARED)?;
+        Ok(Mapping { addr, len })
+    }
+
+    /// Maps `len` bytes of `fd` at `offset` shared, readable and writable, and unmaps it at
+    /// once: `Ok` if the kernel allowed it.
+    pub fn try_shared_writable(fd: &File, len: usize, offset: u64) -> Result<(), Errno> {
+        Mapping::shared(fd, len, offset)?.unmap()
+    }
+
+    /// `mprotect(PROT_READ | PROT_WRITE)` of the whole mapping: `Ok` if the kernel allowed it
+    /// (a mapping the driver made read-only for good refuses it with `EACCES`).
+    pub fn try_protect_writable(&self) -> Result<(), Errno> {
+        // SAFETY: the mapping this value owns; only its protection changes.
+        let ret = unsafe {
+            libc::mprotect(
+                self.addr.cast(),
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(Errno::last())
+        }
     }
 
     /// Maps `len` bytes of `fd` at `offset` privately (`MAP_PRIVATE`), readable and writable,
@@ -208,7 +249,7 @@ impl Mapping {
     /// device's memory refuses such copy-on-write mappings, as the DRM shmem helpers do.
     pub fn try_private(fd: &File, len: usize, offset: u64) -> Result<(), Errno> {
         Mapping {
-            addr: map(fd, len, offset, libc::MAP_PRIVATE)?,
+            addr: map(fd, len, offset, true, libc::MAP_PRIVATE)?,
             len,
         }
         .unmap()

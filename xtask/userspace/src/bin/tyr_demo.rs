@@ -19,18 +19,23 @@
 //!    storing `a[k]`, alternating groups and queues as the demo does; the CPU waits for the
 //!    last one (60 s: the kernel runs under QEMU's TCG), checks every `a[k]` through the
 //!    mapping, the last fence's status (1) and both groups' states (0).
-//! 5. **A hang, recovered**: a third group on the same VM runs a `SYNC_WAIT64` on a word
+//! 5. **The flush-ID page**, mapped as panvk maps it when it opens the device: one page,
+//!    shared and read-only, at `DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET` (a writable, a private
+//!    and a two-page mapping fail with `EINVAL`, `mprotect` to writable with `EACCES`); a map
+//!    and an unmap of the code BO in the chain's VM, which is active, flush the GPU's caches,
+//!    and the `LATEST_FLUSH_ID` read through the page moves.
+//! 6. **A hang, recovered**: a third group on the same VM runs a `SYNC_WAIT64` on a word
 //!    nothing writes; its syncobj must signal within 60 s with `-ETIMEDOUT` on the fence
 //!    (read through a sync file), the group reports `TIMEDOUT`, the VM stays usable and a new
 //!    job on a chain group completes and stores the right word.
-//! 6. **A fault that kills only its group**: a group on a second VM (own code BO) stores to
+//! 7. **A fault that kills only its group**: a group on a second VM (own code BO) stores to
 //!    0x70000000, which nothing maps: `-EFAULT` on its fence, `FATAL_FAULT` with its queue's
 //!    bit, the second VM `UNUSABLE`, submissions to the group and new groups on that VM
 //!    `EINVAL`; the first VM stays usable and a chain group still computes.
-//! 7. **Unplug**: the counts of `/sys/kernel/tyr/live` are read at the start and before the
+//! 8. **Unplug**: the counts of `/sys/kernel/tyr/live` are read at the start and before the
 //!    unplug (all non-zero then); writing `tyr` to `/sys/bus/platform/drivers/tyr/unbind`
-//!    unplugs the device (ioctls on the open file then fail with `ENODEV`, the render node goes
-//!    away); after every mapping is unmapped and the file closed, every count must drop to 0
+//!    unplugs the device (ioctls and new mappings of the flush-ID page on the open file then
+//!    fail with `ENODEV`, the render node goes away); after every mapping is unmapped and the file closed, every count must drop to 0
 //!    within 2 s.
 //!
 //! A failed step is a `FAIL` line with the errno; the parts that do not need what it would
@@ -68,7 +73,7 @@ const CODE_SIZE: u64 = 0x1_0000;
 const DATA_SIZE: u64 = 0x20_0000;
 /// Jobs in the dependency chain.
 const CHAIN: u64 = 64;
-/// Offsets in the code BO of the streams of parts 5 and 6 (the chain's are at `64 k`).
+/// Offsets in the code BO of the streams of parts 6 and 7 (the chain's are at `64 k`).
 const HANG_STREAM: u64 = 0x2000;
 const RECOVERY_STREAM: u64 = 0x2100;
 const AFTER_FAULT_STREAM: u64 = 0x2200;
@@ -81,6 +86,8 @@ const RECOVERY_VALUE: u32 = 0x600d_0001;
 const AFTER_FAULT_VALUE: u32 = 0x600d_0002;
 /// An address nothing maps in the second VM.
 const FAULT_VA: u64 = 0x7000_0000;
+/// Where part 5 maps the code BO a second time (and unmaps it).
+const FLUSH_PROBE_VA: u64 = 0x200_0000;
 /// How long the CPU waits for a job (the kernel runs under QEMU's TCG, with lockdep).
 const WAIT_NS: i64 = 60_000_000_000;
 /// How long all the waits of the workload may take together: with five waits of 60 s that all
@@ -108,6 +115,7 @@ const _: () = {
     assert!(4 * (CHAIN + 1) <= HANG_WORD && HANG_WORD + 8 <= RECOVERY_OUT);
     assert!(RECOVERY_OUT + 4 <= AFTER_FAULT_OUT && AFTER_FAULT_OUT + 4 <= DATA_SIZE);
     assert!(FAULT_VA >= CODE_VA + CODE_SIZE);
+    assert!(FLUSH_PROBE_VA >= CODE_VA + CODE_SIZE && FLUSH_PROBE_VA + CODE_SIZE <= DATA_VA);
 };
 
 fn main() {
@@ -178,6 +186,7 @@ fn checks<W: Write>(r: &mut Report<W>) {
     let mut world = World::default();
     memory(r, &dev, &mut world);
     chain(r, &dev, &mut world);
+    flush_id(r, &dev, &mut world);
     hang(r, &dev, &world);
     fault(r, &dev, &mut world);
     if may_unbind(r, init) {
@@ -749,6 +758,79 @@ fn chain<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
 
 /// A job on a chain group that stores `value` at `out`, and the checks on it: it completes,
 /// its fence has no error, the word reads back.
+/// Part 5: the flush-ID page.
+fn flush_id<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
+    const AT: u64 = DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET;
+    const PAGE: usize = 4096;
+    r.check(
+        "a writable mmap of the flush-ID page fails with EINVAL",
+        expect_errno(
+            Mapping::try_shared_writable(dev.file(), PAGE, AT),
+            libc::EINVAL,
+        ),
+    );
+    r.check(
+        "a private mmap of the flush-ID page fails with EINVAL",
+        expect_errno(Mapping::try_private(dev.file(), PAGE, AT), libc::EINVAL),
+    );
+    r.check(
+        "a two-page mmap of the flush-ID page fails with EINVAL",
+        expect_errno(
+            Mapping::shared_read_only(dev.file(), 2 * PAGE, AT).map(|_| ()),
+            libc::EINVAL,
+        ),
+    );
+    const MAP: &str = "mmap of the flush-ID page (one page, shared, read-only)";
+    let page = match Mapping::shared_read_only(dev.file(), PAGE, AT) {
+        Ok(m) => {
+            r.ok(MAP);
+            m
+        }
+        Err(e) => {
+            r.fail(MAP, e);
+            return;
+        }
+    };
+    r.check(
+        "mprotect of the flush-ID mapping to writable fails with EACCES",
+        expect_errno(page.try_protect_writable(), libc::EACCES),
+    );
+    const MOVED: &str = "the flush ID read through the page moves with the binds' cache flushes";
+    match (w.vm, &w.code) {
+        (Some(vm), Some(code)) if w.code_bound => {
+            let before = page.read_u32(0);
+            let bound = panthor::vm_bind(
+                dev,
+                vm,
+                0,
+                &[panthor::map_op(code.handle, FLUSH_PROBE_VA, CODE_SIZE)],
+                &[],
+            )
+            .and_then(|()| {
+                let op = panthor::unmap_op(FLUSH_PROBE_VA, CODE_SIZE);
+                panthor::vm_bind(dev, vm, 0, &[op], &[])
+            });
+            let after = page.read_u32(0);
+            if r.check(
+                "VM_BIND map and unmap of the code BO at 0x2000000 in the chain's VM",
+                bound.or_else(errno("VM_BIND")),
+            ) {
+                r.note(format!("flush ID {before} before the binds, {after} after"));
+                r.check(
+                    MOVED,
+                    if after != before {
+                        Ok(())
+                    } else {
+                        Err(format!("still {before}"))
+                    },
+                );
+            }
+        }
+        _ => r.fail(MOVED, "no VM with the code BO bound"),
+    }
+    w.other_maps.push(("flush-ID page", page));
+}
+
 fn store_job(
     dev: &Drm,
     group: u32,
@@ -764,7 +846,7 @@ fn store_job(
     expect_eq("the stored word", got, value)
 }
 
-/// Part 5: a job that waits forever times out; the driver recovers.
+/// Part 6: a job that waits forever times out; the driver recovers.
 fn hang<W: Write>(r: &mut Report<W>, dev: &Drm, w: &World) {
     let (Some(vm), Some(code), Some(data), Some(groups)) = (w.vm, &w.code, &w.data, w.groups)
     else {
@@ -852,7 +934,7 @@ fn hang<W: Write>(r: &mut Report<W>, dev: &Drm, w: &World) {
     );
 }
 
-/// Part 6: a page fault kills only its group and makes only its VM unusable.
+/// Part 7: a page fault kills only its group and makes only its VM unusable.
 fn fault<W: Write>(r: &mut Report<W>, dev: &Drm, w: &mut World) {
     let vm2 = match panthor::vm_create(dev) {
         Ok(id) if id != 0 && Some(id) != w.vm => {
@@ -974,7 +1056,7 @@ fn faulting_group<W: Write>(r: &mut Report<W>, dev: &Drm, vm2: u32, code2: &Bo) 
     Some(())
 }
 
-/// Part 7: unbind, unmap, close; nothing may be left. Without `dev` (the render node did not
+/// Part 8: unbind, unmap, close; nothing may be left. Without `dev` (the render node did not
 /// open) only the unbind and the counts after it.
 fn unplug<W: Write>(r: &mut Report<W>, dev: Option<Drm>, w: World) {
     match LiveCounts::read(panthor::LIVE_PATH) {
@@ -1010,6 +1092,14 @@ fn unplug<W: Write>(r: &mut Report<W>, dev: Option<Drm>, w: World) {
             expect_errno(panthor::vm_state(&dev, vm), libc::ENODEV),
         );
     }
+    r.check(
+        "after the unbind an mmap of the flush-ID page fails with ENODEV",
+        expect_errno(
+            Mapping::shared_read_only(dev.file(), 4096, DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET)
+                .map(|_| ()),
+            libc::ENODEV,
+        ),
+    );
     let mut maps: Vec<(&str, Mapping)> = Vec::new();
     maps.extend(w.code.map(|b| ("code", b.map)));
     maps.extend(w.data.map(|b| ("data", b.map)));
