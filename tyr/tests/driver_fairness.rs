@@ -842,16 +842,21 @@ fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
 
 /// System suspends and resumes in a loop while four threads submit chains of jobs to their own
 /// groups (twelve groups in all, more than the slots): every suspend succeeds or says the
-/// device is busy, and in the end every job has completed with its result, in order.
+/// device is busy, and in the end every job has completed with its result, in order. At least
+/// three suspend cycles complete while the threads are half-way through their submissions
+/// (each waits for them there), however fast the host runs the simulated GPU.
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn system_suspends_race_with_submissions_and_lose_nothing() {
     const JOBS: u64 = 12;
     const SPIN: u32 = 40;
+    const CYCLES: usize = 3;
     let r = fair_rig();
     let dev = r.dev();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let cycles = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|t| {
+        let cycles = &cycles;
         let workers: Vec<_> = (0..4u64)
             .map(|w| {
                 t.spawn(move || {
@@ -865,6 +870,16 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
                             let after = g.jobs.last().copied();
                             g.submit_staged(&umd, after);
                         }
+                        if j == JOBS / 2 {
+                            // Half of each chain is in: the rest follows only after
+                            // `CYCLES` suspend cycles, which race with the jobs in flight and
+                            // with the other workers' submissions.
+                            let t0 = std::time::Instant::now();
+                            while cycles.load(Ordering::Acquire) < CYCLES {
+                                assert!(t0.elapsed().as_secs() < 60, "no suspend cycles");
+                                std::thread::sleep(std::time::Duration::from_micros(100));
+                            }
+                        }
                     }
                     for g in &groups {
                         g.finish(&umd, JOBS, SPIN + w as u32);
@@ -873,26 +888,29 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
             })
             .collect();
         let sleeper = t.spawn(|| {
-            let mut cycles = 0;
             while !stop.load(Ordering::Acquire) {
                 match tyr::driver::suspend(dev) {
                     Ok(()) => {
                         std::thread::sleep(std::time::Duration::from_micros(300));
                         tyr::driver::resume(dev).unwrap();
-                        cycles += 1;
+                        cycles.fetch_add(1, Ordering::AcqRel);
                     }
                     Err(e) => panic!("suspend: {e:?}"),
                 }
                 std::thread::sleep(std::time::Duration::from_micros(500));
             }
-            cycles
         });
-        for w in workers {
-            w.join().unwrap();
-        }
+        // Every worker is joined before the sleeper is stopped, and the sleeper stopped before
+        // a worker's failure is reported: a failure ends the test instead of leaving the sleeper
+        // cycling forever.
+        let done: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
         stop.store(true, Ordering::Release);
-        let cycles = sleeper.join().unwrap();
-        assert!(cycles >= 3, "only {cycles} suspend cycles");
+        sleeper.join().unwrap();
+        for d in done {
+            d.unwrap();
+        }
+        let cycles = cycles.load(Ordering::Acquire);
+        assert!(cycles >= CYCLES, "only {cycles} suspend cycles");
     });
     assert!(!dev.pm.is_suspended());
     assert_eq!(resets(&r), 0);
