@@ -364,7 +364,7 @@ pub trait Backend: Send + Sync + 'static {
     /// The clock.
     fn clock(&self) -> &Self::Clock;
 
-    /// The system's monotonic clock (the kernel's `ktime_get` and `fsleep`), which a thread
+    /// The system's monotonic clock (in the kernel, `ktime_get` and `fsleep`), which a thread
     /// measures and sleeps on while it waits for something the CPU does: for the driver's work
     /// item to run. Waits for the hardware use [`clock`](Self::clock) instead. The two may be
     /// one clock on real hardware; over a simulated GPU they are not: the simulation's time
