@@ -11,7 +11,9 @@
 //! - **DMA memory** ([`DmaMemory`]): zeroed, page-granular memory with a device address the GPU
 //!   uses and a CPU view the driver writes page tables through (`dma_alloc_coherent` in Linux).
 //! - **Interrupts**: whether an interrupt line is asserted ([`IrqLine`]).
-//! - **Time**: a [`PollClock`] for the poll loops that wait for the hardware.
+//! - **Time**: a [`PollClock`] for the poll loops that wait for the hardware (the GPU's time:
+//!   over a simulated GPU, the simulation's), and the system's monotonic clock
+//!   ([`Backend::sys_clock`]) for the waits on the CPU's side, for the driver's own work item.
 //! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
 //!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
 //! - **Fences**: the job queues' fences ([`Backend::Fence`]) and their conversions to and from
@@ -334,6 +336,8 @@ pub trait Backend: Send + Sync + 'static {
     type Io: Io + IoKnownSize + IoCapable<u32> + IoCapable<u64>;
     /// The clock poll loops and job timeouts use.
     type Clock: PollClock + Clone + Send + Sync + 'static;
+    /// The system's monotonic clock ([`sys_clock`](Self::sys_clock)).
+    type SysClock: PollClock + Send + Sync + 'static;
     /// The workqueue the job queues run on.
     type Exec: jobqueue::Executor + Clone + Send + Sync + 'static;
     /// DMA memory (cloned into every object that owns some).
@@ -359,6 +363,14 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The clock.
     fn clock(&self) -> &Self::Clock;
+
+    /// The system's monotonic clock (in the kernel, `ktime_get` and `fsleep`), which a thread
+    /// measures and sleeps on while it waits for something the CPU does: for the driver's work
+    /// item to run. Waits for the hardware use [`clock`](Self::clock) instead. The two may be
+    /// one clock on real hardware; over a simulated GPU they are not: the simulation's time
+    /// moves only when the simulation runs, and sleeping on it moves it (runs the GPU) rather
+    /// than letting another thread run.
+    fn sys_clock(&self) -> &Self::SysClock;
 
     /// DMA memory.
     fn dma(&self) -> &Self::Dma;

@@ -55,7 +55,7 @@ use jobqueue::host::HostFence;
 use jobqueue::{Executor, Fence as _};
 
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
-use register::io::poll::PollClock;
+use register::io::poll::{PollClock, StdPollClock};
 
 use crate::backend::{
     Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, LogLevel, WeakEvents, PAGE_SIZE,
@@ -504,6 +504,7 @@ pub struct HostBackend {
     gpu: SharedGpu,
     io: SimIo,
     clock: SimClock,
+    sys_clock: StdPollClock,
     dma: SimDma,
     exec: HostExec,
     thread: Mutex<Option<EventThread>>,
@@ -543,6 +544,7 @@ impl HostBackend {
             opps,
             io: ModelRegion::new(SimModel(gpu.clone())),
             clock: SimClock(gpu.clone()),
+            sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
             exec: HostExec::new(),
             thread: Mutex::new(None),
@@ -567,6 +569,7 @@ impl HostBackend {
 impl Backend for HostBackend {
     type Io = SimIo;
     type Clock = SimClock;
+    type SysClock = StdPollClock;
     type Exec = HostExec;
     type Dma = SimDma;
     type Fence = jobqueue::host::HostFence;
@@ -581,6 +584,10 @@ impl Backend for HostBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn sys_clock(&self) -> &StdPollClock {
+        &self.sys_clock
     }
 
     fn dma(&self) -> &SimDma {

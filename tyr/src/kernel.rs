@@ -13,7 +13,9 @@
 //!   carries (as the host backend does).
 //! - The simulated GPU lives in `vmalloc` memory (it is about 74 KB), behind a kernel `Mutex`.
 //! - Time is the simulator's ([`SimClock`]): poll loops read it and their sleeps advance it, so
-//!   a reset or a power transition completes exactly when the simulated hardware says.
+//!   a reset or a power transition completes exactly when the simulated hardware says. A wait
+//!   for the CPU's side (a system suspend waiting for the work item) uses the kernel's
+//!   monotonic clock instead ([`KernelPollClock`], `fsleep`).
 //! - DMA memory is the DMA API's, coherent blocks on the GPU's `struct device` ([`KernelDma`]),
 //!   and the simulated GPU's bus reaches exactly those blocks at their DMA addresses
 //!   ([`dma::DmaBus`]): its MMU walks the driver's real page-table pages.
@@ -61,6 +63,7 @@ use mali_sim::kernel::KernelFrames;
 use mali_sim::{Config, FrameAlloc, Gpu, IrqLine as SimIrqLine, Progress};
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
+use register::kernel::KernelPollClock;
 
 use crate::backend::{
     Backend, EventSink, Events, IrqLine, Lock, LockClass, LockFamily, LogLevel, WeakEvents,
@@ -485,6 +488,7 @@ pub struct KernelBackend {
     device: Arc<SimDevice>,
     io: SimIo,
     clock: SimClock,
+    sys_clock: KernelPollClock,
     dma: KernelDma,
     exec: KernelExec,
 }
@@ -526,6 +530,7 @@ impl KernelBackend {
                 pump: exec.pump.clone(),
             }),
             clock: SimClock(device.clone()),
+            sys_clock: KernelPollClock::new(),
             dma: KernelDma(bus),
             exec,
             device,
@@ -662,6 +667,7 @@ impl<T> core::ops::DerefMut for KernelGuard<'_, T> {
 impl Backend for KernelBackend {
     type Io = SimIo;
     type Clock = SimClock;
+    type SysClock = KernelPollClock;
     type Exec = KernelExec;
     type Dma = KernelDma;
     type Fence = KernelFence;
@@ -676,6 +682,10 @@ impl Backend for KernelBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn sys_clock(&self) -> &KernelPollClock {
+        &self.sys_clock
     }
 
     fn dma(&self) -> &KernelDma {

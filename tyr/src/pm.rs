@@ -54,7 +54,7 @@
 //! escalates to a GPU reset (panthor terminates such groups and resets as well): the suspend
 //! still succeeds, and after the resume every group replays from the first job it had not
 //! finished. A suspend fails (and the device runs on) only when the work item does not take
-//! it up within [`SUSPEND_START_TIMEOUT`] or the power-down fails.
+//! it up within [`SUSPEND_START_TIMEOUT`] of the system's time or the power-down fails.
 //!
 //! # Frequency scaling
 //!
@@ -475,9 +475,10 @@ impl<L: LockFamily> Pm<L> {
     }
 }
 
-/// How long a system suspend waits for the device's work item to take it up.
+/// How long a system suspend waits for the device's work item to take it up, on the system's
+/// clock ([`Backend::sys_clock`]), not the GPU's: it waits for a thread of the CPU.
 pub const SUSPEND_START_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often it looks.
+/// How often it looks (sleeping on the system's clock in between).
 pub const SUSPEND_POLL_INTERVAL: Duration = Duration::from_micros(10);
 
 #[cfg(test)]

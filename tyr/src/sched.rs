@@ -2177,8 +2177,9 @@ impl<B: Backend> DevInner<B> {
     ///
     /// [`Error::Busy`] if the device is suspended or suspending already; [`Error::TimedOut`] if
     /// the work item does not take the request up within
-    /// [`crate::pm::SUSPEND_START_TIMEOUT`] (its executor is stopped); the power-down's errors
-    /// (the GPU is then reset). The device runs on after an error.
+    /// [`crate::pm::SUSPEND_START_TIMEOUT`] of the system's clock ([`Backend::sys_clock`]; its
+    /// executor is stopped); the power-down's errors (the GPU is then reset). The device runs
+    /// on after an error.
     pub fn suspend(&self) -> Result {
         let s = &self.sched;
         let claim = s.sleep.compare_exchange(
@@ -2193,8 +2194,12 @@ impl<B: Backend> DevInner<B> {
         self.pm.set_holding(true);
         s.sleep.store(SLEEP_ASKED, Ordering::Release);
         self.backend.executor().waker().wake_by_ref();
-        let clock = self.backend.clock();
-        let start = register::io::poll::PollClock::now(clock);
+        // Waiting for the work item is waiting for the CPU, not the GPU: measured and slept on
+        // the system's clock. The GPU's clock would not do over a simulated GPU: sleeping on it
+        // runs the simulation ahead instead of giving the work item's thread a turn, and a
+        // second of simulated time can pass in a few milliseconds.
+        let clock = self.backend.sys_clock();
+        let start = clock.now();
         loop {
             match s.sleep.load(Ordering::Acquire) {
                 SLEEP_DONE => break,
@@ -2205,8 +2210,7 @@ impl<B: Backend> DevInner<B> {
                     return Err(e);
                 }
                 SLEEP_ASKED => {
-                    let now = register::io::poll::PollClock::now(clock);
-                    let late = now.saturating_sub(start) > crate::pm::SUSPEND_START_TIMEOUT;
+                    let late = clock.now().saturating_sub(start) > crate::pm::SUSPEND_START_TIMEOUT;
                     if late
                         && s.sleep
                             .compare_exchange(
@@ -2228,7 +2232,7 @@ impl<B: Backend> DevInner<B> {
                 }
                 _ => {}
             }
-            register::io::poll::PollClock::sleep(clock, crate::pm::SUSPEND_POLL_INTERVAL);
+            clock.sleep(crate::pm::SUSPEND_POLL_INTERVAL);
         }
         // The system sleeps: the driver's timers (job timeouts, the idle timer) stand still.
         self.backend.system_sleep(true);

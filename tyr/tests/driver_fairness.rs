@@ -12,10 +12,14 @@
 mod driver_common;
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use driver_common::*;
 use drm_ctx::drm::OpenOptions;
+use jobqueue::host::HostFence;
+use jobqueue::SignalFence as _;
 use tyr::csf::instr;
+use tyr::host::JobSyncFence;
 use tyr::sched::TICK_PERIOD;
 use tyr::uapi::*;
 use tyr::umd::{spin_stream, Bo, Job, Umd};
@@ -292,20 +296,67 @@ fn three_times_more_groups_than_slots_all_finish() {
 }
 
 /// (b) `LOW` groups hold all eight slots with long chains; a `REALTIME` group's job starts
-/// within one tick of its submission (in simulated time): the scheduler preempts at once.
+/// within one tick of becoming ready (in simulated time): the scheduler preempts at once.
+///
+/// Nothing here depends on how fast the host runs the simulated GPU against the test thread:
+/// the `LOW` chains wait for a syncobj the test signals once everything is submitted, and the
+/// `REALTIME` job waits for the end of the second job of the first `LOW` chain, so that it
+/// becomes ready in the middle of the `LOW` work, whatever the host's timing. The jobs' GPU
+/// timestamps then show that every `LOW` group had started before that moment and was still
+/// at work when the `REALTIME` job started.
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
     let r = fair_rig();
-    let umd = Umd::open(r.dev()).unwrap();
+    // One client (a master, for REALTIME) for every group: the REALTIME job waits on a syncobj
+    // of a LOW job.
     let boss = master(&r);
     const JOBS: u64 = 10;
     const SPIN: u32 = 500;
-    let vm = umd.vm_create().unwrap();
-    let mut low = groups_of(&umd, vm, 0x100_0000, 0..8, PANTHOR_GROUP_PRIORITY_LOW);
-    stage_spins(&mut low, &umd, JOBS, SPIN);
+    /// The job of `low[0]` whose end makes the REALTIME job ready.
+    const RELEASE: u64 = 1;
+    /// Where a LOW group notes the GPU timestamp when its chain starts, and when it ends.
+    const STARTED: u64 = DATA + 0x800;
+    const ENDED: u64 = DATA + 0x808;
+    /// Where `low[0]` notes it at the end of job `RELEASE`.
+    const RELEASED: u64 = DATA + 0x810;
+    let vm = boss.vm_create().unwrap();
+    let mut low = groups_of(&boss, vm, 0x100_0000, 0..8, PANTHOR_GROUP_PRIORITY_LOW);
+    for (k, g) in low.iter_mut().enumerate() {
+        for j in 0..JOBS {
+            let mut prog = Vec::new();
+            if j == 0 {
+                prog.extend([
+                    instr::move48(4, g.va + STARTED),
+                    instr::store_state(4, instr::STATE_TIMESTAMP, 0),
+                ]);
+            }
+            prog.extend(spin_stream(g.va + DATA + 8 * j, value(g.handle, j), SPIN));
+            let stamp = match j {
+                _ if j == JOBS - 1 => Some(ENDED),
+                RELEASE if k == 0 => Some(RELEASED),
+                _ => None,
+            };
+            if let Some(at) = stamp {
+                prog.extend([
+                    instr::move48(4, g.va + at),
+                    instr::store_state(4, instr::STATE_TIMESTAMP, 0),
+                ]);
+            }
+            g.stage(&boss, &prog);
+        }
+    }
+    // Every LOW chain reaches its ring when the test says: their first jobs wait on a fence
+    // the test signals (as another device's work would, as the driver sees it).
+    let go = boss.syncobj_create(false).unwrap();
+    let gate = HostFence::new();
+    boss.client()
+        .file()
+        .syncobjs()
+        .replace(go, Some(Arc::new(JobSyncFence(gate.clone())).into()))
+        .unwrap();
     for g in &mut low {
-        g.submit_staged(&umd, None);
+        g.submit_staged(&boss, Some(go));
     }
     let rvm = boss.vm_create().unwrap();
     let mut rt = group(&boss, rvm, 0x100_0000, PANTHOR_GROUP_PRIORITY_REALTIME);
@@ -318,34 +369,43 @@ fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
         instr::store_multiple(2, 0, 0, 1),
     ];
     let (addr, size) = rt.write(&boss, &prog);
-    let t0 = std::time::Instant::now();
-    while resident(&r) < 8 {
-        assert!(
-            t0.elapsed().as_secs() < 60,
-            "the LOW groups never got every slot"
-        );
-        std::thread::yield_now();
-    }
-    let gpu = r.gpu().clone();
-    let done = rt.submit_at(&boss, 0, addr, size, None);
-    // The job was submitted by now (maybe started too): measuring from here never counts the
-    // test thread's own delays against the scheduler.
-    let submitted = gpu.read64(mali_sim::regs::TIMESTAMP_LO);
+    let done = rt.submit_at(&boss, 0, addr, size, Some(low[0].jobs[RELEASE as usize]));
+    let suspends = stat(&r, |s| s.suspends.load(Ordering::Acquire));
+    gate.signal(Ok(()));
     boss.wait(&[done], WAIT).unwrap();
+    assert_eq!(fence_status(&boss, done), Some(0));
     assert_eq!(rt.bo.read_u32(DATA).unwrap(), marker);
     let started = rt.bo.read_u64(DATA + 8).unwrap();
+    for g in &low {
+        g.finish(&boss, JOBS, SPIN);
+    }
+    let released = low[0].bo.read_u64(RELEASED).unwrap();
+    assert!(
+        released != 0 && released < started,
+        "the REALTIME job started at {started}, before it was ready at {released}"
+    );
+    // The LOW groups held every slot when the REALTIME job became ready (each had started and
+    // had work left; eight groups with work, eight slots), and still had work when it started.
+    for g in &low {
+        let (from, to) = (
+            g.bo.read_u64(STARTED).unwrap(),
+            g.bo.read_u64(ENDED).unwrap(),
+        );
+        assert!(
+            from != 0 && from < released && started < to,
+            "LOW group {} ran from {from} to {to}; the REALTIME job was ready at {released} \
+             and started at {started}",
+            g.handle
+        );
+    }
+    // So the scheduler had to suspend one of them.
+    assert!(stat(&r, |s| s.suspends.load(Ordering::Acquire)) > suspends);
     let hz = slow_engine_config().timings.timestamp_hz;
-    let waited = started.saturating_sub(submitted) * 1_000_000_000 / hz;
+    let waited = started.saturating_sub(released) * 1_000_000_000 / hz;
     assert!(
         waited <= TICK_PERIOD.as_nanos() as u64,
         "the REALTIME job waited {waited} ns"
     );
-    // The LOW groups were still at work: they hogged the slots until then.
-    assert_eq!(fence_status(&umd, low[0].jobs[JOBS as usize - 1]), None);
-    assert_eq!(fence_status(&boss, done), Some(0));
-    for g in &low {
-        g.finish(&umd, JOBS, SPIN);
-    }
     assert_eq!(resets(&r), 0);
 }
 
@@ -842,16 +902,21 @@ fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
 
 /// System suspends and resumes in a loop while four threads submit chains of jobs to their own
 /// groups (twelve groups in all, more than the slots): every suspend succeeds or says the
-/// device is busy, and in the end every job has completed with its result, in order.
+/// device is busy, and in the end every job has completed with its result, in order. At least
+/// three suspend cycles complete while the threads are half-way through their submissions
+/// (each waits for them there), however fast the host runs the simulated GPU.
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn system_suspends_race_with_submissions_and_lose_nothing() {
     const JOBS: u64 = 12;
     const SPIN: u32 = 40;
+    const CYCLES: usize = 3;
     let r = fair_rig();
     let dev = r.dev();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let cycles = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|t| {
+        let cycles = &cycles;
         let workers: Vec<_> = (0..4u64)
             .map(|w| {
                 t.spawn(move || {
@@ -865,6 +930,16 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
                             let after = g.jobs.last().copied();
                             g.submit_staged(&umd, after);
                         }
+                        if j == JOBS / 2 {
+                            // Half of each chain is in: the rest follows only after
+                            // `CYCLES` suspend cycles, which race with the jobs in flight and
+                            // with the other workers' submissions.
+                            let t0 = std::time::Instant::now();
+                            while cycles.load(Ordering::Acquire) < CYCLES {
+                                assert!(t0.elapsed().as_secs() < 60, "no suspend cycles");
+                                std::thread::sleep(std::time::Duration::from_micros(100));
+                            }
+                        }
                     }
                     for g in &groups {
                         g.finish(&umd, JOBS, SPIN + w as u32);
@@ -873,26 +948,29 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
             })
             .collect();
         let sleeper = t.spawn(|| {
-            let mut cycles = 0;
             while !stop.load(Ordering::Acquire) {
                 match tyr::driver::suspend(dev) {
                     Ok(()) => {
                         std::thread::sleep(std::time::Duration::from_micros(300));
                         tyr::driver::resume(dev).unwrap();
-                        cycles += 1;
+                        cycles.fetch_add(1, Ordering::AcqRel);
                     }
                     Err(e) => panic!("suspend: {e:?}"),
                 }
                 std::thread::sleep(std::time::Duration::from_micros(500));
             }
-            cycles
         });
-        for w in workers {
-            w.join().unwrap();
-        }
+        // Every worker is joined before the sleeper is stopped, and the sleeper stopped before
+        // a worker's failure is reported: a failure ends the test instead of leaving the sleeper
+        // cycling forever.
+        let done: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
         stop.store(true, Ordering::Release);
-        let cycles = sleeper.join().unwrap();
-        assert!(cycles >= 3, "only {cycles} suspend cycles");
+        sleeper.join().unwrap();
+        for d in done {
+            d.unwrap();
+        }
+        let cycles = cycles.load(Ordering::Acquire);
+        assert!(cycles >= CYCLES, "only {cycles} suspend cycles");
     });
     assert!(!dev.pm.is_suspended());
     assert_eq!(resets(&r), 0);

@@ -289,6 +289,43 @@ fn a_suspend_holds_queued_jobs_and_the_resume_runs_them_in_order() {
     assert_eq!(power_faults(&r), 0);
 }
 
+/// A suspend whose work item never runs (its executor is stopped) fails with `ETIMEDOUT` after
+/// `SUSPEND_START_TIMEOUT` of the system's time, and the device is left running (not
+/// suspended). The wait is a wait for the CPU: it sleeps on the system's clock and does not
+/// run the simulated GPU ahead while it waits.
+#[test]
+#[cfg_attr(miri, ignore = "a second of real time")]
+fn a_suspend_the_work_item_never_takes_up_times_out_in_system_time() {
+    use tyr::backend::Backend as _;
+    let r = rig();
+    let dev = r.reg.device();
+    let shared = dev.shared();
+    shared.backend.stop_events();
+    let gpu_before = shared.backend.gpu().now_ns();
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        driver::suspend(dev).map_err(|e| e.to_errno()),
+        Err(-110),
+        "ETIMEDOUT"
+    );
+    let waited = t0.elapsed();
+    assert!(
+        waited >= tyr::pm::SUSPEND_START_TIMEOUT,
+        "gave up after {waited:?} of real time"
+    );
+    assert_eq!(
+        shared.backend.gpu().now_ns(),
+        gpu_before,
+        "the wait moved the GPU's time"
+    );
+    assert!(!shared.pm.is_suspended());
+    assert_eq!(
+        driver::resume(dev).map_err(|e| e.to_errno()),
+        Err(-22),
+        "EINVAL: not suspended"
+    );
+}
+
 #[test]
 fn the_simulator_refuses_a_wrong_power_order_and_passes_the_drivers() {
     let r = rig();
