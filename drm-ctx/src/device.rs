@@ -38,6 +38,13 @@
 //! pdev.unbind().unwrap();
 //! assert!(!pdev.is_bound());
 //! ```
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`Device::<Bound>::register_devres`]: crate#features",
+    doc = "[`Device::new`]: crate#features",
+    doc = "[`Device::probe`]: crate#features"
+)]
 
 mod private {
     pub trait Sealed {}

@@ -78,7 +78,23 @@
 //!   driver's table, the kernel's own syncobjs (its module documentation maps every item).
 //!
 //! Where the two behave differently, the kernel is right and the crate's core follows it.
-
+//!
+//! # Features
+//!
+//! The default features are empty. `std` adds the host DRM core, `host`, and to the crate's own
+//! core what needs the host's heap and locks: the allocator `mem::Global` with the constructors
+//! that use it (such as `device::Device::new` and `drm::UnregisteredDevice::new_with`), and the
+//! binding of drivers to parent devices (`device::Device::probe`, `register_devres`). `kernel`
+//! selects the kernel backend described above.
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "This documentation was built without `std`, so the items `std` adds are missing from it;",
+    doc = "links to them lead here.",
+    doc = "",
+    doc = "[`host`]: crate#features",
+    doc = "[`host::syncobj`]: crate#features"
+)]
 #![no_std]
 
 #[cfg(all(feature = "kernel", not(gpukit_kernel)))]

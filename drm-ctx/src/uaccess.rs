@@ -7,8 +7,11 @@
 //! pointers inside the structure (arrays of bind operations, query output buffers) themselves.
 //! Every such access goes through [`UserMemory`], the seam between the DRM core and the address
 //! space of the calling process: `copy_from_user`/`copy_to_user` in the kernel, a simulated
-//! address space ([`host::UserSpace`](crate::host::UserSpace)) on the host. A bad address is
+//! address space ([`host::UserSpace`]) on the host. A bad address is
 //! [`Error::Fault`](crate::Error::Fault), never a crash.
+//!
+#![cfg_attr(feature = "std", doc = "[`host::UserSpace`]: crate::host::UserSpace")]
+#![cfg_attr(not(feature = "std"), doc = "[`host::UserSpace`]: crate#features")]
 
 use crate::Result;
 

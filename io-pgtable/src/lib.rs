@@ -59,6 +59,20 @@
 //! table whose configuration is not `coherent_walk` refuses an allocator that cannot make
 //! writes visible to such a walker ([`TableAlloc::syncs_for_device`]).
 //!
+//! # Features
+//!
+//! The default features are empty: the crate is `no_std` and uses no `alloc`. `alloc` adds the
+//! `host` module, table memory on the host over the `alloc` crate (still buildable for `no_std`
+//! targets); `std` implies `alloc` and adds nothing else yet; `kernel` is described above.
+#![cfg_attr(
+    not(feature = "alloc"),
+    doc = "",
+    doc = "This documentation was built without `alloc`, so the `host` module is missing from it;",
+    doc = "links to its items lead here.",
+    doc = "",
+    doc = "[`host::HostAllocator`]: crate#features"
+)]
+//!
 //! # Performance
 //!
 //! `cargo bench -p gpukit-io-pgtable --bench vs_aarch64_paging` (or `cargo xtask bench`, which

@@ -10,8 +10,14 @@
 //! [`TableAlloc::sync_for_device`] after each write so the device sees it (in the kernel this
 //! is `dma_sync_single_for_device`).
 //!
-//! [`HostAllocator`](crate::host::HostAllocator) (feature `alloc`) implements the trait on
-//! the host with synthetic device addresses.
+//! [`HostAllocator`] (feature `alloc`) implements the trait on the host with synthetic device
+//! addresses.
+//!
+#![cfg_attr(
+    feature = "alloc",
+    doc = "[`HostAllocator`]: crate::host::HostAllocator"
+)]
+#![cfg_attr(not(feature = "alloc"), doc = "[`HostAllocator`]: crate#features")]
 
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;

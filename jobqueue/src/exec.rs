@@ -4,10 +4,12 @@
 //!
 //! All of a queue's work happens in [`Queue::run`](crate::Queue::run), which the driver calls
 //! from a work item it owns (kernel: a `work_struct` on an ordered workqueue; host:
-//! [`TestExecutor`](crate::host::TestExecutor) or any thread). The queue asks for that work item
-//! to be scheduled in two ways: by waking the executor's [`Waker`] (fences do this from their
-//! callbacks, on any thread, and so does a commit), and by asking to be run again at a deadline
-//! for timeouts.
+//! [`TestExecutor`] or any thread). The queue asks for that work item to be scheduled in two
+//! ways: by waking the executor's [`Waker`] (fences do this from their callbacks, on any thread,
+//! and so does a commit), and by asking to be run again at a deadline for timeouts.
+//!
+#![cfg_attr(feature = "std", doc = "[`TestExecutor`]: crate::host::TestExecutor")]
+#![cfg_attr(not(feature = "std"), doc = "[`TestExecutor`]: crate#features")]
 
 use core::task::Waker;
 

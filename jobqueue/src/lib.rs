@@ -85,6 +85,17 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! # Features
+//!
+//! The default features are empty: the crate is `no_std` and uses no `alloc`. `std` adds the
+//! `host` module and `kernel` the `kernel` module, both listed above.
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "This documentation was built without `std`, so the `host` module is missing from it;",
+    doc = "links to its items lead here."
+)]
 
 //! # Performance
 //!

@@ -321,8 +321,19 @@ fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
                 .tally(tally)
         }),
     });
+    // The docs with default features (what a user's `cargo doc` builds, and docs.rs for every crate
+    // without `package.metadata.docs.rs`: links to items of the host features must resolve without
+    // them), then with the host features; both in the main target dir, as the lints.
     steps.push(Step {
-        name: "cargo doc --workspace --no-deps (warnings denied)".into(),
+        name: "cargo doc --workspace --no-deps (warnings denied, default features)".into(),
+        run: Box::new(|_| {
+            Cmd::cargo(&["doc", "--workspace", "--no-deps"])
+                .env("RUSTDOCFLAGS", "-D warnings")
+                .status()
+        }),
+    });
+    steps.push(Step {
+        name: "cargo doc --workspace --no-deps (warnings denied, host features)".into(),
         run: Box::new(|_| {
             Cmd::cargo(&["doc", "--workspace", "--no-deps", "--features", &features])
                 .env("RUSTDOCFLAGS", "-D warnings")

@@ -88,6 +88,11 @@ impl Device {
     /// A driver must stay bound to the device for the whole lifetime of the returned reference,
     /// and resources registered with [`Device::<Bound>::register_devres`] through it must be
     /// released by the environment when the binding ends.
+    #[cfg_attr(
+        not(feature = "std"),
+        doc = "",
+        doc = "[`Device::<Bound>::register_devres`]: crate#features"
+    )]
     pub unsafe fn assume_bound(&self) -> &Device<Bound> {
         // SAFETY: Same layout in every context (type invariant); the caller guarantees the binding.
         unsafe { self.cast_ctx() }

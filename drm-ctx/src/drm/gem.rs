@@ -12,8 +12,8 @@
 //!
 //! - An object created with a `Device<_, AnyCtx>` (or an
 //!   [`UnregisteredDevice`](super::UnregisteredDevice), or during
-//!   [`UnregisteredDevice::new_with`](super::UnregisteredDevice::new_with)) is an
-//!   `Object<T, AnyCtx>`: usable by the driver, invisible to userspace.
+//!   [`UnregisteredDevice::new_with`]) is an `Object<T, AnyCtx>`: usable by the driver,
+//!   invisible to userspace.
 //! - An object created with a `Device<_, Registered>` is an `Object<T, Registered>` and offers
 //!   [`create_handle`](Object::create_handle), [`lookup_handle`](Object::lookup_handle) and
 //!   [`create_mmap_offset`](Object::create_mmap_offset).
@@ -38,6 +38,15 @@
 //! let offset = bo.create_mmap_offset().unwrap();
 //! assert_eq!(offset % 4096, 0);
 //! ```
+//!
+#![cfg_attr(
+    feature = "std",
+    doc = "[`UnregisteredDevice::new_with`]: super::UnregisteredDevice::new_with"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "[`UnregisteredDevice::new_with`]: crate#features"
+)]
 
 use super::{Driver, File};
 use crate::Result;

@@ -596,6 +596,11 @@ unsafe fn drop_data<T: Driver>(raw: NonNull<RawDevice>) {
 /// The driver data does not exist yet, so this does not dereference to it. What it offers is what
 /// building the data needs: the parent device and GEM object creation
 /// ([`gem::Object::new_for_init`](crate::drm::gem::Object::new_for_init)).
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`UnregisteredDevice::new_with`]: crate#features"
+)]
 pub struct DeviceInit<'a, T: Driver> {
     raw: &'a RawDevice,
     _p: PhantomData<(fn() -> T, NotThreadSafe)>,

@@ -155,7 +155,7 @@ impl<T: DriverObject, C: DeviceCtx> Object<T, C> {
 
 impl<T: DriverObject> Object<T, AnyCtx> {
     /// Creates an object while the device's driver data is being built
-    /// ([`UnregisteredDevice::new_with`](crate::drm::UnregisteredDevice::new_with)).
+    /// ([`UnregisteredDevice::new_with`]).
     ///
     /// # Examples
     ///
@@ -171,6 +171,15 @@ impl<T: DriverObject> Object<T, AnyCtx> {
     /// .unwrap();
     /// assert_eq!(**unreg, 8192);
     /// ```
+    ///
+    #[cfg_attr(
+        feature = "std",
+        doc = "[`UnregisteredDevice::new_with`]: crate::drm::UnregisteredDevice::new_with"
+    )]
+    #[cfg_attr(
+        not(feature = "std"),
+        doc = "[`UnregisteredDevice::new_with`]: crate#features"
+    )]
     pub fn new_for_init(
         dev: &DeviceInit<'_, T::Driver>,
         size: usize,
