@@ -272,7 +272,13 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
 
     /// Cancels the queued binds of every VM (the device goes).
     pub fn remove_all(&self) {
-        while let Some(key) = self.0.guard().next_after(None).map(|(k, _)| k) {
+        loop {
+            // The map's guard must be gone before `remove` takes it again (in a `while let`
+            // condition it would live through the loop's body).
+            let next = self.0.guard().next_after(None).map(|(k, _)| k);
+            let Some(key) = next else {
+                break;
+            };
             self.remove(key);
         }
     }
