@@ -592,8 +592,12 @@ fn unplug_with_open_files_and_live_objects() {
     let bo = gem::Object::<Bo>::lookup_handle(client.file(), create.handle).unwrap();
     let off = bo.create_mmap_offset().unwrap();
 
+    assert_eq!(Counters::get(&c.unplugged), 0);
     drop(reg);
     assert!(dev.is_unplugged());
+    // The driver heard of it once, when nothing could enter the device any more.
+    assert_eq!(Counters::get(&c.unplugged), 1);
+    assert_eq!(Counters::get(&c.unplugged_closed), 1);
     // Every userspace entry point is ENODEV now.
     let mut e = Echo::default();
     assert_eq!(client.ioctl_arg(ECHO, &mut e), Err(Error::NoDevice));
@@ -609,7 +613,8 @@ fn unplug_with_open_files_and_live_objects() {
     );
     assert_eq!(dev.enter().err(), Some(Error::NoDevice));
     dev.unplug(); // idempotent
-                  // Objects and files stay valid.
+    assert_eq!(Counters::get(&c.unplugged), 1);
+    // Objects and files stay valid.
     assert_eq!(bo.size(), 4096);
     assert_eq!(client.file().handles(), [1]);
     assert_eq!(Counters::get(&c.data_drops), 0);
@@ -624,11 +629,13 @@ fn unplug_with_open_files_and_live_objects() {
 
 #[test]
 fn unplug_from_inside_an_ioctl() {
-    let (_p, reg, _c) = registered();
+    let (_p, reg, c) = registered();
     let client = Client::open(reg.device(), OpenOptions::render()).unwrap();
     let mut none: [u8; 0] = [];
     assert_eq!(client.ioctl(UNPLUG, &mut none), Ok(0));
     assert_eq!(client.ioctl(UNPLUG, &mut none), Err(Error::NoDevice));
+    drop(reg);
+    assert_eq!(Counters::get(&c.unplugged), 1);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! [`Registered`](super::Registered) context. Dropping the registration unplugs the device.
 
 use super::{
+    device::Device,
     file::{DriverFile, File},
     gem::{CpuPage, DriverObject},
     ioctl,
@@ -34,7 +35,7 @@ pub struct DriverInfo {
 
 /// A DRM driver.
 pub trait Driver: Sized + 'static {
-    /// Per-device driver data; [`Device`](super::Device) dereferences to it.
+    /// Per-device driver data; [`Device`] dereferences to it.
     type Data: Send + Sync;
 
     /// The driver's GEM object data.
@@ -54,6 +55,15 @@ pub trait Driver: Sized + 'static {
     /// Whether the driver offers a render node; a render-node file may only issue ioctls flagged
     /// [`ioctl::RENDER_ALLOW`].
     const FEAT_RENDER: bool = false;
+
+    /// Called once, right after the device is unplugged (by `Device::unplug` or by dropping
+    /// the [`Registration`]), when no section entered with `Device::enter` is running any more
+    /// and none can start: where the driver stops its hardware, as a bus driver's remove does
+    /// after `drm_dev_unplug` (panthor's `panthor_device_unplug`). Open files, GEM objects
+    /// and the driver data stay until their last reference goes, but a bus releases the
+    /// device's resources (its MMIO mapping, its interrupt lines) when the driver is unbound,
+    /// so nothing may touch the hardware after this returns. The default does nothing.
+    fn unplugged(_dev: &Device<Self>) {}
 
     /// Maps a file offset the driver keeps for itself instead of a GEM object: `None` (the
     /// default) leaves the offset to GEM, `Some(Err(_))` fails the `mmap()` with that error,

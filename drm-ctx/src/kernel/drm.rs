@@ -392,11 +392,13 @@ impl<T: Driver> Device<T, Registered> {
     /// [`enter`](Self::enter) to end; from then on opens, ioctls and mmaps fail with `ENODEV`.
     /// Open files, GEM objects and the driver data stay valid until their last reference goes.
     /// Unplugging twice is a no-op. Must not be called inside an [`enter`](Self::enter)
-    /// section of the same device (it would wait for itself).
+    /// section of the same device (it would wait for itself). The first unplug calls the
+    /// driver's [`Driver::unplugged`] before it returns.
     pub fn unplug(&self) {
         if self.dev_data().state.swap(UNPLUGGED, Ordering::SeqCst) == REGISTERED {
             // SAFETY: The device is registered, and this is the only call that unplugs it.
             unsafe { bindings::drm_dev_unplug(self.as_raw()) };
+            T::unplugged(self);
         }
     }
 

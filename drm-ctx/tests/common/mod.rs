@@ -29,6 +29,10 @@ pub struct Counters {
     pub handle_opens: AtomicUsize,
     pub handle_closes: AtomicUsize,
     pub fail_file_open: std::sync::atomic::AtomicBool,
+    /// Calls of `Driver::unplugged`.
+    pub unplugged: AtomicUsize,
+    /// Calls of `Driver::unplugged` in which `Device::enter` already failed with `ENODEV`.
+    pub unplugged_closed: AtomicUsize,
 }
 
 impl Counters {
@@ -256,6 +260,14 @@ impl drm::Driver for TestDriver {
         desc: c"test driver",
     };
     const FEAT_RENDER: bool = true;
+
+    fn unplugged(dev: &TestDevice) {
+        let c = &dev.counters;
+        c.unplugged.fetch_add(1, SeqCst);
+        if dev.enter().err() == Some(Error::NoDevice) {
+            c.unplugged_closed.fetch_add(1, SeqCst);
+        }
+    }
 
     drm_ctx::declare_drm_ioctls! {
         (ECHO, Echo, ioctl::RENDER_ALLOW, echo),

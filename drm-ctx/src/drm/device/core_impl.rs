@@ -325,9 +325,10 @@ impl RawDevice {
         })
     }
 
-    fn unplug(&self) {
+    /// Unplugs the device; whether this call did (not an earlier one).
+    fn unplug(&self) -> bool {
         if self.state.swap(STATE_UNPLUGGED, Ordering::SeqCst) == STATE_UNPLUGGED {
-            return;
+            return false;
         }
         // Wait for entry points in flight on other threads; those of the current thread (an
         // ioctl handler unplugging its own device) cannot finish before we return.
@@ -335,6 +336,7 @@ impl RawDevice {
         while self.active.load(Ordering::SeqCst) > own {
             crate::sync::relax();
         }
+        true
     }
 }
 
@@ -503,9 +505,12 @@ impl<T: Driver> Device<T, Registered> {
     /// blocked in `SYNCOBJ_WAIT` does not hold it up (its wait goes on until its fences signal
     /// or its deadline passes). Open files, GEM objects and the driver data stay valid until
     /// their last reference goes. Unplugging twice is a no-op; dropping the
-    /// [`Registration`](crate::drm::Registration) unplugs too.
+    /// [`Registration`](crate::drm::Registration) unplugs too. The first unplug calls the
+    /// driver's [`Driver::unplugged`] before it returns.
     pub fn unplug(&self) {
-        self.raw.unplug();
+        if self.raw.unplug() {
+            T::unplugged(self);
+        }
     }
 
     /// Enters a section that must not overlap with unplug (the kernel's `drm_dev_enter`): fails
