@@ -91,7 +91,8 @@ pub fn probe<B: Backend>(
 ///
 /// [`Error::Busy`](crate::Error::Busy) if it is suspended or suspending already,
 /// [`Error::TimedOut`](crate::Error::TimedOut) if the device's work item does not take the
-/// suspend up, and the power-down's errors; the device then runs on.
+/// suspend up, [`Error::NoDevice`](crate::Error::NoDevice) after an unplug, and the
+/// power-down's errors; the device then runs on.
 pub fn suspend<B: Backend>(dev: &TyrDevice<B>) -> Result {
     dev.shared().suspend()
 }
@@ -101,7 +102,8 @@ pub fn suspend<B: Backend>(dev: &TyrDevice<B>) -> Result {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`](crate::Error::Invalid) if the device is not suspended.
+/// [`Error::Invalid`](crate::Error::Invalid) if the device is not suspended,
+/// [`Error::NoDevice`](crate::Error::NoDevice) after an unplug.
 pub fn resume<B: Backend>(dev: &TyrDevice<B>) -> Result {
     dev.shared().resume()
 }
@@ -150,6 +152,11 @@ impl<B: Backend> drm::Driver for TyrDriver<B> {
         (uapi::DRM_IOCTL_PANTHOR_SET_USER_MMIO_OFFSET, uapi::SetUserMmioOffset, ioctl::RENDER_ALLOW, set_user_mmio_offset::<B>),
         (uapi::DRM_IOCTL_PANTHOR_BO_SYNC, uapi::BoSync, ioctl::RENDER_ALLOW, bo_sync::<B>),
         (uapi::DRM_IOCTL_PANTHOR_BO_QUERY_INFO, uapi::BoQueryInfo, ioctl::RENDER_ALLOW, bo_query_info::<B>),
+    }
+
+    /// Stops the hardware ([`DevInner::quiesce`](crate::sched::DevInner::quiesce)).
+    fn unplugged(dev: &TyrDevice<B>) {
+        dev.quiesce();
     }
 
     /// The user MMIO pages, resolved as on the host (`ioctl::mmap_target`, which

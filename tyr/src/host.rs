@@ -41,7 +41,7 @@
 use core::any::Any;
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::task::Waker;
 use core::time::Duration;
 use std::string::String;
@@ -63,40 +63,86 @@ use crate::backend::{
 use crate::{env, Error, Result};
 use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 
-/// Forwards register accesses to the simulated GPU.
+/// Forwards register accesses to the simulated GPU, until the MMIO is revoked
+/// ([`HostBackend::revoke_io`]): from then on an access reaches nothing (a read gives 0) and
+/// is counted.
 #[derive(Clone, Debug)]
-pub struct SimModel(pub SharedGpu);
+pub struct SimModel {
+    gpu: SharedGpu,
+    revoked: Arc<Revoked>,
+}
+
+/// Whether the MMIO is revoked, and the accesses made since.
+#[derive(Debug, Default)]
+struct Revoked {
+    on: AtomicBool,
+    late: AtomicU64,
+}
+
+impl SimModel {
+    /// Accesses to the simulated GPU's registers.
+    pub fn new(gpu: SharedGpu) -> Self {
+        SimModel {
+            gpu,
+            revoked: Arc::new(Revoked::default()),
+        }
+    }
+
+    /// How many register accesses came after the MMIO was revoked
+    /// ([`HostBackend::revoke_io`]); a clone of the model keeps counting after the backend
+    /// is gone.
+    pub fn late_accesses(&self) -> u64 {
+        self.revoked.late.load(Ordering::Relaxed)
+    }
+
+    /// Whether the access may go on; counts it if the MMIO is revoked.
+    fn live(&self) -> bool {
+        if self.revoked.on.load(Ordering::Acquire) {
+            self.revoked.late.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
 
 impl DeviceModel for SimModel {
     fn read(&self, offset: usize, width: AccessWidth) -> u64 {
+        if !self.live() {
+            return 0;
+        }
+        let gpu = &self.gpu;
         match width {
-            AccessWidth::U32 => u64::from(self.0.read32(offset)),
+            AccessWidth::U32 => u64::from(gpu.read32(offset)),
             AccessWidth::U64 => {
-                let lo = u64::from(self.0.read32(offset));
-                let hi = u64::from(self.0.read32(offset + 4));
+                let lo = u64::from(gpu.read32(offset));
+                let hi = u64::from(gpu.read32(offset + 4));
                 lo | hi << 32
             }
             AccessWidth::U8 | AccessWidth::U16 => {
-                let word = self.0.read32(offset & !3);
+                let word = gpu.read32(offset & !3);
                 u64::from(word >> ((offset & 3) * 8))
             }
         }
     }
 
     fn write(&self, offset: usize, width: AccessWidth, value: u64) {
+        if !self.live() {
+            return;
+        }
+        let gpu = &self.gpu;
         match width {
-            AccessWidth::U32 => self.0.write32(offset, value as u32),
+            AccessWidth::U32 => gpu.write32(offset, value as u32),
             AccessWidth::U64 => {
-                self.0.write32(offset, value as u32);
-                self.0.write32(offset + 4, (value >> 32) as u32);
+                gpu.write32(offset, value as u32);
+                gpu.write32(offset + 4, (value >> 32) as u32);
             }
             AccessWidth::U8 | AccessWidth::U16 => {
                 let bits = width.bytes() * 8;
                 let shift = (offset & 3) * 8;
                 let mask = ((1u32 << bits) - 1) << shift;
-                let old = self.0.read32(offset & !3);
+                let old = gpu.read32(offset & !3);
                 let new = (old & !mask) | (((value as u32) << shift) & mask);
-                self.0.write32(offset & !3, new);
+                gpu.write32(offset & !3, new);
             }
         }
     }
@@ -542,7 +588,7 @@ impl HostBackend {
         let opps = gpu.with(|g| g.config().timings.opp_table);
         HostBackend {
             opps,
-            io: ModelRegion::new(SimModel(gpu.clone())),
+            io: ModelRegion::new(SimModel::new(gpu.clone())),
             clock: SimClock(gpu.clone()),
             sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
@@ -557,6 +603,21 @@ impl HostBackend {
     /// The simulated GPU (for tests: walking its MMU, injecting faults).
     pub fn gpu(&self) -> &SharedGpu {
         &self.gpu
+    }
+
+    /// Takes the driver's MMIO away, as a bus does when the device is unbound (in Linux the
+    /// driver's `Devres<IoMem>` is revoked at unbind): from now on the driver's register
+    /// accesses reach nothing (reads give 0) and are counted
+    /// ([`late_io_accesses`](Self::late_io_accesses)). A test calls it after the unplug, to
+    /// check that nothing touches the hardware once the device is removed.
+    pub fn revoke_io(&self) {
+        self.io.model().revoked.on.store(true, Ordering::Release);
+    }
+
+    /// How many register accesses the driver made after [`revoke_io`](Self::revoke_io)
+    /// (also [`SimModel::late_accesses`] of the backend's `io().model()`).
+    pub fn late_io_accesses(&self) -> u64 {
+        self.io.model().late_accesses()
     }
 
     /// The lines logged so far.

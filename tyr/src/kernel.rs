@@ -145,6 +145,24 @@ pub type SimGpu = Gpu<BusMemory>;
 pub struct SimDevice {
     gpu: Pin<VBox<Mutex<SimGpu>>>,
     flush_page: FlushPage,
+    /// The driver's MMIO is gone ([`KernelBackend::revoke_io`]).
+    io_revoked: AtomicBool,
+    /// Register accesses the driver made after that.
+    late_io: AtomicU64,
+}
+
+impl SimDevice {
+    /// Whether a register access may go on. One that comes after the MMIO was revoked is
+    /// counted and reported with a kernel warning (a driver touching a device it was unbound
+    /// from), and reaches nothing.
+    fn io_live(&self) -> bool {
+        if self.io_revoked.load(Ordering::Acquire) {
+            self.late_io.fetch_add(1, Ordering::Relaxed);
+            ::kernel::warn_on!(true);
+            return false;
+        }
+        true
+    }
 }
 
 impl SimDevice {
@@ -218,6 +236,9 @@ pub struct SimModel {
 
 impl DeviceModel for SimModel {
     fn read(&self, offset: usize, width: AccessWidth) -> u64 {
+        if !self.device.io_live() {
+            return 0;
+        }
         self.device.with(|gpu| match width {
             AccessWidth::U32 => u64::from(gpu.read32(offset)),
             AccessWidth::U64 => {
@@ -233,6 +254,9 @@ impl DeviceModel for SimModel {
     }
 
     fn write(&self, offset: usize, width: AccessWidth, value: u64) {
+        if !self.device.io_live() {
+            return;
+        }
         self.device.with(|gpu| match width {
             AccessWidth::U32 => gpu.write32(offset, value as u32),
             AccessWidth::U64 => {
@@ -518,6 +542,8 @@ impl KernelBackend {
             SimDevice {
                 gpu,
                 flush_page: FlushPage::new()?,
+                io_revoked: AtomicBool::new(false),
+                late_io: AtomicU64::new(0),
             },
             GFP_KERNEL,
         )
@@ -554,6 +580,19 @@ impl KernelBackend {
     /// The simulated GPU, for tests that play the hardware's part.
     pub fn device(&self) -> &SimDevice {
         &self.device
+    }
+
+    /// Takes the driver's MMIO away, as the platform bus does at unbind (a real driver's
+    /// `Devres<IoMem>` is revoked then): from now on a register access reaches nothing, and
+    /// each one is counted ([`late_io_accesses`](Self::late_io_accesses)) and reported with a
+    /// kernel warning. The remove path calls it after the unplug.
+    pub fn revoke_io(&self) {
+        self.device.io_revoked.store(true, Ordering::Release);
+    }
+
+    /// How many register accesses the driver made after [`revoke_io`](Self::revoke_io).
+    pub fn late_io_accesses(&self) -> u64 {
+        self.device.late_io.load(Ordering::Relaxed)
     }
 
     /// Has the event pump call `events` (replacing any earlier one) for the simulated GPU's

@@ -1041,6 +1041,9 @@ pub struct DevInner<B: Backend> {
     pub pm: crate::pm::Pm<B::Locks>,
     /// Where groups' suspend buffers are mapped for the MCU.
     pub(crate) suspend_window: LockOf<B, SuspendWindow<B::Dma>>,
+    /// The hardware was stopped for good ([`quiesce`](Self::quiesce)): nothing touches it
+    /// any more.
+    quiesced: AtomicBool,
 }
 
 impl<B: Backend> DevInner<B> {
@@ -1075,30 +1078,62 @@ impl<B: Backend> DevInner<B> {
             next_key: AtomicU64::new(2),
             pm,
             backend,
+            quiesced: AtomicBool::new(false),
         })
     }
 }
 
 impl<B: Backend> Drop for TyrData<B> {
     fn drop(&mut self) {
-        // No more interrupts or work; then every job still pending is cancelled.
+        // A device that was never unplugged (it was never registered, or its data goes first)
+        // stops its hardware now; after an unplug this does nothing.
+        self.inner.quiesce();
+    }
+}
+
+impl<B: Backend> DevInner<B> {
+    /// Stops the hardware for good, as a driver's remove does after `drm_dev_unplug`: no more
+    /// interrupts or deferred work; bind jobs and every group's jobs still pending cancelled
+    /// (their fences signal with `ECANCELED`) and the groups torn down; every address space
+    /// disabled and forgotten, so that the VMs' own teardown, when their files close, finds
+    /// none to disable; the MCU disabled and its address space off. Runs once: at unplug
+    /// ([`drm::Driver::unplugged`](drm_ctx::drm::Driver::unplugged)) or, for a device never
+    /// unplugged, when the driver data goes. Afterwards nothing touches the registers (a bus
+    /// driver's MMIO mapping is gone once the device is unbound); files, VMs, BOs and their
+    /// memory stay until their last reference goes.
+    pub fn quiesce(&self) {
+        if self.quiesced.swap(true, Ordering::AcqRel) {
+            return;
+        }
         self.backend.stop_events();
         self.sched.binds.remove_all();
         for g in self.sched.live_groups() {
             g.state.dead.store(true, Ordering::Release);
-            self.inner
-                .teardown_group(&g, jobqueue::FenceError::CANCELED);
+            self.teardown_group(&g, jobqueue::FenceError::CANCELED);
         }
         self.sched.groups.guard().clear();
+        {
+            let mut slots = self.slots.guard();
+            for slot in 0..crate::regs::MAX_AS {
+                if slots.vm_in(slot).is_some() {
+                    // A failure leaves the address space faulting, which is as good as off.
+                    let _ = mmu::disable(&self.backend, slot, false);
+                }
+            }
+            slots.clear();
+        }
         // Stop the MCU and unmap its address space before its page tables are freed.
         self.backend
             .io()
             .write_reg(MCU_CONTROL::zeroed().with_const_request::<{ mcu::DISABLED }>());
         let _ = mmu::disable(&self.backend, mmu::MCU_AS, false);
     }
-}
 
-impl<B: Backend> DevInner<B> {
+    /// Whether [`quiesce`](Self::quiesce) has stopped the hardware.
+    pub fn is_quiesced(&self) -> bool {
+        self.quiesced.load(Ordering::Acquire)
+    }
+
     /// Number of VMs the device knows of (live in a file, or zombies): each has the entry made
     /// with it, so this counts what VM creation and destruction leave behind.
     pub fn vm_count(&self) -> usize {
@@ -2178,9 +2213,13 @@ impl<B: Backend> DevInner<B> {
     /// [`Error::Busy`] if the device is suspended or suspending already; [`Error::TimedOut`] if
     /// the work item does not take the request up within
     /// [`crate::pm::SUSPEND_START_TIMEOUT`] of the system's clock ([`Backend::sys_clock`]; its
-    /// executor is stopped); the power-down's errors (the GPU is then reset). The device runs
-    /// on after an error.
+    /// executor is stopped); [`Error::NoDevice`] once the hardware is stopped for good
+    /// ([`quiesce`](Self::quiesce)); the power-down's errors (the GPU is then reset). The
+    /// device runs on after an error.
     pub fn suspend(&self) -> Result {
+        if self.is_quiesced() {
+            return Err(Error::NoDevice);
+        }
         let s = &self.sched;
         let claim = s.sleep.compare_exchange(
             SLEEP_NONE,
@@ -2245,8 +2284,12 @@ impl<B: Backend> DevInner<B> {
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] if the device is not suspended.
+    /// [`Error::Invalid`] if the device is not suspended, [`Error::NoDevice`] once the hardware
+    /// is stopped for good ([`quiesce`](Self::quiesce)).
     pub fn resume(&self) -> Result {
+        if self.is_quiesced() {
+            return Err(Error::NoDevice);
+        }
         if self.sched.sleep.load(Ordering::Acquire) != SLEEP_DONE {
             return Err(Error::Invalid);
         }

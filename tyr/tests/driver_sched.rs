@@ -550,6 +550,98 @@ fn calls_after_unplug_are_enodev() {
     assert_eq!(errno(umd.syncobj_create(false)), ENODEV);
 }
 
+/// The address spaces of the simulated GPU (after the MCU's) that have page tables.
+fn mapped_address_spaces(r: &Rig) -> Vec<usize> {
+    use mali_sim::regs::{as_reg, AS_TRANSTAB_LO};
+    let gpu = r.reg.device().backend.gpu();
+    let count = r.reg.device().gpu_info.num_as();
+    (1..count)
+        .filter(|&n| {
+            let lo = gpu.read32(as_reg(n, AS_TRANSTAB_LO));
+            let hi = gpu.read32(as_reg(n, AS_TRANSTAB_LO + 4));
+            lo != 0 || hi != 0
+        })
+        .collect()
+}
+
+/// Unplug stops the hardware, as a driver's remove does after `drm_dev_unplug`: jobs still
+/// queued are cancelled, the address spaces and the MCU are turned off; and once the bus has
+/// taken the registers away, nothing touches them, not even the teardown of the file's
+/// groups and VMs at its close and of the device at its last reference.
+#[test]
+fn unplug_stops_the_hardware_and_nothing_touches_it_afterwards() {
+    use mali_sim::regs::{mcu, MCU_STATUS};
+    let r = rig();
+    // No idle power-down (the simulator's time jumps while the GPU idles): the MCU is
+    // running and the VM holds its address space when the unplug comes.
+    r.reg
+        .device()
+        .pm
+        .set_idle_timeout(std::time::Duration::from_secs(3600));
+    let umd = Umd::open(r.reg.device()).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let (a, n) = add_stream(&umd, &s, 0, DATA, 1);
+    let ran = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(0, a, n).signal(ran)]).unwrap();
+    umd.wait(&[ran], WAIT).unwrap();
+    // An asynchronous bind, so the VM has a bind queue when the unplug comes (its removal
+    // once deadlocked on the bind-queue table's lock, see `BindQueues::remove_all`).
+    let extra = umd.bo_create(0x1000).unwrap();
+    let bound = umd.syncobj_create(false).unwrap();
+    let op = bind_op(
+        DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+        extra.handle,
+        0x400_0000,
+        extra.size,
+        umd.sync_ops(&[], &[bound]).unwrap(),
+    );
+    umd.bind(s.vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op]).unwrap();
+    umd.wait(&[bound], WAIT).unwrap();
+    // More jobs, some still queued or running when the unplug comes.
+    let mut fences = Vec::new();
+    for _ in 0..4 * SCALE {
+        let h = umd.syncobj_create(false).unwrap();
+        umd.submit(g, &[Job::new(0, a, n).signal(h)]).unwrap();
+        fences.push(umd.client().file().syncobjs().fence(h).unwrap().unwrap());
+    }
+    let gpu = r.reg.device().backend.gpu().clone();
+    assert_eq!(gpu.read32(MCU_STATUS), mcu::ENABLED);
+    assert!(
+        !mapped_address_spaces(&r).is_empty(),
+        "the job's VM has an address space"
+    );
+
+    r.reg.device().unplug();
+    assert_eq!(gpu.read32(MCU_STATUS), mcu::DISABLED);
+    assert_eq!(mapped_address_spaces(&r), Vec::<usize>::new());
+    // Every job has finished or been cancelled by the time the unplug returns.
+    for f in &fences {
+        let st = f.status();
+        assert!(st == Some(Ok(())) || st == Some(Err(ECANCELED)), "{st:?}");
+    }
+    assert_eq!(driver::suspend(r.reg.device()), Err(tyr::Error::NoDevice));
+
+    r.reg.device().backend.revoke_io();
+    // The register model outlives the backend, so it counts the device's release too.
+    let mmio = tyr::backend::Backend::io(&r.reg.device().backend)
+        .model()
+        .clone();
+    drop(umd);
+    assert_eq!(
+        mmio.late_accesses(),
+        0,
+        "the file's close touched the registers"
+    );
+    drop(s);
+    drop(r);
+    assert_eq!(
+        mmio.late_accesses(),
+        0,
+        "the device's release touched the registers"
+    );
+}
+
 fn bind_op(flags: u32, bo: u32, va: u64, size: u64, syncs: ObjArray) -> VmBindOp {
     VmBindOp {
         flags,

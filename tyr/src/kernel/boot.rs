@@ -35,10 +35,20 @@ use crate::gem::TyrDriver;
 /// The platform driver.
 pub struct TyrPlatform;
 
-/// What the driver keeps for a bound device: the DRM registration (dropping it unplugs the
-/// DRM device).
+/// What the driver keeps for a bound device: the DRM registration. Dropping it is the
+/// driver's remove: the DRM device is unplugged (Tyr stops the GPU then,
+/// [`drm::Driver::unplugged`]), and the MMIO goes as the bus takes it away at unbind
+/// ([`KernelBackend::revoke_io`]), so a register access after the remove is a warning.
 pub struct TyrBound {
-    _reg: drm::Registration<TyrDriver<KernelBackend>>,
+    reg: drm::Registration<TyrDriver<KernelBackend>>,
+}
+
+impl Drop for TyrBound {
+    fn drop(&mut self) {
+        let dev = self.reg.device();
+        dev.unplug();
+        dev.backend.revoke_io();
+    }
 }
 
 impl platform::Driver for TyrPlatform {
@@ -54,7 +64,7 @@ impl platform::Driver for TyrPlatform {
         // SAFETY: This is the device's probe: nothing allocates or maps its DMA memory yet.
         unsafe { KernelBackend::g610(dev) }
             .and_then(|backend| crate::driver::probe(parent, backend))
-            .map(|reg| TyrBound { _reg: reg })
+            .map(|reg| TyrBound { reg })
             .map_err(Error::from)
     }
 }

@@ -796,10 +796,16 @@ mod tests {
                 u32::from_le_bytes([out[4], out[5], out[6], out[7]]),
             ))
         })();
+        // The remove, with the file still open: the unplug stops the GPU, then the bus takes
+        // the MMIO away. Closing the file (its group and VM go) and dropping the device must
+        // not touch a register after that.
+        reg.device().unplug();
+        reg.device().backend.revoke_io();
         // SAFETY: The file is ours and nothing uses it any more.
         unsafe { gpukit_drm_test_close(raw) };
         let (a, b) = result?;
         assert_eq!((a, b), (0xcafe, 0xf00d));
+        assert_eq!(reg.device().backend.late_io_accesses(), 0);
         drop(reg);
         drop(faux);
         Ok(())
