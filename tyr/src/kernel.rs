@@ -163,9 +163,7 @@ impl SimDevice {
         }
         true
     }
-}
 
-impl SimDevice {
     /// Runs `f` on the simulated GPU, under its lock. Every change of the simulated GPU's
     /// state happens here, so the flush-ID page is brought up to date here, before the lock
     /// is released.
