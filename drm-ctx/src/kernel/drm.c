@@ -111,6 +111,27 @@ int gpukit_drm_adjust_driver(struct drm_device *dev, const struct file_operation
 	return 0;
 }
 
+/*
+ * Maps the page of kernel memory at @kaddr (direct map or vmalloc space, page aligned) at user
+ * address @addr of @vma by its frame number: no reference to the page is taken, the mapping's
+ * owner keeps it alive.
+ */
+static int gpukit_drm_remap_kernel_page(struct vm_area_struct *vma, unsigned long addr,
+					void *kaddr)
+{
+	struct page *page = NULL;
+
+	if (!PAGE_ALIGNED(kaddr))
+		return -EINVAL;
+	if (is_vmalloc_addr(kaddr))
+		page = vmalloc_to_page(kaddr);
+	else if (virt_addr_valid(kaddr))
+		page = virt_to_page(kaddr);
+	if (!page)
+		return -EFAULT;
+	return remap_pfn_range(vma, addr, page_to_pfn(page), PAGE_SIZE, vma->vm_page_prot);
+}
+
 /* Flags of gpukit_drm_mmap_request (MMAP_* in kernel/drm.rs). */
 #define GPUKIT_MMAP_WRITE (1u << 0)
 #define GPUKIT_MMAP_EXEC (1u << 1)
@@ -141,20 +162,12 @@ u32 gpukit_drm_mmap_request(struct vm_area_struct *vma, u64 *offset, size_t *len
  */
 int gpukit_drm_map_own_page(struct vm_area_struct *vma, void *kaddr)
 {
-	struct page *page = NULL;
-
-	if (vma->vm_end - vma->vm_start != PAGE_SIZE || !PAGE_ALIGNED(kaddr))
+	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
 		return -EINVAL;
-	if (is_vmalloc_addr(kaddr))
-		page = vmalloc_to_page(kaddr);
-	else if (virt_addr_valid(kaddr))
-		page = virt_to_page(kaddr);
-	if (!page)
-		return -EFAULT;
 	if (!(vma->vm_flags & VM_WRITE))
 		vm_flags_clear(vma, VM_MAYWRITE);
 	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
-	return remap_pfn_range(vma, vma->vm_start, page_to_pfn(page), PAGE_SIZE, vma->vm_page_prot);
+	return gpukit_drm_remap_kernel_page(vma, vma->vm_start, kaddr);
 }
 
 /* A syncobj of @file holding @fence (may be NULL); the handle is made last. */
@@ -413,16 +426,7 @@ int gpukit_drm_gem_mmap_prepare(struct drm_gem_object *obj, struct vm_area_struc
 
 int gpukit_drm_gem_insert_page(struct vm_area_struct *vma, size_t index, void *kaddr)
 {
-	struct page *page = NULL;
-
-	if (!PAGE_ALIGNED(kaddr) || index >= vma_pages(vma))
+	if (index >= vma_pages(vma))
 		return -EINVAL;
-	if (is_vmalloc_addr(kaddr))
-		page = vmalloc_to_page(kaddr);
-	else if (virt_addr_valid(kaddr))
-		page = virt_to_page(kaddr);
-	if (!page)
-		return -EFAULT;
-	return remap_pfn_range(vma, vma->vm_start + (index << PAGE_SHIFT), page_to_pfn(page),
-			       PAGE_SIZE, vma->vm_page_prot);
+	return gpukit_drm_remap_kernel_page(vma, vma->vm_start + (index << PAGE_SHIFT), kaddr);
 }

@@ -196,11 +196,6 @@ impl DmaBus {
     fn raw(&self) -> *mut bindings::device {
         raw_device(&self.dev)
     }
-
-    /// The simulator's view of the bus: what its MMU walker and data accesses reach.
-    pub fn memory(&self) -> &SimMemory<KernelFrames, SimLocks> {
-        &self.map
-    }
 }
 
 impl Drop for DmaBus {
