@@ -1231,4 +1231,40 @@ mod tests {
         unsafe { frames.as_ptr().cast::<u64>().write(1) };
         free_run(frames, 1);
     }
+
+    #[test]
+    fn threads_racing_attach_detach_alloc_and_free_leave_nothing() {
+        const THREADS: usize = 4;
+        let rounds = if cfg!(miri) { 4 } else { 200 };
+        let m = SimMemory::new(MemConfig {
+            base: PhysAddr(0x1000),
+            ..MemConfig::default()
+        });
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let m = &m;
+                s.spawn(move || {
+                    // Each thread attaches at an address of its own, far above where the
+                    // allocator's cursor gets in these rounds, and allocates and frees beside
+                    // it.
+                    let pa = PhysAddr(0x1000_0000 * (t as u64 + 1));
+                    for i in 0..rounds {
+                        let pages = 1 + i % 3;
+                        let frames = run(pages);
+                        // SAFETY: The run is this thread's until it is freed after `detach`.
+                        unsafe { m.attach(pa, frames, pages) }.unwrap();
+                        let own = m.alloc(1).unwrap();
+                        m.write_u64(pa, i as u64).unwrap();
+                        assert_eq!(m.read_u64(pa), Ok(i as u64));
+                        assert_eq!(m.free(own), Ok(1));
+                        assert_eq!(m.detach(pa), Ok((frames, pages)));
+                        free_run(frames, pages);
+                    }
+                });
+            }
+        });
+        assert_eq!(m.live_allocations(), 0);
+        assert_eq!(m.allocated_pages(), 0);
+        assert_eq!(m.total_allocations(), (2 * THREADS * rounds) as u64);
+    }
 }
