@@ -10,6 +10,7 @@
 //! cargo xtask demo               run every example of the library crates (release mode)
 //! cargo xtask bench [--quick] [--write-docs]  every crate's peer comparison, one line each
 //! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
+//! cargo xtask csdump [--base ADDR] <file|->  disassemble a Mali v10 command stream (csf's example)
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
 //! cargo xtask kernel-bench [--kdir DIR] [--wall-clock]  the vs-C suites in a kernel built
@@ -51,6 +52,8 @@ fn usage() -> ExitCode {
            demo               run every example of the library crates, in release mode\n  \
            bench [--quick] [--write-docs]  every crate's peer comparison, one line each\n  \
            fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
+           csdump [--base ADDR] <file|->  disassemble a Mali v10 command stream (little-endian\n  \
+                              64-bit words; - reads stdin; ADDR is the first word's GPU address)\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
            kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU\n  \
            kernel-bench [--kdir DIR] [--wall-clock]  the comparisons with the C code in a\n  \
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::command(&ws, &args[1..]),
         Some("codegen") => codegen::run(&ws, args.iter().any(|a| a == "--bless")),
         Some("fuzz") => fuzz::command(&ws, &args[1..]),
+        Some("csdump") => csdump(&args[1..]),
         Some("kernel-build") => {
             kernel::Options::parse(&args[1..]).and_then(|o| kernel::build(&ws, &o))
         }
@@ -468,6 +472,42 @@ fn miri_targets(package: &str) -> &'static [&'static str] {
         "gpukit-tyr" => &["--lib", "--test", "driver_probe"],
         _ => &[],
     }
+}
+
+/// `cargo xtask csdump [--base ADDR] <file|->`: runs `csf`'s `csdump` example on the file.
+///
+/// The example runs from the workspace root, so a relative path is made absolute first.
+fn csdump(args: &[String]) -> Result<(), String> {
+    let mut forwarded = Vec::new();
+    let mut has_file = false;
+    let mut after_base = false;
+    for a in args {
+        let is_path = !after_base && !a.starts_with('-');
+        has_file |= is_path || a == "-";
+        after_base = a == "--base";
+        forwarded.push(if is_path {
+            std::path::absolute(a)
+                .map_err(|e| format!("csdump: {a}: {e}"))?
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            a.clone()
+        });
+    }
+    if !has_file {
+        return Err("csdump: which file? (`cargo xtask csdump [--base ADDR] <file|->`)".into());
+    }
+    let mut cmd = vec![
+        "run",
+        "--quiet",
+        "-p",
+        "gpukit-csf",
+        "--example",
+        "csdump",
+        "--",
+    ];
+    cmd.extend(forwarded.iter().map(String::as_str));
+    Cmd::cargo(&cmd).status()
 }
 
 /// Runs every example of every library crate, in release mode, stopping at the first failure.
