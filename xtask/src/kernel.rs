@@ -97,10 +97,19 @@ const CRATES: &[Vendored] = &[
         c_files: &["kernel/fence.c", "kernel/vs_c.c"],
         kunit_crate: false,
     },
+    // Plain `no_std` code without a `kernel` feature: the `--cfg feature="kernel"` every crate
+    // gets is simply unused here.
+    Vendored {
+        dir: "csf",
+        name: "csf",
+        externs: &[],
+        c_files: &[],
+        kunit_crate: false,
+    },
     Vendored {
         dir: "tyr/sim",
         name: "mali_sim",
-        externs: &[],
+        externs: &["csf"],
         c_files: &[],
         kunit_crate: false,
     },
@@ -114,6 +123,7 @@ const CRATES: &[Vendored] = &[
             "io_pgtable",
             "gpuvm",
             "jobqueue",
+            "csf",
             "mali_sim",
             "static_assertions",
         ],
