@@ -47,9 +47,8 @@ fn sample() -> Vec<u64> {
         Instr::add_imm32(Reg(0), Reg(0), -1),
         Instr::branch(Condition::Nequal, Reg(0), -2),
     ]
-    .iter()
     .map(Instr::encode)
-    .collect();
+    .to_vec();
     words.push(0x0a00_0000_0000_0000);
     words
 }

@@ -62,7 +62,7 @@ fn progress(f: &mut fmt::Formatter<'_>, on: bool) -> fmt::Result {
 }
 
 /// `, wait #0x.., signal #n`.
-fn wait_signal(f: &mut fmt::Formatter<'_>, i: &Instr) -> fmt::Result {
+fn wait_signal(f: &mut fmt::Formatter<'_>, i: Instr) -> fmt::Result {
     if let Some(m) = i.wait_mask() {
         write!(f, ", wait #{:#x}", m.bits())?;
     }
@@ -187,7 +187,7 @@ impl fmt::Display for Instr {
                     f.write_str(".frag_end")?;
                 }
                 write!(f, " {last_heap_chunk}, {first_heap_chunk}")?;
-                wait_signal(f, self)?;
+                wait_signal(f, *self)?;
             }
             Self::AddImmediate32 { dest, source, imm } => write!(f, " {dest}, {source}, #{imm}")?,
             Self::AddImmediate64 { dest, source, imm } => write!(f, " {dest}, {source}, #{imm}")?,
@@ -255,15 +255,15 @@ impl fmt::Display for Instr {
                     ".l2_{l2_flush_mode}.lsc_{lsc_flush_mode}.other_{other_flush_mode} \
                      {latest_flush_id}"
                 )?;
-                wait_signal(f, self)?;
+                wait_signal(f, *self)?;
             }
             Self::SyncAdd32(s) | Self::SyncSet32(s) => {
                 sync_op(f, s.scope.mnemonic(), s.error_propagate, s.address, s.data)?;
-                wait_signal(f, self)?;
+                wait_signal(f, *self)?;
             }
             Self::SyncAdd64(s) | Self::SyncSet64(s) => {
                 sync_op(f, s.scope.mnemonic(), s.error_propagate, s.address, s.data)?;
-                wait_signal(f, self)?;
+                wait_signal(f, *self)?;
             }
             Self::SyncWait32(w) => {
                 sync_wait(f, w.condition.mnemonic(), w.error_reject, w.address, w.data)?
@@ -278,7 +278,7 @@ impl fmt::Display for Instr {
                 ..
             } => {
                 write!(f, ".{state} {}", Addr(address, offset))?;
-                wait_signal(f, self)?;
+                wait_signal(f, *self)?;
             }
             Self::ProtRegion { size } => write!(f, " #{size}")?,
             Self::ProgressStore { source } => write!(f, " {source}")?,
@@ -306,7 +306,7 @@ impl fmt::Display for Instr {
                 ..
             } => {
                 write!(f, " {base_register}, #{register_count}")?;
-                wait_signal(f, self)?;
+                wait_signal(f, *self)?;
             }
         }
         Ok(())

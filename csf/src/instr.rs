@@ -591,7 +591,7 @@ impl Instr {
     /// use csf::{Instr, Opcode};
     /// assert_eq!(Instr::error_barrier().opcode(), Opcode::ErrorBarrier);
     /// ```
-    pub const fn opcode(&self) -> Opcode {
+    pub const fn opcode(self) -> Opcode {
         match self {
             Self::Nop { .. } => Opcode::Nop,
             Self::Move48 { .. } => Opcode::Move48,
@@ -653,8 +653,8 @@ impl Instr {
     /// );
     /// assert_eq!(flush.encode(), 36 << 56 | 3 << 48 | 5 << 40 | 1 << 16 | 0x233);
     /// ```
-    pub const fn encode(&self) -> u64 {
-        let fields = match *self {
+    pub const fn encode(self) -> u64 {
+        let fields = match self {
             Self::Nop { payload } => payload.get(),
             Self::Move48 { dest, imm } => (dest.0 as u64) << 48 | imm.get(),
             Self::Move32 { dest, imm } => (dest.0 as u64) << 48 | imm as u64,
@@ -1088,9 +1088,9 @@ impl Instr {
     /// assert_eq!(Instr::wait(WaitMask::ALL).wait_mask(), Some(SlotMask::first(8)));
     /// assert_eq!(Instr::error_barrier().wait_mask(), None);
     /// ```
-    pub fn wait_mask(&self) -> Option<SlotMask> {
-        match *self {
-            Self::Wait { mask, .. } => Some(SlotMask::from(mask)),
+    pub const fn wait_mask(self) -> Option<SlotMask> {
+        match self {
+            Self::Wait { mask, .. } => Some(SlotMask::from_bits(mask.bits() as u16)),
             Self::FinishFragment { wait_mask, .. }
             | Self::FlushCache2 { wait_mask, .. }
             | Self::StoreState { wait_mask, .. }
@@ -1111,8 +1111,8 @@ impl Instr {
     /// let op = SyncOp::new(Reg64(0), Reg64(2)).signal(Slot::of::<2>());
     /// assert_eq!(Instr::sync_add64(op).signal_slot(), Some(Slot::of::<2>()));
     /// ```
-    pub fn signal_slot(&self) -> Option<Slot> {
-        match *self {
+    pub const fn signal_slot(self) -> Option<Slot> {
+        match self {
             Self::FinishFragment { signal_slot, .. }
             | Self::FlushCache2 { signal_slot, .. }
             | Self::StoreState { signal_slot, .. }
