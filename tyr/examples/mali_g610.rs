@@ -58,6 +58,8 @@ const CHUNK: u32 = 128 << 10;
 const WORDS_PER_CHUNK: u32 = (CHUNK - 64) / 8;
 /// Where the heap and sparse jobs leave what they read, in the data BO.
 const OUT: u64 = 0x1000;
+/// Where the tiling pass writes its tiler and heap descriptors, in the data BO.
+const TILER_DESC: u64 = 0x1800;
 
 fn main() -> ExitCode {
     match run() {
@@ -142,6 +144,7 @@ fn run() -> Result<(), String> {
         let stream = [
             instr::move48(0, DATA_VA + 4 * (k - 1)),
             instr::load_multiple(2, 0, 0, 1),
+            instr::wait(1),
             instr::add_imm32(2, 2, (k * k) as i32),
             instr::store_multiple(2, 0, 4, 1),
         ];
@@ -152,7 +155,7 @@ fn run() -> Result<(), String> {
         let queue = ((k / 2) % 2) as u32;
         umd.submit(
             group,
-            &[Job::new(queue, CODE_VA + k * 64, 32)
+            &[Job::new(queue, CODE_VA + k * 64, 8 * stream.len() as u32)
                 .wait(prev)
                 .signal(done)],
         )
@@ -244,6 +247,7 @@ fn run() -> Result<(), String> {
     let counter = [
         instr::move48(0, DATA_VA + 0x10_0000),
         instr::load_multiple(2, 0, 0, 1),
+        instr::wait(1),
         instr::add_imm32(2, 2, 1),
         instr::store_multiple(2, 0, 0, 1),
     ];
@@ -260,8 +264,11 @@ fn run() -> Result<(), String> {
             // Reusing a syncobj: wait for the job that last signalled it.
             umd.wait(&[slot], 10 * SECOND).map_err(e("SYNCOBJ_WAIT"))?;
         }
-        umd.submit(groups[0], &[Job::new(0, CODE_VA + 0x8000, 32).signal(slot)])
-            .map_err(e("GROUP_SUBMIT"))?;
+        umd.submit(
+            groups[0],
+            &[Job::new(0, CODE_VA + 0x8000, 8 * counter.len() as u32).signal(slot)],
+        )
+        .map_err(e("GROUP_SUBMIT"))?;
     }
     umd.wait(&pool, 10 * SECOND).map_err(e("SYNCOBJ_WAIT"))?;
     let submits = SUBMITS as f64 / t.elapsed().as_secs_f64();
@@ -635,10 +642,11 @@ fn timeline_sparse_and_heap(
     // Point 2 (after point 1): tile `words` words, which needs two more chunks; copy the first
     // chunk's link to the next one out; write a word through sparse block 0 and copy what
     // block 2 holds at the same offset out.
-    let mut a = heap.tile(words, tag).to_vec();
+    let mut a = heap.tile(DATA_VA + TILER_DESC, words, tag).to_vec();
     a.extend([
         instr::move48(0, heap.first_chunk_va),
         instr::load_multiple(2, 0, 0, 0b11),
+        instr::wait(1),
         instr::move48(4, DATA_VA + OUT),
         instr::store_multiple(2, 4, 0, 0b11),
         instr::move48(0, SPARSE_VA + 0x1230),
@@ -646,6 +654,7 @@ fn timeline_sparse_and_heap(
         instr::store_multiple(2, 0, 0, 1),
         instr::move48(4, SPARSE_VA + 2 * SZ_2M + 0x1230),
         instr::load_multiple(6, 4, 0, 1),
+        instr::wait(1),
         instr::move48(8, DATA_VA + OUT + 8),
         instr::store_multiple(6, 8, 0, 1),
     ]);
@@ -674,8 +683,10 @@ fn timeline_sparse_and_heap(
     let b = [
         instr::move48(0, chunk2),
         instr::load_multiple(2, 0, 0, 0b11),
+        instr::wait(1),
         instr::move48(4, chunk2 + 64),
         instr::load_multiple(6, 4, 0, 0b11),
+        instr::wait(1),
         instr::move48(8, DATA_VA + OUT + 16),
         instr::store_multiple(2, 8, 0, 0b11),
         instr::store_multiple(6, 8, 8, 0b11),
@@ -698,8 +709,10 @@ fn timeline_sparse_and_heap(
     let c = [
         instr::move48(0, chunk3 + 64 + 8 * 9),
         instr::load_multiple(2, 0, 0, 0b11),
+        instr::wait(1),
         instr::move48(4, chunk3),
         instr::load_multiple(6, 4, 0, 0b11),
+        instr::wait(1),
         instr::move48(8, DATA_VA + OUT + 32),
         instr::store_multiple(2, 8, 0, 0b11),
         instr::store_multiple(6, 8, 8, 0b11),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The firmware interface as the driver sees it, and the command-stream instruction set.
+//! The firmware interface as the driver sees it, and shorthands for the command-stream
+//! instructions.
 //!
 //! The MCU publishes its interface in the shared region (see [`crate::fw`]): each block's
 //! control part holds the MCU addresses of its input part (written by the driver) and output
@@ -120,6 +121,10 @@ pub mod cs {
     pub const FATAL: u64 = 0x84;
     /// Output: faulting address.
     pub const FAULT_INFO: u64 = 0x88;
+    /// Output: fatal error information (the address of the instruction that failed).
+    pub const FATAL_INFO: u64 = 0x90;
+    /// Output: the scoreboard entries with operations in flight.
+    pub const STATUS_SCOREBOARDS: u64 = 0x5c;
     /// Output: render passes whose tiling started on the heap that ran out.
     pub const HEAP_VT_START: u64 = 0xc0;
     /// Output: render passes whose tiling finished.
@@ -140,229 +145,120 @@ pub mod cs {
     pub const FAULT_EVENT: u32 = 1 << 31;
 }
 
-/// Encoders of the command-stream instructions the driver emits and the simulator executes (Mali v10 encodings: opcode in bits
-/// 63:56). Registers are 32-bit; 64-bit operands use an even/odd pair named by its first
-/// register.
+/// The command-stream instructions the driver's tests and the example userspace driver
+/// ([`crate::umd`]) write, as 64-bit words.
 ///
-/// | instruction            | effect                                                         |
-/// |------------------------|----------------------------------------------------------------|
-/// | `NOP`                  | nothing                                                        |
-/// | `MOVE48 d, imm`        | `d:d+1 = imm` (48-bit immediate)                               |
-/// | `MOVE32 r, imm`        | `r = imm`                                                      |
-/// | `WAIT mask`            | wait for scoreboard slots (a no-op: every operation is synchronous here) |
-/// | `ADD_IMMEDIATE32 r, s, imm` | `r = s + imm` (wrapping)                                 |
-/// | `ADD_IMMEDIATE64 d, s, imm` | `d:d+1 = s:s+1 + imm` (sign-extended, wrapping)          |
-/// | `LOAD_MULTIPLE b, [a + off], mask`  | `b+i = mem32[a + off + 4i]` for each bit i of mask |
-/// | `STORE_MULTIPLE b, [a + off], mask` | `mem32[a + off + 4i] = b+i` for each bit i of mask |
-/// | `CALL a, l`            | execute the `l` bytes of instructions at address `a:a+1`, then return |
-/// | `SYNC_ADD32/64 [a], d` | `mem[a] += d`, then signal `SYNC_UPDATE`                       |
-/// | `SYNC_SET32/64 [a], d` | `mem[a] = d`, then signal `SYNC_UPDATE`                        |
-/// | `SYNC_WAIT32/64 cond [a], d` | block until `mem[a] cond d` holds                        |
-/// | `HEAP_SET a`           | the stream's tiler heap context is at `a:a+1`                  |
-/// | `RUN_IDVS f, n, t`     | tiling (the simulator's reading): `n` words into the heap, starting in the chunk linked by `f:f+1` if the heap is unused |
-/// | `STORE_STATE [a + off], sel` | `mem64[a + off]` = the GPU timestamp (`sel` [`STATE_TIMESTAMP`](instr::STATE_TIMESTAMP)) or cycle count ([`STATE_CYCLE_COUNT`](instr::STATE_CYCLE_COUNT)); needs `COUNTER_EN` |
+/// The instruction set is the [`csf`](::csf) crate's (Mali v10, the G610's architecture), which
+/// the driver's ring prologue ([`crate::sched`]) and the simulated GPU use too. These are
+/// shorthands over its typed [`Instr`](::csf::Instr), with registers as plain numbers:
+/// `move48(2, va)` is `MOVE48 d2, #va`. Synchronisation operations are the simplest form: system
+/// scope, no error propagation, no wait mask, signal slot 0. Remember that loads, stores and
+/// sync operations are asynchronous: a register loaded by `LOAD_MULTIPLE` is there once the
+/// stream's "other" scoreboard entry (0 unless `SET_SB_ENTRY` chose another) drains, see
+/// [`wait`].
+///
+/// # Examples
+///
+/// ```
+/// use tyr::csf::instr;
+///
+/// assert_eq!(instr::move48(2, 0x1234), 0x0102_0000_0000_1234);
+/// assert_eq!(csf::Instr::decode(instr::wait(1)).unwrap().to_string(), "WAIT #0x1");
+/// ```
 pub mod instr {
-    /// `NOP`.
-    pub const NOP: u8 = 0;
-    /// `MOVE48`.
-    pub const MOVE48: u8 = 1;
-    /// `MOVE32`.
-    pub const MOVE32: u8 = 2;
-    /// `WAIT`.
-    pub const WAIT: u8 = 3;
-    /// `ADD_IMMEDIATE32`.
-    pub const ADD_IMMEDIATE32: u8 = 16;
-    /// `ADD_IMMEDIATE64`.
-    pub const ADD_IMMEDIATE64: u8 = 17;
-    /// `LOAD_MULTIPLE`.
-    pub const LOAD_MULTIPLE: u8 = 20;
-    /// `STORE_MULTIPLE`.
-    pub const STORE_MULTIPLE: u8 = 21;
-    /// `CALL`.
-    pub const CALL: u8 = 32;
-    /// `SYNC_ADD32`.
-    pub const SYNC_ADD32: u8 = 37;
-    /// `SYNC_SET32`.
-    pub const SYNC_SET32: u8 = 38;
-    /// `SYNC_WAIT32`.
-    pub const SYNC_WAIT32: u8 = 39;
-    /// `SYNC_ADD64`.
-    pub const SYNC_ADD64: u8 = 51;
-    /// `SYNC_SET64`.
-    pub const SYNC_SET64: u8 = 52;
-    /// `SYNC_WAIT64`.
-    pub const SYNC_WAIT64: u8 = 53;
-    /// `RUN_IDVS`.
-    pub const RUN_IDVS: u8 = 6;
-    /// `HEAP_SET`.
-    pub const HEAP_SET: u8 = 48;
-    /// `STORE_STATE`.
-    pub const STORE_STATE: u8 = 40;
-    /// `STORE_STATE` selector: the system timestamp (`TIMESTAMP`).
-    pub const STATE_TIMESTAMP: u8 = 0;
-    /// `STORE_STATE` selector: the GPU cycle counter (`CYCLE_COUNT`).
-    pub const STATE_CYCLE_COUNT: u8 = 1;
+    use ::csf::{Imm48, Instr, Reg, Reg64, Slot, SlotMask, SyncOp, WaitMask};
+    pub use ::csf::{StateSel, WaitCondition as Condition};
 
-    /// Conditions of `SYNC_WAIT` (bits 31:28).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub enum Condition {
-        /// Proceed when `mem <= value`.
-        Lequal = 0,
-        /// Proceed when `mem > value`.
-        Greater = 1,
-        /// Proceed when `mem == value`.
-        Equal = 2,
-        /// Proceed when `mem != value`.
-        Nequal = 3,
-        /// Proceed when `mem < value`.
-        Less = 4,
-        /// Proceed when `mem >= value`.
-        Gequal = 5,
-        /// Always proceed.
-        Always = 6,
-    }
-
-    impl Condition {
-        /// Decodes a condition field.
-        pub const fn from_bits(v: u64) -> Option<Self> {
-            Some(match v {
-                0 => Condition::Lequal,
-                1 => Condition::Greater,
-                2 => Condition::Equal,
-                3 => Condition::Nequal,
-                4 => Condition::Less,
-                5 => Condition::Gequal,
-                6 => Condition::Always,
-                _ => return None,
-            })
-        }
-
-        /// Whether `mem` satisfies the condition against `value`.
-        pub const fn holds(self, mem: u64, value: u64) -> bool {
-            match self {
-                Condition::Lequal => mem <= value,
-                Condition::Greater => mem > value,
-                Condition::Equal => mem == value,
-                Condition::Nequal => mem != value,
-                Condition::Less => mem < value,
-                Condition::Gequal => mem >= value,
-                Condition::Always => true,
-            }
-        }
-    }
-
-    const fn op(opcode: u8) -> u64 {
-        (opcode as u64) << 56
-    }
+    /// `STORE_STATE` of the system timestamp.
+    pub const STATE_TIMESTAMP: StateSel = StateSel::Timestamp;
+    /// `STORE_STATE` of the cycle counter.
+    pub const STATE_CYCLE_COUNT: StateSel = StateSel::CycleCount;
 
     /// `NOP`.
     pub const fn nop() -> u64 {
-        op(NOP)
+        Instr::nop().encode()
     }
 
-    /// `MOVE48 d, imm` (the immediate is truncated to 48 bits).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tyr::csf::instr;
-    ///
-    /// assert_eq!(instr::move48(2, 0x1234), 0x0102_0000_0000_1234);
-    /// ```
+    /// `MOVE48 d, imm`; bits of `imm` above 48 are not part of the instruction.
     pub const fn move48(d: u8, imm: u64) -> u64 {
-        op(MOVE48) | (d as u64) << 48 | (imm & 0xffff_ffff_ffff)
+        Instr::move48(Reg64(d), Imm48::from_low_bits(imm)).encode()
     }
 
     /// `MOVE32 r, imm`.
     pub const fn move32(r: u8, imm: u32) -> u64 {
-        op(MOVE32) | (r as u64) << 48 | imm as u64
+        Instr::move32(Reg(r), imm).encode()
     }
 
-    /// `WAIT mask` on scoreboard slots.
+    /// `WAIT mask`: until no operation is in flight on the scoreboard entries of `mask`.
     pub const fn wait(mask: u8) -> u64 {
-        op(WAIT) | (mask as u64) << 16
+        Instr::wait(WaitMask::from_bits(mask)).encode()
     }
 
     /// `ADD_IMMEDIATE32 r, s, imm`.
     pub const fn add_imm32(r: u8, s: u8, imm: i32) -> u64 {
-        op(ADD_IMMEDIATE32) | (r as u64) << 48 | (s as u64) << 40 | imm as u32 as u64
+        Instr::add_imm32(Reg(r), Reg(s), imm).encode()
     }
 
     /// `ADD_IMMEDIATE64 d, s, imm`.
     pub const fn add_imm64(d: u8, s: u8, imm: i32) -> u64 {
-        op(ADD_IMMEDIATE64) | (d as u64) << 48 | (s as u64) << 40 | imm as u32 as u64
+        Instr::add_imm64(Reg64(d), Reg64(s), imm).encode()
     }
 
     /// `LOAD_MULTIPLE base, [addr + offset], mask`.
     pub const fn load_multiple(base: u8, addr: u8, offset: i16, mask: u16) -> u64 {
-        op(LOAD_MULTIPLE)
-            | (base as u64) << 48
-            | (addr as u64) << 40
-            | (mask as u64) << 16
-            | offset as u16 as u64
+        Instr::load_multiple(Reg(base), Reg64(addr), offset, mask).encode()
     }
 
     /// `STORE_MULTIPLE base, [addr + offset], mask`.
     pub const fn store_multiple(base: u8, addr: u8, offset: i16, mask: u16) -> u64 {
-        op(STORE_MULTIPLE)
-            | (base as u64) << 48
-            | (addr as u64) << 40
-            | (mask as u64) << 16
-            | offset as u16 as u64
+        Instr::store_multiple(Reg(base), Reg64(addr), offset, mask).encode()
     }
 
     /// `CALL addr, len`: `addr` names a register pair, `len` a register holding the length
     /// in bytes.
     pub const fn call(addr: u8, len: u8) -> u64 {
-        op(CALL) | (addr as u64) << 40 | (len as u64) << 32
+        Instr::call(Reg64(addr), Reg(len)).encode()
     }
 
     /// `SYNC_ADD32 [addr], data`.
     pub const fn sync_add32(addr: u8, data: u8) -> u64 {
-        op(SYNC_ADD32) | (addr as u64) << 40 | (data as u64) << 32
+        Instr::sync_add32(SyncOp::new(Reg64(addr), Reg(data))).encode()
     }
 
     /// `SYNC_ADD64 [addr], data`.
     pub const fn sync_add64(addr: u8, data: u8) -> u64 {
-        op(SYNC_ADD64) | (addr as u64) << 40 | (data as u64) << 32
+        Instr::sync_add64(SyncOp::new(Reg64(addr), Reg64(data))).encode()
     }
 
     /// `SYNC_SET32 [addr], data`.
     pub const fn sync_set32(addr: u8, data: u8) -> u64 {
-        op(SYNC_SET32) | (addr as u64) << 40 | (data as u64) << 32
+        Instr::sync_set32(SyncOp::new(Reg64(addr), Reg(data))).encode()
     }
 
     /// `SYNC_SET64 [addr], data`.
     pub const fn sync_set64(addr: u8, data: u8) -> u64 {
-        op(SYNC_SET64) | (addr as u64) << 40 | (data as u64) << 32
+        Instr::sync_set64(SyncOp::new(Reg64(addr), Reg64(data))).encode()
     }
 
-    /// `SYNC_WAIT32 cond [addr], data`.
+    /// `SYNC_WAIT32.cond [addr], data`.
     pub const fn sync_wait32(cond: Condition, addr: u8, data: u8) -> u64 {
-        op(SYNC_WAIT32) | (addr as u64) << 40 | (data as u64) << 32 | (cond as u64) << 28
+        Instr::sync_wait32(cond, Reg64(addr), Reg(data)).encode()
     }
 
-    /// `SYNC_WAIT64 cond [addr], data`.
+    /// `SYNC_WAIT64.cond [addr], data`.
     pub const fn sync_wait64(cond: Condition, addr: u8, data: u8) -> u64 {
-        op(SYNC_WAIT64) | (addr as u64) << 40 | (data as u64) << 32 | (cond as u64) << 28
+        Instr::sync_wait64(cond, Reg64(addr), Reg64(data)).encode()
     }
 
     /// `HEAP_SET addr`: `addr` names the register pair holding the heap context's address.
     pub const fn heap_set(addr: u8) -> u64 {
-        op(HEAP_SET) | (addr as u64) << 40
+        Instr::heap_set(Reg64(addr)).encode()
     }
 
-    /// `RUN_IDVS first, count, tag`: pairs `first` (the link of the heap's first chunk) and
-    /// `tag` (the value of the first word), register `count` (words to write). The simulated
-    /// GPU's tiling: it writes `count` words `tag + i` into the heap set by `HEAP_SET`.
-    pub const fn run_idvs(first: u8, count: u8, tag: u8) -> u64 {
-        op(RUN_IDVS) | (first as u64) << 48 | (count as u64) << 40 | (tag as u64) << 32
-    }
-
-    /// `STORE_STATE [addr + offset], state`: stores the counter `state` selects
-    /// ([`STATE_TIMESTAMP`], [`STATE_CYCLE_COUNT`]) as a 64-bit word at the address in pair
-    /// `addr` plus `offset` (8-byte aligned), as panthor's job profiling does.
-    pub const fn store_state(addr: u8, state: u8, offset: i16) -> u64 {
-        op(STORE_STATE) | (addr as u64) << 40 | (state as u64) << 32 | offset as u16 as u64
+    /// `STORE_STATE [addr + offset], state`: stores the counter `state` selects as a 64-bit
+    /// word at the address in pair `addr` plus `offset` (8-byte aligned), as panthor's job
+    /// profiling does; signalled on slot 0.
+    pub const fn store_state(addr: u8, state: StateSel, offset: i16) -> u64 {
+        Instr::store_state(state, Reg64(addr), offset, SlotMask::NONE, Slot::ZERO).encode()
     }
 }

@@ -1108,6 +1108,7 @@ pub(crate) fn group_submit<B: Backend>(
         let payload = JobPayload {
             stream_addr: qs.stream_addr,
             stream_size: qs.stream_size,
+            latest_flush: qs.latest_flush,
             hw: dev.backend.new_hw_fence(&q.alloc)?,
         };
         let mut job = PreparedJob::new(

@@ -103,7 +103,7 @@ use register::io::Io;
 
 use crate::backend::{Backend, DmaMemory, DmaRegion, Events, Lock, LockOf, Words, PAGE_SIZE};
 use crate::bindq::{BindDevice, BindQueues};
-use crate::csf::{cs, csg, glb, instr};
+use crate::csf::{cs, csg, glb};
 use crate::fw::FwIface;
 use crate::gem::{BoRef, McuVm, SharedVm, TyrBo, TyrVm};
 use crate::heap::HeapPools;
@@ -117,14 +117,14 @@ use crate::{dev_err, dev_info, env, gpu, uapi, Error, Result};
 pub use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
 
 /// Instructions the driver writes into the ring per job (its cost in credits).
-pub const JOB_INSTRS: u32 = 8;
+pub const JOB_INSTRS: u32 = 16;
 /// Largest user command stream one job may call.
 pub const MAX_STREAM_SIZE: u32 = 1 << 20;
 /// Smallest and largest ring buffer.
 pub const RINGBUF_SIZES: core::ops::RangeInclusive<u32> = 0x1000..=0x1_0000;
 /// First register the driver's ring instructions use (the top four of the 96, which userspace
 /// streams may not rely on across calls).
-const KREG: u8 = 92;
+pub const KREG: u8 = 92;
 /// Offset of the per-queue interface words in the firmware region.
 pub const QUEUE_IFACE_BASE: u64 = 0xa000;
 /// Bytes of interface words per queue (input `{insert, extract}`, output `{extract, active}`).
@@ -145,6 +145,9 @@ pub struct JobPayload<F> {
     pub stream_addr: u64,
     /// Size of the user stream in bytes.
     pub stream_size: u32,
+    /// The flush ID userspace sampled when it wrote the stream (`LATEST_FLUSH_ID`, from the
+    /// flush-ID page): the job's cache flush is skipped if one happened since.
+    pub latest_flush: u32,
     /// The hardware fence, allocated at submission so that `run_job` allocates nothing.
     pub hw: F,
 }
@@ -363,26 +366,14 @@ impl<B: Backend> RingHw<B> {
         self.insert
     }
 
-    fn write_job(&mut self, dma: &B::Dma, p: &JobPayload<B::Fence>) {
-        let call: [u64; 3] = if p.stream_size == 0 {
-            [instr::nop(); 3]
-        } else {
-            [
-                instr::move48(KREG, p.stream_addr),
-                instr::move32(KREG + 2, p.stream_size),
-                instr::call(KREG, KREG + 2),
-            ]
-        };
-        let words = [
-            call[0],
-            call[1],
-            call[2],
-            instr::move48(KREG, self.sync_va),
-            instr::move48(KREG + 2, 1),
-            instr::sync_add64(KREG, KREG + 2),
-            instr::nop(),
-            instr::nop(),
-        ];
+    fn write_job(&mut self, dma: &B::Dma, p: &JobPayload<B::Fence>, scoreboards: u32) {
+        let words = job_instrs(
+            p.stream_addr,
+            p.stream_size,
+            p.latest_flush,
+            self.sync_va,
+            scoreboards,
+        );
         let w = Words(dma);
         for (i, word) in words.iter().enumerate() {
             let at = (self.insert + 8 * i as u64) & (self.ring_size - 1);
@@ -390,6 +381,66 @@ impl<B: Backend> RingHw<B> {
         }
         dma.sync_for_device(self.ring_dma, self.ring_size as usize);
     }
+}
+
+/// The instructions of one job in its queue's ring, panthor's (`prepare_job_instrs`, without
+/// profiling): flush the GPU's caches unless a flush happened since userspace sampled the flush
+/// ID (`latest_flush`), and wait for that; call the user's stream; wait for *everything* the
+/// stream issued (its scoreboard entries, the first `scoreboards` of them); only then add one
+/// to the queue's sync object, propagating the stream's error state into it; and clear the
+/// error state, so that the next job starts clean. Without the wait the sync object (and the
+/// job's fence) would signal while the job's work is still running; without the flush the job
+/// could read stale cached data the CPU or an earlier job has overwritten. Registers
+/// [`KREG`]`..KREG + 4` are the driver's (userspace streams must not rely on them). A job
+/// without a stream (`stream_size` 0, a job that only synchronises) has `NOP`s for the call.
+pub fn job_instrs(
+    stream_addr: u64,
+    stream_size: u32,
+    latest_flush: u32,
+    sync_va: u64,
+    scoreboards: u32,
+) -> [u64; JOB_INSTRS as usize] {
+    use ::csf::{
+        FlushMode, Imm48, Instr, OtherFlushMode, Reg, Reg64, Slot, SlotMask, SyncOp, WaitMask,
+    };
+    let (addr, val, val64) = (Reg64(KREG), Reg(KREG + 2), Reg64(KREG + 2));
+    let flush_slot = Slot::ZERO;
+    // Every entry the stream has, as panthor's `GENMASK(sb_slot_count - 1, 0)`; WAIT names 8.
+    let all = WaitMask::from_bits(SlotMask::first(scoreboards.min(8) as u8).bits() as u8);
+    let call = if stream_size == 0 {
+        [Instr::nop(); 3]
+    } else {
+        [
+            Instr::move48(addr, Imm48::from_low_bits(stream_addr)),
+            Instr::move32(val, stream_size),
+            Instr::call(addr, val),
+        ]
+    };
+    let seq = [
+        Instr::move32(val, latest_flush),
+        Instr::flush_cache2(
+            FlushMode::CleanInvalidate,
+            FlushMode::CleanInvalidate,
+            OtherFlushMode::Invalidate,
+            val,
+            SlotMask::NONE,
+            flush_slot,
+        ),
+        call[0],
+        call[1],
+        Instr::wait(WaitMask::from_bits(1 << flush_slot.get())),
+        call[2],
+        Instr::move48(addr, Imm48::from_low_bits(sync_va)),
+        Instr::move48(val64, Imm48::of::<1>()),
+        Instr::wait(all),
+        Instr::sync_add64(SyncOp::new(addr, val64).propagate_error()),
+        Instr::error_barrier(),
+    ];
+    let mut words = [Instr::nop().encode(); JOB_INSTRS as usize];
+    for (w, i) in words.iter_mut().zip(seq) {
+        *w = i.encode();
+    }
+    words
 }
 
 impl<B: Backend> JqBackend for RingHw<B> {
@@ -421,7 +472,7 @@ impl<B: Backend> JqBackend for RingHw<B> {
             }
             let target = self.emitted + 1;
             let p = job.payload();
-            self.write_job(dma, p);
+            self.write_job(dma, p, dev.csif_info.scoreboard_slot_count);
             let fence = p.hw.clone();
             let pos = self.insert;
             self.insert += u64::from(JOB_INSTRS) * 8;
@@ -1388,7 +1439,10 @@ impl<B: Backend> DevInner<B> {
                     w.rd64(base + sout + cs::FAULT_INFO),
                 )
             } else {
-                (w.rd32(base + sout + cs::FATAL) & 0xff, 0)
+                (
+                    w.rd32(base + sout + cs::FATAL) & 0xff,
+                    w.rd64(base + sout + cs::FATAL_INFO),
+                )
             };
             dev_err!(
                 &self.backend,
@@ -1733,10 +1787,13 @@ impl<B: Backend> DevInner<B> {
             if jq.backend().is_idle() {
                 continue;
             }
-            let reason = streams
-                .get(s)
-                .map(|&(_, sout)| w.rd32(base + sout + cs::STATUS_BLOCKED_REASON));
-            if reason == Some(cs::BLOCKED_SYNC_WAIT) {
+            // As panthor: blocked on a sync wait with no operation of its own still in flight
+            // (deferred work would go on, and may be what releases the wait).
+            let status = streams.get(s).map(|&(_, sout)| {
+                let reason = w.rd32(base + sout + cs::STATUS_BLOCKED_REASON);
+                (reason, w.rd32(base + sout + cs::STATUS_SCOREBOARDS))
+            });
+            if status == Some((cs::BLOCKED_SYNC_WAIT, 0)) {
                 blocked = true;
             } else {
                 stuck = false;

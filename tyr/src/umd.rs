@@ -389,15 +389,35 @@ impl Umd {
         Ok((a.state, a.fatal_queues))
     }
 
-    /// Submits jobs to a group.
+    /// `LATEST_FLUSH_ID`, read through the file's flush-ID page as panvk reads it when it
+    /// records a command buffer.
+    pub fn latest_flush_id(&self) -> Result<u32> {
+        let fd = self.client.fd();
+        let file = fd.file();
+        let offset = file.inner().user_mmio_offset()
+            + (uapi::DRM_PANTHOR_USER_FLUSH_ID_MMIO_OFFSET - uapi::DRM_PANTHOR_USER_MMIO_OFFSET);
+        let prot = crate::driver::MmapProt {
+            shared: true,
+            ..Default::default()
+        };
+        match crate::ioctl::mmap(fd, offset, 4096, prot)? {
+            crate::driver::Mapping::FlushId(page) => page.latest_flush_id().map_err(Into::into),
+            crate::driver::Mapping::Bo(_) => Err(Error::Invalid),
+        }
+    }
+
+    /// Submits jobs to a group. Each job carries the flush ID read now (see
+    /// [`latest_flush_id`](Self::latest_flush_id)): the job's cache flush is skipped if the
+    /// caches were flushed since.
     pub fn submit(&self, group: u32, jobs: &[Job]) -> Result {
+        let latest_flush = self.latest_flush_id()?;
         let mut subs = Vec::new();
         for j in jobs {
             subs.push(QueueSubmit {
                 queue_index: j.queue,
                 stream_size: j.size,
                 stream_addr: j.addr,
-                latest_flush: 0,
+                latest_flush,
                 pad: 0,
                 syncs: self.job_syncs(j)?,
             });
@@ -549,11 +569,12 @@ impl Umd {
 /// A tiler heap (`TILER_HEAP_CREATE`) and what a stream needs to tile into it.
 ///
 /// A render pass's tiling names the heap twice: `HEAP_SET` with the heap context's address
-/// (so that the firmware can report which heap ran out of memory) and, in the tiling
-/// instruction, the heap's first chunk as a chunk link (GPU address | size in pages), from
-/// which an unused heap starts. The simulated GPU's tiling is `RUN_IDVS first, count, tag`,
-/// which writes `count` words `tag + i` into the heap; [`TilerHeap::tile`] builds that
-/// sequence.
+/// (the firmware's bookkeeping: which heap ran out of memory, how many passes are in flight)
+/// and, through the tiler context in registers `d40`, the heap descriptor, whose base and
+/// size name the first chunk (what `TILER_HEAP_CREATE` returned), from which an unused heap
+/// starts. [`TilerHeap::tile`] builds a pass that writes those descriptors, counts the pass
+/// with `HEAP_OPERATION` and tiles with `RUN_IDVS`, as Mesa's panvk does (without shaders:
+/// the simulated tiler writes one entry per index, see `mali_sim::csf::heap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TilerHeap {
     /// The handle (`vm_id << 16 | index`).
@@ -566,23 +587,77 @@ pub struct TilerHeap {
     pub chunk_size: u32,
 }
 
+/// Bytes of GPU memory [`TilerHeap::tile`] writes its descriptors into: a tiler context (64
+/// bytes) and a heap descriptor (32 bytes).
+pub const TILER_DESC_SIZE: u64 = 0x60;
+
 impl TilerHeap {
-    /// The first chunk's link, as chunk headers and tiling instructions hold it.
+    /// The first chunk's link, as chunk headers hold it (address | size in pages).
     pub fn first_chunk_link(&self) -> u64 {
         (self.first_chunk_va & !0xfff) | u64::from(self.chunk_size >> 12)
     }
 
-    /// Instructions that tile `words` words (`tag`, `tag + 1`, ...) into the heap. They use
-    /// registers 64 to 71.
-    pub fn tile(&self, words: u32, tag: u64) -> [u64; 6] {
-        use crate::csf::instr;
+    /// A render pass that tiles `entries` entries into the heap, entry `i` being
+    /// `tag + i` (the low 32 bits wrap; the high ones are the draw ID). The tiler context and
+    /// heap descriptor are written at `desc_va` (64-byte aligned, [`TILER_DESC_SIZE`] bytes of
+    /// writable GPU memory). The pass counts as started before the tiling and as finished (its
+    /// fragment work too: there is none) once the tiling's scoreboard entry drains. It uses
+    /// registers 33 to 36, 40 and 41, and 64 to 77, and the scoreboard entries 0 (endpoint and
+    /// loads/stores) and 1.
+    pub fn tile(&self, desc_va: u64, entries: u32, tag: u64) -> [u64; 22] {
+        use crate::csf::instr::{heap_set, move32, move48, store_multiple, wait};
+        use ::csf::{HeapOp, Instr, Reg, Slot, SlotMask};
+        let heap_op = |operation, wait_mask| {
+            Instr::HeapOperation {
+                operation,
+                wait_mask: SlotMask::from_bits(wait_mask),
+                signal_slot: Slot::of::<1>(),
+            }
+            .encode()
+        };
+        let idvs = Instr::RunIdvs {
+            flags_override: 0,
+            progress_increment: false,
+            malloc_enable: true,
+            draw_id_register_enable: true,
+            varying_srt_select: false,
+            varying_fau_select: false,
+            varying_tsd_select: false,
+            fragment_srt_select: false,
+            fragment_tsd_select: false,
+            draw_id: Reg(36),
+        };
+        let claim = Instr::ReqResource {
+            compute: false,
+            fragment: false,
+            tiler: false,
+            idvs: true,
+        };
         [
-            instr::move48(64, self.context_va),
-            instr::heap_set(64),
-            instr::move48(66, self.first_chunk_link()),
-            instr::move32(68, words),
-            instr::move48(70, tag),
-            instr::run_idvs(66, 68, 70),
+            // The descriptors: the context's heap pointer, the heap's size and base.
+            move48(64, desc_va),
+            move48(66, desc_va + 0x40),
+            move32(68, self.chunk_size),
+            move48(70, self.first_chunk_va),
+            store_multiple(66, 64, 0x18, 0b11),
+            store_multiple(68, 64, 0x44, 0b1),
+            store_multiple(70, 64, 0x48, 0b11),
+            // The tiler reads them: the stores (entry 0) must have landed.
+            wait(0b1),
+            move48(76, self.context_va),
+            heap_set(76),
+            claim.encode(),
+            move48(40, desc_va),
+            move32(33, entries),
+            move32(34, 1),
+            move32(35, tag as u32),
+            move32(36, (tag >> 32) as u32),
+            heap_op(HeapOp::VertexTilerStarted, 0),
+            wait(0b10),
+            idvs.encode(),
+            heap_op(HeapOp::VertexTilerCompleted, 0b1),
+            heap_op(HeapOp::FragmentCompleted, 0b10),
+            wait(0b10),
         ]
     }
 }

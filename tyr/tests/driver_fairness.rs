@@ -435,6 +435,7 @@ fn priorities_decide_who_runs() {
             let mut prog = vec![
                 instr::move48(0, shared_va),
                 instr::load_multiple(16, 0, 0, 0xff),
+                instr::wait(1),
                 instr::move48(4, log),
                 instr::store_multiple(16, 4, 0, 0xff),
             ];

@@ -94,6 +94,8 @@ struct Space {
 }
 
 const DATA: u64 = 0x8000;
+/// Where tiling passes write their tiler and heap descriptors.
+const DESC: u64 = 0xf000;
 
 fn space(umd: &Umd, va: u64) -> Space {
     let vm = umd.vm_create().unwrap();
@@ -260,7 +262,7 @@ fn pool_and_file_limits() {
 
 /// A job that tiles `words` words into `heap`, then stores 1 at `DATA`.
 fn tiling_job(umd: &Umd, s: &Space, group: u32, heap: &TilerHeap, words: u32, tag: u64) -> u32 {
-    let mut prog = heap.tile(words, tag).to_vec();
+    let mut prog = heap.tile(s.va + DESC, words, tag).to_vec();
     prog.extend(store(s, 0, 1));
     submit(umd, s, group, 0, &prog)
 }
@@ -320,7 +322,7 @@ fn a_heap_that_may_not_grow_fails_its_job_only() {
     let good = umd.group_create(t.vm, &[0x1000]).unwrap();
     let d1 = tiling_job(&umd, &s, bad, &capped, WORDS_PER_CHUNK + 1, 0);
     let d2 = {
-        let mut prog = no_target.tile(WORDS_PER_CHUNK + 1, 0).to_vec();
+        let mut prog = no_target.tile(s.va + DESC, WORDS_PER_CHUNK + 1, 0).to_vec();
         prog.extend(store(&s, 4, 1));
         submit(&umd, &s, bad2, 0x800, &prog)
     };
@@ -354,7 +356,7 @@ fn a_heap_that_may_not_grow_fails_its_job_only() {
 /// A job of `group` that tiles a little into `heap`, run to completion: the heap's context
 /// then points into its first chunk, where the next render pass would go on.
 fn use_heap(umd: &Umd, s: &Space, group: u32, heap: &TilerHeap) {
-    let done = submit(umd, s, group, 0, &heap.tile(4, 0));
+    let done = submit(umd, s, group, 0, &heap.tile(s.va + DESC, 4, 0));
     umd.wait(&[done], WAIT).unwrap();
     assert_eq!(fence_status(umd, done), Some(0));
 }
@@ -386,7 +388,7 @@ fn destroying_a_heap_in_use_fails_its_jobs_and_frees_the_heap() {
     let heap = umd.tiler_heap_create(s.vm, 1, K128, 64, 64).unwrap();
     let mut prog = Vec::new();
     for _ in 0..40 {
-        prog.extend(heap.tile(WORDS_PER_CHUNK / 2, 0));
+        prog.extend(heap.tile(s.va + DESC, WORDS_PER_CHUNK / 2, 0));
     }
     umd.write_stream(&s.bo, 0x1000, &prog).unwrap();
     let dones: Vec<u32> = (0..4).map(|_| umd.syncobj_create(false).unwrap()).collect();

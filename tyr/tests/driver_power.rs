@@ -43,6 +43,8 @@ struct Space {
 
 const VA: u64 = 0x100_0000;
 const DATA: u64 = 0x8000;
+/// Where tiling passes write their tiler and heap descriptors.
+const DESC: u64 = 0xf000;
 /// Where the governor test maps its block of NOPs.
 const NOPS: u64 = 0x200_0000;
 
@@ -146,7 +148,7 @@ fn counters_and_tiling(umd: &Umd, s: &Space, code: u64, data: u64, heap: &TilerH
         instr::store_state(0, instr::STATE_TIMESTAMP, 0),
         instr::store_state(0, instr::STATE_CYCLE_COUNT, 8),
     ];
-    prog.extend_from_slice(&heap.tile(4, 0x1000 + code));
+    prog.extend_from_slice(&heap.tile(VA + DESC, 4, 0x1000 + code));
     umd.write_stream(&s.bo, code, &prog).unwrap();
     (VA + code, (prog.len() * 8) as u32)
 }
@@ -162,7 +164,7 @@ fn an_idle_gpu_powers_down_and_a_submission_wakes_it() {
     let g = umd.group_create(s.vm, &[0x1000]).unwrap();
     let mut stamps = Vec::new();
     for round in 0..3u64 {
-        let (addr, size) = counters_and_tiling(&umd, &s, round * 128, DATA + round * 16, &heap);
+        let (addr, size) = counters_and_tiling(&umd, &s, round * 256, DATA + round * 16, &heap);
         let done = umd.syncobj_create(false).unwrap();
         umd.submit(g, &[Job::new(0, addr, size).signal(done)])
             .unwrap();

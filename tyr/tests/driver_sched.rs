@@ -75,6 +75,7 @@ fn add_stream(umd: &Umd, s: &Space, code: u64, data: u64, add: i32) -> (u64, u32
     let prog = [
         instr::move48(0, s.va + data),
         instr::load_multiple(2, 0, 0, 1),
+        instr::wait(1),
         instr::add_imm32(2, 2, add),
         instr::store_multiple(2, 0, 0, 1),
     ];
@@ -136,6 +137,7 @@ fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
     let copy = [
         instr::move48(0, s.va + DATA),
         instr::load_multiple(2, 0, 0, 1),
+        instr::wait(1),
         instr::move48(4, s.va + DATA + 8),
         instr::store_multiple(2, 4, 0, 1),
     ];
@@ -147,7 +149,7 @@ fn jobs_of_one_submission_depend_on_each_other_and_on_cpu_signals() {
         &[
             Job::new(0, s1, n1).wait(empty).signal(a),
             Job::new(2, s2, n2).wait(a).signal(b),
-            Job::new(1, s.va + 128, 32).wait(b).signal(b),
+            Job::new(1, s.va + 128, 40).wait(b).signal(b),
         ],
     )
     .unwrap();
@@ -292,9 +294,9 @@ fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
     }
 }
 
-/// The simulated GPU decodes instructions on its own (`gpukit-mali-sim`), so a word with an
-/// opcode it does not run (here `CALL`'s plus one, `JUMP`) reaches the driver as a fatal stream
-/// error, as on silicon: the job fails, its group is marked faulty, other groups go on.
+/// A word whose opcode the architecture does not define (10, between `FINISH_TILING` and
+/// `FINISH_FRAGMENT`) reaches the driver as a fatal stream error (`CS_INSTR_INVALID`), as on
+/// silicon: the job fails, its group is marked faulty, other groups go on.
 #[test]
 #[cfg_attr(
     miri,
@@ -305,7 +307,7 @@ fn an_opcode_the_gpu_does_not_run_fails_the_job_and_its_group() {
     let umd = Umd::open(r.reg.device()).unwrap();
     let s = space(&umd, 0x100_0000);
     let bad_group = umd.group_create(s.vm, &[0x1000]).unwrap();
-    let jump = instr::call(0, 2) & !(0xff << 56) | u64::from(instr::CALL + 1) << 56;
+    let jump = 10u64 << 56;
     let prog = [
         instr::move48(0, s.va + DATA),
         instr::move32(2, 7),

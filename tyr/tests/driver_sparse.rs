@@ -309,6 +309,7 @@ fn asynchronous_sparse_binds_and_gpu_writes_land_in_the_backing() {
         instr::store_multiple(2, 0, 0, 1),
         instr::move48(4, sparse + 2 * SZ_2M + 0x1230),
         instr::load_multiple(6, 4, 0, 1),
+        instr::wait(1),
         instr::move48(8, 0x200_0000),
         instr::store_multiple(6, 8, 0, 1),
     ];

@@ -54,6 +54,7 @@ fn add_and_log(umd: &Umd, s: &Space, k: u64) -> (u64, u32) {
     let prog = [
         instr::move48(0, s.va + DATA),
         instr::load_multiple(2, 0, 0, 1),
+        instr::wait(1),
         instr::add_imm32(2, 2, k as i32 + 1),
         instr::store_multiple(2, 0, 0, 1),
         instr::move48(4, s.va + DATA + 4 * (k + 1)),

@@ -75,6 +75,8 @@ const DATA_VA: u64 = 0x2000_0000;
 const SUBMITS: u64 = 6;
 /// Where the GPU copies the first word its tiling wrote into the heap, in the data BO.
 const TILED: u64 = 0x900;
+/// Where the tiling passes write their tiler and heap descriptors.
+const TILER_DESC: u64 = 0xa00;
 /// Tag of the words tiled by submit `k`: `TAG + k`, then `TAG + k + 1`, ...
 const TAG: u64 = 0x7000;
 
@@ -252,7 +254,7 @@ fn panvk_device_queue_and_submissions_replay() {
             instr::store_multiple(2, 0, 0, 1),
         ];
         if sq != COMPUTE {
-            prog.extend(&heap.tile(0, 0)[..2]);
+            prog.extend([instr::move48(76, heap.context_va), instr::heap_set(76)]);
         }
         write(off, &prog);
         let signal = SyncOp {
@@ -291,14 +293,16 @@ fn panvk_device_queue_and_submissions_replay() {
     for k in 0..SUBMITS {
         let sq = if k % 2 == 0 { COMPUTE } else { VERTEX_TILER };
         // Job k adds k + 1 to the counter and logs the running sum.
-        let off = 0x1000 + 0x100 * k;
+        let off = 0x1000 + 0x200 * k;
         // A vertex/tiler pass tiles 4 words tagged by its number; the GPU copies the first
         // word of the heap out to `TILED`.
         let tiling: Vec<u64> = if sq == VERTEX_TILER {
-            let mut t = heap.tile(4, TAG + k).to_vec();
+            let mut t = heap.tile(DATA_VA + TILER_DESC, 4, TAG + k).to_vec();
             t.extend([
                 instr::move48(10, heap.first_chunk_va + 64),
                 instr::load_multiple(12, 10, 0, 1),
+                // The load lands when its scoreboard entry (0) drains.
+                instr::wait(1),
                 instr::move48(14, DATA_VA + TILED),
                 instr::store_multiple(12, 14, 0, 1),
             ]);
@@ -311,6 +315,7 @@ fn panvk_device_queue_and_submissions_replay() {
             .chain([
                 instr::move48(0, DATA_VA),
                 instr::load_multiple(2, 0, 0, 1),
+                instr::wait(1),
                 instr::add_imm32(2, 2, k as i32 + 1),
                 instr::store_multiple(2, 0, 0, 1),
                 instr::move48(4, DATA_VA + 4 * (k + 1)),

@@ -128,6 +128,12 @@ pub struct Timings {
     /// Duration of one command-stream engine step (every running stream executes up to 16
     /// instructions per step); at least 1.
     pub cs_step_ns: u64,
+    /// How long work handed to an endpoint (`RUN_*`, `FINISH_TILING`) occupies its scoreboard
+    /// entry.
+    pub cs_work_ns: u64,
+    /// How long a command stream's other asynchronous operations (loads, stores, sync
+    /// operations, `STORE_STATE`, ...) take once they start.
+    pub cs_mem_ns: u64,
     /// Frequency of the system timestamp counter (`TIMESTAMP`), in Hz.
     pub timestamp_hz: u64,
     /// GPU clock frequency at reset, which drives `CYCLE_COUNT`, in Hz.
@@ -149,6 +155,8 @@ impl Default for Timings {
             cache_flush_ns: 2_000,
             mcu_ns: 10_000,
             cs_step_ns: 100,
+            cs_work_ns: 2_000,
+            cs_mem_ns: 200,
             timestamp_hz: 24_000_000,
             gpu_clock_hz: 1_000_000_000,
             // A subset of the RK3588's G610 table.

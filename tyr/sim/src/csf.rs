@@ -66,10 +66,12 @@
 //!   stream, read when it starts and when its group resumes): a stream runs in a step only if
 //!   no stream of a higher priority in its group executed anything.
 //!
-//! Not simulated: protected mode (and its suspend buffer), fragment work (and with it
-//! incremental rendering), performance counters, timers, the firmware's own CSG time-slicing,
-//! and every instruction not listed in [`instr`] (those stop the stream with a fatal
-//! `CS_INSTR_INVALID`).
+//! - instructions: every Mali v10 instruction, with scoreboards (see [`isa`]).
+//!
+//! Not simulated: protected mode (and its suspend buffer), shader execution (run
+//! instructions occupy their scoreboard entry for a while and compute nothing), caches (a
+//! cache flush only moves `LATEST_FLUSH_ID`), performance counters, timers and the firmware's
+//! own CSG time-slicing.
 //!
 //! The firmware reacts to a doorbell within the register write that rings it; streams then
 //! run as simulated time advances ([`Timings::cs_step_ns`](super::Timings::cs_step_ns) per
@@ -91,6 +93,11 @@ pub const STREAMS_PER_CSG: usize = 8;
 pub const NUM_REGS: usize = 96;
 /// Maximum nesting of `CALL`s.
 pub const MAX_CALL_DEPTH: usize = 8;
+/// Scoreboard entries of a command stream (published in `CS_FEATURES` bits 15:8).
+pub const SCOREBOARDS: u8 = 8;
+/// Asynchronous operations a command stream may have issued and not seen finish; issuing one
+/// more stalls the stream until one finishes.
+pub const MAX_PENDING: usize = 16;
 
 /// Offset of the global control block in the shared region.
 pub const GLB_CONTROL: u64 = 0x0;
@@ -170,7 +177,7 @@ pub mod glb {
     pub const REQ_HALT: u32 = 1 << 0;
     /// Request bit, level-style (the firmware follows the bit's value, not its toggles):
     /// let command streams sample the GPU's timestamp and cycle counters. While it is clear,
-    /// `STORE_STATE` stores 0 for either counter (see [`instr`](super::instr)).
+    /// `STORE_STATE` stores 0 for either counter (see [`isa`](super::isa)).
     pub const REQ_COUNTER_EN: u32 = 1 << 7;
     /// Request bit: ping.
     pub const REQ_PING: u32 = 1 << 8;
@@ -269,6 +276,15 @@ pub mod suspend {
     pub const TILER: u64 = 0x90;
     /// `u64`: the driver's answer to a `TILER_OOM` not used yet.
     pub const OOM: u64 = 0xb0;
+    /// `u64`: the progress counter.
+    pub const PROGRESS: u64 = 0xb8;
+    /// `u32`: the scoreboard entries (endpoint bits 7:0, other bits 15:8), the resources
+    /// claimed (bits 19:16) and the error state (bit 24).
+    pub const SB: u64 = 0xc0;
+    /// `u64`: the tiler out-of-memory handler's address.
+    pub const HANDLER_ADDR: u64 = 0xc8;
+    /// `u32`: its length in bytes.
+    pub const HANDLER_LEN: u64 = 0xd0;
     /// The 96 registers (`u32` each).
     pub const REGS: u64 = 0x100;
     /// Bytes of a record actually used.
@@ -279,6 +295,8 @@ pub mod suspend {
     pub const TILER_RUN: u32 = 1 << 1;
     /// Flag: [`OOM`] holds an answer.
     pub const OOM_ANSWER: u32 = 1 << 2;
+    /// Flag: [`HANDLER_ADDR`] and [`HANDLER_LEN`] hold an exception handler.
+    pub const HANDLER: u32 = 1 << 3;
     /// Status: ready to run (a stream that waited on a sync object, or for a `TILER_OOM`
     /// answer, resumes ready: it executes the waiting instruction again).
     pub const STATUS_READY: u32 = 0;
@@ -329,8 +347,12 @@ pub mod cs {
     pub const STATUS_WAIT_SYNC_PTR: u64 = 0x50;
     /// Output: the value waited for (low half).
     pub const STATUS_WAIT_SYNC_VALUE: u64 = 0x58;
+    /// Output: the scoreboard entries with operations in flight (bit per entry).
+    pub const STATUS_SCOREBOARDS: u64 = 0x5c;
     /// Output: why the stream is blocked.
     pub const STATUS_BLOCKED_REASON: u64 = 0x60;
+    /// Output: the value waited for (high half, for a 64-bit sync object).
+    pub const STATUS_WAIT_SYNC_VALUE_HI: u64 = 0x64;
     /// Output: fault exception (bits 7:0) and data.
     pub const FAULT: u64 = 0x80;
     /// Output: fatal exception (bits 7:0) and data.
@@ -363,11 +385,26 @@ pub mod cs {
     /// Request bits the simulator acknowledges.
     pub const REQ_MASK: u32 = STATE_MASK | 1 << 4 | 0xf << 8;
     /// Features of every simulated stream: 96 registers, 8 scoreboards, all endpoints.
-    pub const FEATURES_VALUE: u32 = (super::NUM_REGS as u32 - 1) | 8 << 8 | 0x7 << 16;
+    pub const FEATURES_VALUE: u32 =
+        (super::NUM_REGS as u32 - 1) | (super::SCOREBOARDS as u32) << 8 | 0x7 << 16;
     /// `STATUS_BLOCKED_REASON`: not blocked.
     pub const BLOCKED_UNBLOCKED: u32 = 0;
+    /// `STATUS_BLOCKED_REASON`: waiting for scoreboard entries (`WAIT`).
+    pub const BLOCKED_SB_WAIT: u32 = 1;
+    /// `STATUS_BLOCKED_REASON`: waiting for another stream's progress (`PROGRESS_WAIT`).
+    pub const BLOCKED_PROGRESS_WAIT: u32 = 2;
     /// `STATUS_BLOCKED_REASON`: waiting on a sync object.
     pub const BLOCKED_SYNC_WAIT: u32 = 3;
+    /// `STATUS_WAIT` bits 15:0: the scoreboard entries a `WAIT` waits for.
+    pub const STATUS_WAIT_SB_MASK: u32 = 0xffff;
+    /// `STATUS_WAIT` bits 19:16: what waits for them (8: a `WAIT` instruction).
+    pub const STATUS_WAIT_SB_SRC_WAIT: u32 = 8 << 16;
+    /// `STATUS_WAIT` bits 27:24: the sync wait's condition (0 less-or-equal, 1 greater).
+    pub const STATUS_WAIT_SYNC_COND_SHIFT: u32 = 24;
+    /// `STATUS_WAIT` bit: waiting for another stream's progress.
+    pub const STATUS_WAIT_PROGRESS: u32 = 1 << 28;
+    /// `STATUS_WAIT` bit: the sync object waited on is 64-bit.
+    pub const STATUS_WAIT_SYNC_64B: u32 = 1 << 30;
     /// `STATUS_WAIT` bit: waiting on a sync object.
     pub const STATUS_WAIT_SYNC: u32 = 1 << 31;
 }
@@ -394,6 +431,8 @@ pub mod exception {
     pub const CS_BUS_FAULT: u8 = 0x48;
     /// Work reached an endpoint (shader cores, tiler) that is powered off.
     pub const CS_ENDPOINT_FAULT: u8 = 0x44;
+    /// A sync wait that rejects errors found its sync object's error word set.
+    pub const CS_INHERIT_FAULT: u8 = 0x4b;
     /// The tiler found no heap memory: the driver answered a `TILER_OOM` with no chunk.
     pub const OUT_OF_MEMORY: u8 = 0x60;
 }
@@ -418,19 +457,24 @@ pub mod heap {
     //!
     //! The heap context is [`CONTEXT_SIZE`] bytes in the simulator's own layout (the real one is
     //! not public): the current chunk's link ([`CTX_CHUNK`], 0 before the first use), the next
-    //! free byte ([`CTX_TOP`]) and the tiling passes started and finished ([`CTX_VT_START`],
-    //! [`CTX_VT_END`]). A zeroed context is an unused heap.
+    //! free byte ([`CTX_TOP`]) and the render passes' counters that `HEAP_OPERATION` bumps:
+    //! tiling started ([`CTX_VT_START`]), tiling finished ([`CTX_VT_END`]) and fragment work
+    //! finished ([`CTX_FRAG_END`]). A zeroed context is an unused heap.
     //!
-    //! Tiling is [`RUN_IDVS`](super::instr::RUN_IDVS): `RUN_IDVS first, count, tag` writes
-    //! `count` 64-bit words (`tag + i` for word `i`, `tag` a register pair) one after the other
-    //! into the heap, starting in the chunk whose link is in the pair `first` (what
-    //! `TILER_HEAP_CREATE` returned, with the chunk size in bits 11:0) when the heap is unused,
-    //! else where the last run stopped. A full chunk is left for the next one in its header's
-    //! link; at the end of the list the stream raises `TILER_OOM` (`HEAP_FRAG_END` reads as
-    //! `HEAP_VT_END`: there is no fragment work, so every finished tiling pass counts as
-    //! rendered). A chunk the driver hands over is linked into the header of the last chunk, as
-    //! the list grows, and the run goes on in it. Writes go through the stream's address space;
-    //! a chunk that is not mapped faults the stream as any access does.
+    //! The tiler writes when `RUN_IDVS` runs with "malloc enable": `INDEX_COUNT * INSTANCE_COUNT`
+    //! (registers [`SR_INDEX_COUNT`] and [`SR_INSTANCE_COUNT`]) 64-bit entries, one after the
+    //! other, entry `i` holding the draw ID (the register the instruction names, if "draw ID
+    //! register enable"; else 0) in bits 63:32 and `INDEX_OFFSET + i` ([`SR_INDEX_OFFSET`],
+    //! wrapping) in bits 31:0. This stands for the polygon lists the real tiler writes; no
+    //! vertex is shaded. An unused heap starts in its first chunk, which the tiler finds as
+    //! silicon does: the tiler context (register pair [`SR_TILER_CTX`], 64-byte aligned) holds
+    //! the address of a heap descriptor ([`TILER_HEAP`]), whose size ([`HEAP_SIZE`]) and base
+    //! ([`HEAP_BASE`]) name the first chunk (what `TILER_HEAP_CREATE` returned). A used heap
+    //! goes on where the last run stopped. A full chunk is left for the next one in its header's
+    //! link; at the end of the list the stream raises `TILER_OOM` with the context's counters.
+    //! A chunk the driver hands over is linked into the header of the last chunk, as the list
+    //! grows, and the run goes on in it. Writes go through the stream's address space; a chunk
+    //! that is not mapped faults the stream as any access does.
 
     /// Bytes of a heap context.
     pub const CONTEXT_SIZE: u64 = 32;
@@ -442,10 +486,26 @@ pub mod heap {
     pub const CTX_VT_START: u64 = 0x10;
     /// Context: tiling passes finished.
     pub const CTX_VT_END: u64 = 0x14;
+    /// Context: fragment passes finished (`u32`).
+    pub const CTX_FRAG_END: u64 = 0x18;
     /// Bytes of a chunk header (the link, then 56 bytes that must be zero).
     pub const CHUNK_HEADER_SIZE: u64 = 64;
-    /// Most words one `RUN_IDVS` writes (more is an invalid instruction).
+    /// Most entries one `RUN_IDVS` writes (more is an invalid instruction).
     pub const MAX_RUN_WORDS: u32 = 1 << 16;
+    /// The register pair `RUN_IDVS` reads the tiler context's address from (`TILER_CTX`).
+    pub const SR_TILER_CTX: usize = 40;
+    /// The register `RUN_IDVS` reads the index count from (`INDEX_COUNT`).
+    pub const SR_INDEX_COUNT: usize = 33;
+    /// The register `RUN_IDVS` reads the instance count from (`INSTANCE_COUNT`).
+    pub const SR_INSTANCE_COUNT: usize = 34;
+    /// The register `RUN_IDVS` reads the first index from (`INDEX_OFFSET`).
+    pub const SR_INDEX_OFFSET: usize = 35;
+    /// Tiler context: GPU address of the heap descriptor (`u64`, the context's word 6).
+    pub const TILER_HEAP: u64 = 0x18;
+    /// Heap descriptor: chunk size in bytes (`u32`, word 1).
+    pub const HEAP_SIZE: u64 = 0x04;
+    /// Heap descriptor: GPU address of the first chunk (`u64`, word 2).
+    pub const HEAP_BASE: u64 = 0x08;
 
     /// The GPU address of the chunk a link names.
     pub const fn link_addr(link: u64) -> u64 {
@@ -458,583 +518,61 @@ pub mod heap {
     }
 }
 
-/// The command-stream instruction set as the simulated engine reads it.
-///
-/// Every instruction is one 64-bit word with its opcode in bits 63:56 (Mali v10, the
-/// architecture of the G610). Registers are 32 bits wide; a 64-bit operand is an even/odd pair
-/// named by its even register. The opcodes are the hardware's: panthor's own ring-buffer
-/// prologue (`panthor_sched.c`) emits `MOVE48` (1), `MOVE32` (2), `WAIT` (3), `CALL` (32) and
-/// `SYNC_ADD64` (51) with these numbers. This module is the simulator's reading of them,
-/// independent of any driver's encoders, so that a driver which emits a wrong opcode or puts a
-/// field in the wrong bits gets a stream fault or a different operation, not a pass.
-///
-/// | operation                          | bits (after the opcode)                          | effect |
-/// |------------------------------------|--------------------------------------------------|--------|
-/// | `NOP`                              | —                                                | nothing |
-/// | `MOVE48 d, imm`                    | d 55:48, imm 47:0                                | `d:d+1 = imm` |
-/// | `MOVE32 r, imm`                    | r 55:48, imm 31:0                                | `r = imm` |
-/// | `WAIT mask`                        | scoreboard mask 31:16                            | nothing here: every operation completes at once |
-/// | `ADD_IMMEDIATE32 d, s, imm`        | d 55:48, s 47:40, imm 31:0                       | `d = s + imm`, wrapping |
-/// | `ADD_IMMEDIATE64 d, s, imm`        | as above                                         | `d:d+1 = s:s+1 + imm` (sign-extended), wrapping |
-/// | `LOAD_MULTIPLE b, [a + off], mask` | b 55:48, a 47:40, mask 31:16, off 15:0 (signed)  | `b+i = mem32[a + off + 4i]` for each set bit `i` |
-/// | `STORE_MULTIPLE b, [a + off], mask`| as above                                         | `mem32[a + off + 4i] = b+i` for each set bit `i` |
-/// | `CALL a, l`                        | a 47:40, l 39:32                                 | run the `l` (a register) bytes of instructions at `a:a+1`, then come back |
-/// | `SYNC_ADD32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] += d`, then the group's `SYNC_UPDATE` event |
-/// | `SYNC_SET32/64 [a], d`             | a 47:40, d 39:32                                 | `mem[a] = d`, then `SYNC_UPDATE` |
-/// | `SYNC_WAIT32/64 cond [a], d`       | a 47:40, d 39:32, condition 31:28                | block until `mem[a] cond d` |
-/// | `HEAP_SET a`                       | a 47:40                                          | the stream's heap context is at `a:a+1` |
-/// | `RUN_IDVS f, n, t`                 | f 55:48, n 47:40, t 39:32                        | tiling: `n` (a register) words `t:t+1 + i` into the heap (see [`heap`]) |
-/// | `STORE_STATE [a + off], sel`       | a 47:40, sel 39:32, wait mask 31:16, off 15:0 (signed) | `mem64[a + off]` = the counter `sel` names ([`STATE_TIMESTAMP`](instr::STATE_TIMESTAMP), [`STATE_CYCLE_COUNT`](instr::STATE_CYCLE_COUNT)) |
-///
-/// `STORE_STATE` samples the GPU's counters as the stream reaches it: the system timestamp
-/// (`TIMESTAMP`, ticking at [`Timings::timestamp_hz`](super::Timings::timestamp_hz) whatever the
-/// GPU clock, plus `TIMESTAMP_OFFSET`) or the cycle counter (`CYCLE_COUNT`, ticking at the GPU
-/// clock), the same values a register read gives at that moment. Streams only see the counters
-/// while the driver has set the global `COUNTER_EN` request bit ([`glb::REQ_COUNTER_EN`]) and the
-/// firmware has acknowledged it: until then `STORE_STATE` stores 0 for both (the registers
-/// still count). The address must be 8-byte aligned; another selector (panthor's others, the
-/// disjoint count and the error status, are not simulated) is an invalid instruction.
-///
-/// `RUN_IDVS` is the simulator's stand-in for tiling work: the hardware's instruction (same
-/// opcode) takes its draw from many registers and runs shaders; the simulated one only
-/// consumes heap memory, which is what the driver takes part in.
-///
-/// Bits the table does not name (scopes, error propagation, the `WAIT` of a `SYNC_*`) are read
-/// as zero would be: the engine has no caches, scopes or deferred operations. Any other opcode,
-/// or a condition the hardware does not define, is an invalid instruction: the stream stops
-/// with a `FATAL` event and [`CS_INSTR_INVALID`](exception::CS_INSTR_INVALID).
-///
-/// [`Op::encode`](instr::Op::encode) goes the other way, for the simulator's own tests and for test harnesses
-/// that feed it hand-written streams.
-///
-/// # Examples
-///
-/// ```
-/// use mali_sim::csf::instr::{self, Op};
-///
-/// // `MOVE48 r2:r3, 0x1234`, as a driver would write it into a ring buffer.
-/// let word = 0x0102_0000_0000_1234;
-/// assert_eq!(instr::decode(word), Ok(Op::Move48 { d: 2, imm: 0x1234 }));
-/// assert_eq!(Op::Move48 { d: 2, imm: 0x1234 }.encode(), word);
-/// // `RUN_COMPUTE` (opcode 4) is not simulated.
-/// assert_eq!(instr::decode(4 << 56), Err(instr::DecodeError::UnknownOpcode(4)));
-/// ```
-pub mod instr {
-    /// Opcode of `NOP`.
-    pub const NOP: u8 = 0;
-    /// Opcode of `MOVE48`.
-    pub const MOVE48: u8 = 1;
-    /// Opcode of `MOVE32`.
-    pub const MOVE32: u8 = 2;
-    /// Opcode of `WAIT`.
-    pub const WAIT: u8 = 3;
-    /// Opcode of `RUN_IDVS` (the simulator's tiling; see [`heap`](super::heap)).
-    pub const RUN_IDVS: u8 = 6;
-    /// Opcode of `HEAP_SET`.
-    pub const HEAP_SET: u8 = 48;
-    /// Opcode of `ADD_IMMEDIATE32`.
-    pub const ADD_IMMEDIATE32: u8 = 16;
-    /// Opcode of `ADD_IMMEDIATE64`.
-    pub const ADD_IMMEDIATE64: u8 = 17;
-    /// Opcode of `LOAD_MULTIPLE`.
-    pub const LOAD_MULTIPLE: u8 = 20;
-    /// Opcode of `STORE_MULTIPLE`.
-    pub const STORE_MULTIPLE: u8 = 21;
-    /// Opcode of `CALL`.
-    pub const CALL: u8 = 32;
-    /// Opcode of `SYNC_ADD32`.
-    pub const SYNC_ADD32: u8 = 37;
-    /// Opcode of `SYNC_SET32`.
-    pub const SYNC_SET32: u8 = 38;
-    /// Opcode of `SYNC_WAIT32`.
-    pub const SYNC_WAIT32: u8 = 39;
-    /// Opcode of `SYNC_ADD64`.
-    pub const SYNC_ADD64: u8 = 51;
-    /// Opcode of `SYNC_SET64`.
-    pub const SYNC_SET64: u8 = 52;
-    /// Opcode of `SYNC_WAIT64`.
-    pub const SYNC_WAIT64: u8 = 53;
-    /// Opcode of `STORE_STATE`.
-    pub const STORE_STATE: u8 = 40;
-    /// `STORE_STATE` selector (bits 39:32): the system timestamp.
-    pub const STATE_TIMESTAMP: u8 = 0;
-    /// `STORE_STATE` selector: the GPU cycle counter.
-    pub const STATE_CYCLE_COUNT: u8 = 1;
-
-    /// The comparison of a `SYNC_WAIT` (bits 31:28).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub enum Condition {
-        /// Go on once `mem <= value`.
-        Lequal = 0,
-        /// Go on once `mem > value`.
-        Greater = 1,
-        /// Go on once `mem == value`.
-        Equal = 2,
-        /// Go on once `mem != value`.
-        Nequal = 3,
-        /// Go on once `mem < value`.
-        Less = 4,
-        /// Go on once `mem >= value`.
-        Gequal = 5,
-        /// Never wait.
-        Always = 6,
-    }
-
-    impl Condition {
-        /// The condition a 4-bit field names, if any.
-        pub const fn from_field(field: u8) -> Option<Self> {
-            match field {
-                0 => Some(Self::Lequal),
-                1 => Some(Self::Greater),
-                2 => Some(Self::Equal),
-                3 => Some(Self::Nequal),
-                4 => Some(Self::Less),
-                5 => Some(Self::Gequal),
-                6 => Some(Self::Always),
-                _ => None,
-            }
-        }
-
-        /// Whether a stream waiting with this condition may go on, `mem` being the value in
-        /// memory.
-        pub const fn satisfied(self, mem: u64, value: u64) -> bool {
-            match self {
-                Self::Lequal => mem <= value,
-                Self::Greater => mem > value,
-                Self::Equal => mem == value,
-                Self::Nequal => mem != value,
-                Self::Less => mem < value,
-                Self::Gequal => mem >= value,
-                Self::Always => true,
-            }
-        }
-    }
-
-    /// One decoded instruction: its operation and operand fields, not yet checked against the
-    /// stream's register count or alignment rules (the engine does that when it runs it).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub enum Op {
-        /// `NOP`.
-        Nop,
-        /// `MOVE48 d, imm`: `imm` has 48 significant bits.
-        Move48 {
-            /// Destination pair.
-            d: u8,
-            /// The immediate.
-            imm: u64,
-        },
-        /// `MOVE32 r, imm`.
-        Move32 {
-            /// Destination register.
-            r: u8,
-            /// The immediate.
-            imm: u32,
-        },
-        /// `WAIT mask`.
-        Wait {
-            /// Scoreboard slots waited for.
-            mask: u16,
-        },
-        /// `ADD_IMMEDIATE32 d, s, imm`.
-        AddImm32 {
-            /// Destination register.
-            d: u8,
-            /// Source register.
-            s: u8,
-            /// The addend.
-            imm: i32,
-        },
-        /// `ADD_IMMEDIATE64 d, s, imm`.
-        AddImm64 {
-            /// Destination pair.
-            d: u8,
-            /// Source pair.
-            s: u8,
-            /// The addend, sign-extended to 64 bits.
-            imm: i32,
-        },
-        /// `LOAD_MULTIPLE base, [addr + offset], mask`.
-        LoadMultiple {
-            /// First destination register.
-            base: u8,
-            /// Pair holding the address.
-            addr: u8,
-            /// Byte offset added to the address.
-            offset: i16,
-            /// Which of the 16 words from the address are loaded.
-            mask: u16,
-        },
-        /// `STORE_MULTIPLE base, [addr + offset], mask`.
-        StoreMultiple {
-            /// First source register.
-            base: u8,
-            /// Pair holding the address.
-            addr: u8,
-            /// Byte offset added to the address.
-            offset: i16,
-            /// Which of the 16 words from the address are stored.
-            mask: u16,
-        },
-        /// `CALL addr, len`.
-        Call {
-            /// Pair holding the callee's address.
-            addr: u8,
-            /// Register holding its length in bytes.
-            len: u8,
-        },
-        /// `SYNC_ADD32 [addr], data`.
-        SyncAdd32 {
-            /// Pair holding the sync object's address.
-            addr: u8,
-            /// Register holding the addend.
-            data: u8,
-        },
-        /// `SYNC_SET32 [addr], data`.
-        SyncSet32 {
-            /// Pair holding the sync object's address.
-            addr: u8,
-            /// Register holding the value.
-            data: u8,
-        },
-        /// `SYNC_WAIT32 cond [addr], data`.
-        SyncWait32 {
-            /// The comparison.
-            cond: Condition,
-            /// Pair holding the sync object's address.
-            addr: u8,
-            /// Register holding the value compared with.
-            data: u8,
-        },
-        /// `SYNC_ADD64 [addr], data`.
-        SyncAdd64 {
-            /// Pair holding the sync object's address.
-            addr: u8,
-            /// Pair holding the addend.
-            data: u8,
-        },
-        /// `SYNC_SET64 [addr], data`.
-        SyncSet64 {
-            /// Pair holding the sync object's address.
-            addr: u8,
-            /// Pair holding the value.
-            data: u8,
-        },
-        /// `SYNC_WAIT64 cond [addr], data`.
-        SyncWait64 {
-            /// The comparison.
-            cond: Condition,
-            /// Pair holding the sync object's address.
-            addr: u8,
-            /// Pair holding the value compared with.
-            data: u8,
-        },
-        /// `HEAP_SET addr`.
-        HeapSet {
-            /// Pair holding the heap context's address.
-            addr: u8,
-        },
-        /// `STORE_STATE [addr + offset], state`.
-        StoreState {
-            /// Pair holding the address.
-            addr: u8,
-            /// Which counter ([`STATE_TIMESTAMP`], [`STATE_CYCLE_COUNT`]; others are refused
-            /// when run).
-            state: u8,
-            /// Byte offset added to the address.
-            offset: i16,
-        },
-        /// `RUN_IDVS first, count, tag`.
-        RunIdvs {
-            /// Pair holding the link of the heap's first chunk.
-            first: u8,
-            /// Register holding the number of words.
-            count: u8,
-            /// Pair holding the first word's value.
-            tag: u8,
-        },
-    }
-
-    /// Why a word is not an instruction the engine runs.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub enum DecodeError {
-        /// The opcode (bits 63:56) is not one the simulator implements.
-        UnknownOpcode(u8),
-        /// A `SYNC_WAIT` with a condition field (bits 31:28) no condition has.
-        UnknownCondition(u8),
-    }
-
-    /// The three register bytes of an instruction: bits 55:48, 47:40 and 39:32.
-    const fn fields(d: u8, s: u8, t: u8) -> u64 {
-        (d as u64) << 48 | (s as u64) << 40 | (t as u64) << 32
-    }
-
-    /// The byte of `word` starting at bit `lsb`.
-    const fn byte(word: u64, lsb: u32) -> u8 {
-        (word >> lsb) as u8
-    }
-
-    /// Splits an instruction word into its operation and operands.
-    ///
-    /// # Errors
-    ///
-    /// [`DecodeError`] for an opcode or a condition the simulator does not know.
-    pub const fn decode(word: u64) -> Result<Op, DecodeError> {
-        let opcode = byte(word, 56);
-        let (d, s, t) = (byte(word, 48), byte(word, 40), byte(word, 32));
-        let mask = (word >> 16) as u16;
-        let cond = match Condition::from_field(byte(word, 28) & 0xf) {
-            Some(c) => Ok(c),
-            None => Err(DecodeError::UnknownCondition(byte(word, 28) & 0xf)),
-        };
-        Ok(match opcode {
-            NOP => Op::Nop,
-            MOVE48 => Op::Move48 {
-                d,
-                imm: word & 0xffff_ffff_ffff,
-            },
-            MOVE32 => Op::Move32 {
-                r: d,
-                imm: word as u32,
-            },
-            WAIT => Op::Wait { mask },
-            ADD_IMMEDIATE32 => Op::AddImm32 {
-                d,
-                s,
-                imm: word as u32 as i32,
-            },
-            ADD_IMMEDIATE64 => Op::AddImm64 {
-                d,
-                s,
-                imm: word as u32 as i32,
-            },
-            LOAD_MULTIPLE => Op::LoadMultiple {
-                base: d,
-                addr: s,
-                offset: word as u16 as i16,
-                mask,
-            },
-            STORE_MULTIPLE => Op::StoreMultiple {
-                base: d,
-                addr: s,
-                offset: word as u16 as i16,
-                mask,
-            },
-            CALL => Op::Call { addr: s, len: t },
-            HEAP_SET => Op::HeapSet { addr: s },
-            STORE_STATE => Op::StoreState {
-                addr: s,
-                state: t,
-                offset: word as u16 as i16,
-            },
-            RUN_IDVS => Op::RunIdvs {
-                first: d,
-                count: s,
-                tag: t,
-            },
-            SYNC_ADD32 => Op::SyncAdd32 { addr: s, data: t },
-            SYNC_SET32 => Op::SyncSet32 { addr: s, data: t },
-            SYNC_ADD64 => Op::SyncAdd64 { addr: s, data: t },
-            SYNC_SET64 => Op::SyncSet64 { addr: s, data: t },
-            SYNC_WAIT32 | SYNC_WAIT64 => {
-                let cond = match cond {
-                    Ok(c) => c,
-                    Err(e) => return Err(e),
-                };
-                if opcode == SYNC_WAIT32 {
-                    Op::SyncWait32 {
-                        cond,
-                        addr: s,
-                        data: t,
-                    }
-                } else {
-                    Op::SyncWait64 {
-                        cond,
-                        addr: s,
-                        data: t,
-                    }
-                }
-            }
-            other => return Err(DecodeError::UnknownOpcode(other)),
-        })
-    }
-
-    impl Op {
-        /// The opcode of this operation.
-        pub const fn opcode(self) -> u8 {
-            match self {
-                Op::Nop => NOP,
-                Op::Move48 { .. } => MOVE48,
-                Op::Move32 { .. } => MOVE32,
-                Op::Wait { .. } => WAIT,
-                Op::AddImm32 { .. } => ADD_IMMEDIATE32,
-                Op::AddImm64 { .. } => ADD_IMMEDIATE64,
-                Op::LoadMultiple { .. } => LOAD_MULTIPLE,
-                Op::StoreMultiple { .. } => STORE_MULTIPLE,
-                Op::Call { .. } => CALL,
-                Op::SyncAdd32 { .. } => SYNC_ADD32,
-                Op::SyncSet32 { .. } => SYNC_SET32,
-                Op::SyncWait32 { .. } => SYNC_WAIT32,
-                Op::SyncAdd64 { .. } => SYNC_ADD64,
-                Op::SyncSet64 { .. } => SYNC_SET64,
-                Op::SyncWait64 { .. } => SYNC_WAIT64,
-                Op::HeapSet { .. } => HEAP_SET,
-                Op::RunIdvs { .. } => RUN_IDVS,
-                Op::StoreState { .. } => STORE_STATE,
-            }
-        }
-
-        /// The instruction word; [`decode`] gives `self` back (with `MOVE48`'s immediate cut
-        /// to 48 bits).
-        pub const fn encode(self) -> u64 {
-            let rest = match self {
-                Op::Nop => 0,
-                Op::Move48 { d, imm } => fields(d, 0, 0) | imm & 0xffff_ffff_ffff,
-                Op::Move32 { r, imm } => fields(r, 0, 0) | imm as u64,
-                Op::Wait { mask } => (mask as u64) << 16,
-                Op::AddImm32 { d, s, imm } | Op::AddImm64 { d, s, imm } => {
-                    fields(d, s, 0) | imm as u32 as u64
-                }
-                Op::LoadMultiple {
-                    base,
-                    addr,
-                    offset,
-                    mask,
-                }
-                | Op::StoreMultiple {
-                    base,
-                    addr,
-                    offset,
-                    mask,
-                } => fields(base, addr, 0) | (mask as u64) << 16 | offset as u16 as u64,
-                Op::Call { addr, len } => fields(0, addr, len),
-                Op::SyncAdd32 { addr, data }
-                | Op::SyncSet32 { addr, data }
-                | Op::SyncAdd64 { addr, data }
-                | Op::SyncSet64 { addr, data } => fields(0, addr, data),
-                Op::SyncWait32 { cond, addr, data } | Op::SyncWait64 { cond, addr, data } => {
-                    fields(0, addr, data) | (cond as u64) << 28
-                }
-                Op::HeapSet { addr } => fields(0, addr, 0),
-                Op::RunIdvs { first, count, tag } => fields(first, count, tag),
-                Op::StoreState {
-                    addr,
-                    state,
-                    offset,
-                } => fields(0, addr, state) | offset as u16 as u64,
-            };
-            (self.opcode() as u64) << 56 | rest
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn encode_and_decode_agree() {
-            let ops = [
-                Op::Nop,
-                Op::Move48 {
-                    d: 94,
-                    imm: 0xffff_ffff_ffff,
-                },
-                Op::Move32 { r: 95, imm: !0 },
-                Op::Wait { mask: 0x8001 },
-                Op::AddImm32 {
-                    d: 1,
-                    s: 2,
-                    imm: -1,
-                },
-                Op::AddImm64 {
-                    d: 4,
-                    s: 6,
-                    imm: i32::MIN,
-                },
-                Op::LoadMultiple {
-                    base: 8,
-                    addr: 10,
-                    offset: -4,
-                    mask: 0xffff,
-                },
-                Op::StoreMultiple {
-                    base: 8,
-                    addr: 10,
-                    offset: 0x7ffc,
-                    mask: 1,
-                },
-                Op::Call { addr: 40, len: 42 },
-                Op::SyncAdd32 { addr: 2, data: 3 },
-                Op::SyncSet32 { addr: 2, data: 3 },
-                Op::SyncWait32 {
-                    cond: Condition::Always,
-                    addr: 2,
-                    data: 3,
-                },
-                Op::SyncAdd64 { addr: 2, data: 4 },
-                Op::SyncSet64 { addr: 2, data: 4 },
-                Op::SyncWait64 {
-                    cond: Condition::Lequal,
-                    addr: 2,
-                    data: 4,
-                },
-                Op::HeapSet { addr: 6 },
-                Op::RunIdvs {
-                    first: 8,
-                    count: 10,
-                    tag: 12,
-                },
-                Op::StoreState {
-                    addr: 6,
-                    state: STATE_CYCLE_COUNT,
-                    offset: -8,
-                },
-            ];
-            for op in ops {
-                assert_eq!(decode(op.encode()), Ok(op), "{op:?}");
-            }
-            // Fields beyond 48 bits of `MOVE48` are not part of the instruction.
-            let cut = Op::Move48 { d: 2, imm: !0 }.encode();
-            assert_eq!(
-                decode(cut),
-                Ok(Op::Move48 {
-                    d: 2,
-                    imm: 0xffff_ffff_ffff
-                })
-            );
-        }
-
-        #[test]
-        fn unknown_opcodes_and_conditions_are_refused() {
-            let known = [
-                NOP,
-                MOVE48,
-                MOVE32,
-                WAIT,
-                ADD_IMMEDIATE32,
-                ADD_IMMEDIATE64,
-                LOAD_MULTIPLE,
-                STORE_MULTIPLE,
-                CALL,
-                SYNC_ADD32,
-                SYNC_SET32,
-                SYNC_WAIT32,
-                SYNC_ADD64,
-                SYNC_SET64,
-                SYNC_WAIT64,
-                HEAP_SET,
-                RUN_IDVS,
-                STORE_STATE,
-            ];
-            for opcode in 0..=u8::MAX {
-                let r = decode(u64::from(opcode) << 56);
-                if known.contains(&opcode) {
-                    assert_eq!(r.map(Op::opcode), Ok(opcode));
-                } else {
-                    assert_eq!(r, Err(DecodeError::UnknownOpcode(opcode)));
-                }
-            }
-            let bad = u64::from(SYNC_WAIT64) << 56 | 7 << 28;
-            assert_eq!(decode(bad), Err(DecodeError::UnknownCondition(7)));
-        }
-    }
+pub mod isa {
+    //! The command-stream instruction set, as the simulated engine executes it.
+    //!
+    //! Streams are Mali v10 instructions (the G610's architecture), decoded with the
+    //! [`csf`](::csf) crate: the opcode numbers and field positions are the hardware's, and every
+    //! opcode of the architecture is executed. An undefined opcode, an undefined value of an
+    //! enumerated field (a `SYNC_WAIT` condition other than less-or-equal and greater, a flush
+    //! mode, a sync scope, ...) or an operand the stream does not have (a register past
+    //! [`NUM_REGS`](super::NUM_REGS), an odd first register of a 64-bit pair, a scoreboard entry
+    //! past [`SCOREBOARDS`](super::SCOREBOARDS), a misaligned address) stops the stream with a
+    //! `FATAL` event and [`CS_INSTR_INVALID`](super::exception::CS_INSTR_INVALID).
+    //!
+    //! | instruction | what the engine does |
+    //! |---|---|
+    //! | `NOP`, `MOVE48`, `MOVE32`, `ADD_IMMEDIATE32/64`, `UMIN32` | register moves and arithmetic, wrapping |
+    //! | `WAIT mask` | blocks until no operation is in flight on the entries of `mask` (see scoreboards below), then bumps the progress counter if asked |
+    //! | `LOAD_MULTIPLE`, `STORE_MULTIPLE` | issued on the stream's "other" entry: the registers (stores: as they were at issue) move when the operation finishes |
+    //! | `SYNC_ADD32/64`, `SYNC_SET32/64` | issued on `signal_slot` after the entries of `wait_mask` drain; when it finishes the value is written, with "error propagate" the stream's error state into the object's error word (at +4 or +8), and a system-scope operation raises the group's `SYNC_UPDATE` |
+    //! | `SYNC_WAIT32/64` | blocks until `mem <= value` or `mem > value`; then the object's error word fails the stream with [`CS_INHERIT_FAULT`](super::exception::CS_INHERIT_FAULT) ("error reject") or becomes the stream's error state |
+    //! | `STORE_STATE` | issued like a sync operation: stores the system timestamp, the cycle counter (both 0 until the driver sets `COUNTER_EN`), the disjoint count (GPU resets and MCU cold boots so far) or the error state |
+    //! | `FLUSH_CACHE2` | issued like a sync operation; when it starts it compares the flush ID in its register with `LATEST_FLUSH_ID`: if a flush finished since that ID was sampled it does nothing, else it takes [`Timings::cache_flush_ns`](crate::Timings::cache_flush_ns) and bumps `LATEST_FLUSH_ID` (caches are not modelled: the ID is what a driver sees) |
+    //! | `CALL`, `JUMP` | enter (or, from a called buffer, continue in) the buffer at a register pair, of a length in a register (both multiples of 8); calls nest [`MAX_CALL_DEPTH`](super::MAX_CALL_DEPTH) `- 1` deep below the ring, a deeper one is [`CS_CALL_STACK_OVERFLOW`](super::exception::CS_CALL_STACK_OVERFLOW); a `JUMP` in the ring itself is invalid |
+    //! | `BRANCH cond r, offset` | compares `r`, as a signed 32-bit value, with 0 under any of the seven conditions; if it holds, execution goes on `offset` instructions after the next one |
+    //! | `SET_SB_ENTRY` | chooses the endpoint entry (run and finish instructions) and the other entry (loads and stores); both start at 0 |
+    //! | `REQ_RESOURCE` | claims endpoints (compute, fragment, tiler, IDVS), granted at once; a run instruction needs its endpoint claimed |
+    //! | `RUN_COMPUTE`, `RUN_COMPUTE_INDIRECT`, `RUN_TILING`, `RUN_FRAGMENT`, `RUN_FULLSCREEN`, `FINISH_TILING`, `FINISH_FRAGMENT` | issued on the endpoint entry for [`Timings::cs_work_ns`](crate::Timings::cs_work_ns) (`FINISH_FRAGMENT` on its `signal_slot`, bumping the heap's fragment counter if asked); **no shader runs**: the work only occupies its entry. With the shader cores or the tiler off the stream faults with [`CS_ENDPOINT_FAULT`](super::exception::CS_ENDPOINT_FAULT) |
+    //! | `RUN_IDVS` | as the other run instructions, and with "malloc enable" the tiler writes `INDEX_COUNT * INSTANCE_COUNT` entries into the heap (see [`heap`](super::heap)) |
+    //! | `HEAP_SET`, `HEAP_OPERATION` | name the heap context; bump its tiling-started, tiling-completed or fragment-completed counter (issued like a sync operation) |
+    //! | `SET_EXCEPTION_HANDLER` | sets the tiler out-of-memory handler: when the driver answers `TILER_OOM` with no chunk, the stream calls it and then runs the tiling instruction again, instead of faulting |
+    //! | `PROGRESS_STORE`, `PROGRESS_LOAD`, `PROGRESS_WAIT` | set and read the stream's progress counter; wait until another stream of the group has reached a value |
+    //! | `ERROR_BARRIER` | clears the stream's error state |
+    //! | `TRACE_POINT` | waits and signals like a sync operation; the firmware enables no trace buffer, so nothing is written |
+    //! | `PROT_REGION` | invalid: protected mode is not simulated |
+    //!
+    //! # Scoreboards
+    //!
+    //! Instructions that start work do not wait for it: they issue an operation, counted on a
+    //! scoreboard entry, and the stream goes on. An operation starts once every operation
+    //! issued before it on the entries of its `wait_mask` has finished, and its effect happens
+    //! when it finishes, [`Timings::cs_mem_ns`](crate::Timings::cs_mem_ns) later (or
+    //! `cs_work_ns`, `cache_flush_ns`). So a stream that writes a sync object without waiting
+    //! for its work signals early, and [`Gpu::early_signals`](crate::Gpu::early_signals) counts
+    //! it. A stream has at most [`MAX_PENDING`](super::MAX_PENDING) operations in flight; one
+    //! more waits. A `WAIT` reports its mask in `CS_STATUS_WAIT` (source `WAIT`) with blocked
+    //! reason `SB_WAIT`; `CS_STATUS_SCOREBOARDS` holds the entries with work in flight.
+    //!
+    //! # Examples
+    //!
+    //! ```
+    //! use csf::{Imm48, Instr, Reg64};
+    //!
+    //! // `MOVE48 d2, #0x1234`, as a driver writes it into a ring buffer.
+    //! let word = 0x0102_0000_0000_1234;
+    //! assert_eq!(Instr::decode(word), Ok(Instr::move48(Reg64(2), Imm48::of::<0x1234>())));
+    //! // Opcode 10 is not an instruction: a stream that reaches it stops with CS_INSTR_INVALID.
+    //! assert!(Instr::decode(10 << 56).is_err());
+    //! ```
 }

@@ -245,6 +245,10 @@ pub struct Gpu<
     /// The GPU clock now (see [`set_gpu_clock_hz`](Self::set_gpu_clock_hz)).
     clock_hz: u64,
     /// The firmware acknowledged `COUNTER_EN`: streams may sample the counters.
+    /// Counts kept across resets: `.0` the sync objects streams wrote while their older work
+    /// was in flight (see [`Gpu::early_signals`]), `.1` the times the GPU's counters lost their
+    /// continuity (resets, MCU cold boots), what `STORE_STATE` of the disjoint count stores.
+    tallies: (u64, u64),
     pub(super) counters_enabled: bool,
     /// Power-order and powered-off faults reported so far.
     power_faults: u32,
@@ -364,6 +368,7 @@ impl<M: PhysMemory> Gpu<M> {
             cycle_base_count: 0,
             clock_hz,
             counters_enabled: false,
+            tallies: (0, 0),
             power_faults: 0,
             gpu_faultstatus: 0,
             gpu_faultaddress: 0,
@@ -581,6 +586,7 @@ impl<M: PhysMemory> Gpu<M> {
         self.gpu_faultaddress = 0;
         self.rung.clear();
         self.csf.reset(false);
+        self.tallies.1 = self.tallies.1.wrapping_add(1);
         // The GPU mask survives so that RESET_COMPLETED can be delivered.
         self.gpu_irq.rawstat = 0;
         self.job_irq.rawstat = 0;
@@ -1075,6 +1081,7 @@ impl<M: PhysMemory> Gpu<M> {
                 // A disabled MCU forgets its groups and streams: the next enable is a cold
                 // boot, after which the driver starts its groups again.
                 self.csf.reset(true);
+                self.tallies.1 = self.tallies.1.wrapping_add(1);
                 self.counters_enabled = false;
                 if self.mcu_status != mcu::DISABLED {
                     self.mcu_status = mcu::DISABLED;

@@ -4,8 +4,10 @@
 //!
 //! The crate knows nothing of any driver. It has its own description of the hardware, written
 //! from the GPU's and panthor's definitions: the register map and its bit fields ([`regs`]),
-//! the firmware-interface layout and the command-stream instruction set ([`csf`],
-//! [`csf::instr`]). A driver that gets an offset, a bit or an opcode wrong therefore meets a
+//! the firmware-interface layout and the command-stream engine ([`csf`], [`csf::isa`]; the
+//! instructions themselves are decoded with the `gpukit-csf` crate, whose encodings are checked
+//! field by field against the hardware's published layout). A driver that gets an offset, a
+//! bit or an opcode wrong therefore meets a
 //! GPU that does something else, or records a bus error, or faults the stream, as silicon
 //! would: `gpukit-tyr`'s `hw_contract` test compares the driver's view with this one.
 //!

@@ -5,12 +5,21 @@
 use pin_init::{init, init_array_from_fn};
 
 use super::{AccessError, Data, Gpu};
-use crate::csf::instr::{self, Op};
+use ::csf::{
+    Condition, ExceptionType, FlushMode, Instr, OtherFlushMode, Reg, Reg64, Slot, SlotMask, SyncOp,
+    SyncScope, WaitCondition,
+};
+
 use crate::csf::{self, cs, csg, exception, glb, heap, ring, suspend};
 use crate::list::FixedList;
 use crate::mem::PhysMemory;
 use crate::regs::{gpu_irq, mcu};
 use crate::walk::{AccessType, Fault, FaultKind};
+
+mod sb;
+
+use crate::csf::SCOREBOARDS;
+use sb::{Deferred, Scoreboard};
 
 /// Instructions a stream executes per engine step.
 const BATCH: usize = 16;
@@ -44,12 +53,21 @@ struct TilerRun {
     link: u64,
     /// GPU address of the next free byte in it.
     top: u64,
-    /// Words written so far.
+    /// Entries written so far.
     done: u32,
-    /// The heap's tiling passes started (this one included) and finished.
-    vt_start: u32,
-    vt_end: u32,
+    /// Link of the heap's first chunk, read from the tiler context's heap descriptor when the
+    /// heap is unused (0 otherwise).
+    first: u64,
 }
+
+/// `REQ_RESOURCE` bit: compute.
+const RES_COMPUTE: u8 = 1 << 0;
+/// `REQ_RESOURCE` bit: fragment.
+const RES_FRAGMENT: u8 = 1 << 1;
+/// `REQ_RESOURCE` bit: tiler.
+const RES_TILER: u8 = 1 << 2;
+/// `REQ_RESOURCE` bit: IDVS (vertex shading and tiling).
+const RES_IDVS: u8 = 1 << 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Frame {
@@ -74,6 +92,17 @@ pub(super) struct Stream {
     tiler: Option<TilerRun>,
     /// The driver's answer to the last `TILER_OOM` (`HEAP_START`), not yet used.
     oom_answer: Option<u64>,
+    /// Operations issued and not yet finished, and the entries they signal.
+    sb: Scoreboard,
+    /// The progress counter (`PROGRESS_*`, and work issued with "progress increment").
+    progress: u64,
+    /// The error state: set by a sync wait that inherits an object's error, cleared by
+    /// `ERROR_BARRIER`; sync operations that propagate errors write it into their object.
+    error: bool,
+    /// Endpoints claimed with `REQ_RESOURCE` (bit 0 compute, 1 fragment, 2 tiler, 3 IDVS).
+    resources: u8,
+    /// The tiler out-of-memory handler (`SET_EXCEPTION_HANDLER`): address and length.
+    handler: Option<(u64, u32)>,
 }
 
 impl Default for Stream {
@@ -90,6 +119,11 @@ impl Default for Stream {
             heap_ctx: 0,
             tiler: None,
             oom_answer: None,
+            sb: Scoreboard::default(),
+            progress: 0,
+            error: false,
+            resources: 0,
+            handler: None,
         }
     }
 }
@@ -114,6 +148,8 @@ pub(super) struct Csf {
     /// The slot that goes first among groups of equal priority in the next engine step.
     rr: usize,
     pub(super) groups: [Group; csf::NUM_CSGS],
+    /// A finishing operation wrote a sync object in this engine step.
+    synced: bool,
 }
 
 impl Group {
@@ -137,6 +173,7 @@ impl Csf {
             deadline: None,
             rr: 0,
             groups <- init_array_from_fn(|_| Group::init()),
+            synced: false,
         })
     }
 
@@ -153,10 +190,12 @@ impl Csf {
             deadline,
             rr,
             groups,
+            synced,
         } = self;
         *booted = false;
         *deadline = None;
         *rr = 0;
+        *synced = false;
         for g in groups {
             let Group {
                 running,
@@ -191,11 +230,35 @@ enum Step {
     Block {
         addr: u64,
         value: u64,
+        /// `CS_STATUS_WAIT`'s condition and width bits for this wait.
+        status: u32,
     },
     Call {
         addr: u64,
         len: u64,
     },
+    /// Run the `len` bytes at `addr` instead of the rest of the current buffer.
+    Jump {
+        addr: u64,
+        len: u64,
+    },
+    /// Go on `offset` instructions after the next one.
+    Branch {
+        offset: i16,
+    },
+    /// Waiting for the scoreboard slots of `mask` to drain.
+    WaitSb {
+        mask: u16,
+    },
+    /// Waiting for another stream's progress counter.
+    WaitProgress,
+    /// Call the exception handler at `addr`, then run the current instruction again.
+    Exception {
+        addr: u64,
+        len: u64,
+    },
+    /// The MCU lost its interface memory.
+    McuFault,
     Fault {
         code: u8,
         va: u64,
@@ -203,11 +266,14 @@ enum Step {
     Fatal {
         code: u8,
     },
+    /// The stream's queue of issued operations is full: retry once one finishes.
+    Full,
     /// The heap whose context is at `ctx` has no chunk left: raise `TILER_OOM`.
     TilerOom {
         ctx: u64,
         vt_start: u32,
         vt_end: u32,
+        frag_end: u32,
     },
 }
 
@@ -403,6 +469,9 @@ impl<M: PhysMemory> Gpu<M> {
             self.mcu_wr32(output + csg::STATUS_STATE, u32::from(idle))?;
         }
         if changed != 0 {
+            // Events raised while the request ran (a suspend lets sync operations finish) are
+            // in `ACK` by now: only the requested bits change.
+            let ack = self.mcu_rd32(output + csg::ACK)?;
             self.mcu_wr32(output + csg::ACK, (ack & !changed) | (req & changed))?;
             let irq_mask = self.mcu_rd32(input + csg::ACK_IRQ_MASK)?;
             if changed & irq_mask != 0 {
@@ -430,7 +499,16 @@ impl<M: PhysMemory> Gpu<M> {
     /// instruction that was waiting (a sync wait, a stall, a `TILER_OOM`) runs again on resume.
     fn suspend_group(&mut self, n: usize) -> Result<(), McuFault> {
         let buf = self.mcu_rd64(shared(csf::csg_input(n)) + csg::SUSPEND_BUF)?;
+        let as_nr = (self.mcu_rd32(shared(csf::csg_input(n)) + csg::CONFIG)? & 0xf) as usize;
         for s in 0..csf::STREAMS_PER_CSG {
+            // Work in flight finishes before the state is saved (see `sb`); an operation whose
+            // access faults then is dropped.
+            if !self.csf.groups[n].streams[s].sb.is_idle() {
+                match self.sb_advance(n, s, as_nr, u64::MAX, true) {
+                    Err(Step::McuFault) => return Err(McuFault),
+                    Ok(()) | Err(_) => self.csf.groups[n].streams[s].sb.clear(),
+                }
+            }
             let ring_out = self.mcu_rd64(shared(csf::cs_input(n, s)) + cs::RINGBUF_OUTPUT)?;
             let st = &self.csf.groups[n].streams[s];
             let extract = if st.started {
@@ -622,6 +700,13 @@ impl<M: PhysMemory> Gpu<M> {
         }
     }
 
+    /// Sync objects written so far while work the same stream had issued before them was still
+    /// in flight: a stream that signals without waiting for its work (see [`crate::csf`]'s
+    /// scoreboards) signals early, and this counts it. Kept across resets.
+    pub fn early_signals(&self) -> u64 {
+        self.tallies.0
+    }
+
     /// Instructions executed by stream `s` of CSG slot `n` since it was last started.
     pub fn stream_instructions(&self, n: usize, s: usize) -> u64 {
         self.csf
@@ -661,6 +746,12 @@ impl<M: PhysMemory> Gpu<M> {
     /// One engine step: every runnable stream executes up to [`BATCH`] instructions.
     pub(super) fn run_streams(&mut self) {
         if !self.csf.booted || self.mcu_status != mcu::ENABLED {
+            return;
+        }
+        self.csf.synced = false;
+        let now = self.now;
+        if self.advance_scoreboards(now).is_err() {
+            self.mcu_crash();
             return;
         }
         let mut progressed = false;
@@ -706,9 +797,84 @@ impl<M: PhysMemory> Gpu<M> {
                 .map(|g| g.priority)
                 .max();
         }
-        if progressed || (synced && blocked) {
+        // What the step's instructions issued and is done before the step ends finishes now.
+        let end = now.saturating_add(self.cfg.timings.cs_step_ns.max(1) - 1);
+        let pending = match self.advance_scoreboards(end) {
+            Ok(p) => p,
+            Err(McuFault) => {
+                self.mcu_crash();
+                return;
+            }
+        };
+        synced |= self.csf.synced;
+        if self.report_scoreboards().is_err() {
+            self.mcu_crash();
+            return;
+        }
+        if progressed || pending || (synced && blocked) {
             self.kick_engine();
         }
+    }
+
+    /// Publishes, in each started stream's `CS_STATUS_SCOREBOARDS`, the entries with
+    /// operations in flight (written only when it changed).
+    fn report_scoreboards(&mut self) -> Result<(), McuFault> {
+        for n in 0..csf::NUM_CSGS {
+            if !self.csf.groups[n].running {
+                continue;
+            }
+            for s in 0..csf::STREAMS_PER_CSG {
+                let st = &self.csf.groups[n].streams[s];
+                let mask = st.sb.mask();
+                if !st.started || mask == st.sb.reported {
+                    continue;
+                }
+                let at = shared(csf::cs_output(n, s)) + cs::STATUS_SCOREBOARDS;
+                self.mcu_wr32(at, u32::from(mask))?;
+                self.csf.groups[n].streams[s].sb.reported = mask;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts and finishes (those due by `horizon`) the operations the streams of running groups
+    /// have in flight, as their endpoints work whatever the streams do (see [`sb`]). Returns
+    /// whether any is left in flight.
+    fn advance_scoreboards(&mut self, horizon: u64) -> Result<bool, McuFault> {
+        let mut left = false;
+        for n in 0..csf::NUM_CSGS {
+            if !self.csf.groups[n].running {
+                continue;
+            }
+            let mut as_nr = None;
+            for s in 0..csf::STREAMS_PER_CSG {
+                let st = &self.csf.groups[n].streams[s];
+                if !st.started || st.sb.is_idle() {
+                    continue;
+                }
+                let as_nr = match as_nr {
+                    Some(a) => a,
+                    None => {
+                        let cfg = self.mcu_rd32(shared(csf::csg_input(n)) + csg::CONFIG)?;
+                        *as_nr.insert((cfg & 0xf) as usize)
+                    }
+                };
+                match self.sb_advance(n, s, as_nr, horizon, false) {
+                    Ok(()) | Err(Step::Stall) => {}
+                    Err(Step::Fault { code, va }) => {
+                        let st = &mut self.csf.groups[n].streams[s];
+                        if !matches!(st.status, StreamStatus::Faulted | StreamStatus::Fatal) {
+                            self.stream_fault(n, s, code, va)?;
+                        }
+                        // The operation that faulted is dropped with the rest.
+                        self.csf.groups[n].streams[s].sb.clear();
+                    }
+                    Err(_) => return Err(McuFault),
+                }
+                left |= !self.csf.groups[n].streams[s].sb.is_idle();
+            }
+        }
+        Ok(left)
     }
 
     /// Runs the streams of CSG `n` for one step, by priority as [`Gpu::run_streams`] runs the
@@ -761,15 +927,19 @@ impl<M: PhysMemory> Gpu<M> {
             if matches!(st.status, StreamStatus::Faulted | StreamStatus::Fatal) {
                 return Ok(r);
             }
-            if st.status == StreamStatus::TilerOom {
-                // Stalled, not idle, until the driver answers.
-                r.busy = true;
-                return Ok(r);
-            }
         }
         let input = shared(csf::cs_input(n, s));
         let output = shared(csf::cs_output(n, s));
         let as_nr = (self.mcu_rd32(shared(csf::csg_input(n)) + csg::CONFIG)? & 0xf) as usize;
+        if !self.csf.groups[n].streams[s].sb.is_idle() {
+            r.busy = true;
+            r.pending = true;
+        }
+        if self.csf.groups[n].streams[s].status == StreamStatus::TilerOom {
+            // Stalled, not idle, until the driver answers.
+            r.busy = true;
+            return Ok(r);
+        }
         let ring_base = self.mcu_rd64(input + cs::RINGBUF_BASE)?;
         let ring_size = u64::from(self.mcu_rd32(input + cs::RINGBUF_SIZE)?);
         let ring_in = self.mcu_rd64(input + cs::RINGBUF_INPUT)?;
@@ -787,7 +957,9 @@ impl<M: PhysMemory> Gpu<M> {
                 let insert = self.mcu_rd64(ring_in + ring::INSERT)?;
                 let extract = self.mcu_rd64(ring_out + ring::EXTRACT)?;
                 if extract >= insert {
-                    self.mcu_wr32(ring_out + ring::ACTIVE, 0)?;
+                    if !r.pending {
+                        self.mcu_wr32(ring_out + ring::ACTIVE, 0)?;
+                    }
                     self.csf.groups[n].streams[s].status = StreamStatus::Ready;
                     return Ok(r);
                 }
@@ -807,63 +979,120 @@ impl<M: PhysMemory> Gpu<M> {
                 Ok(()) => self.execute(n, s, as_nr, u64::from_le_bytes(word), &mut r),
                 Err(step) => step,
             };
-            if r.mcu_fault {
+            if r.mcu_fault || matches!(step, Step::McuFault) {
                 return Err(McuFault);
             }
-            if !matches!(step, Step::Next | Step::Call { .. }) {
+            let moves = matches!(
+                step,
+                Step::Next | Step::Call { .. } | Step::Jump { .. } | Step::Branch { .. }
+            );
+            if !moves {
                 self.mcu_wr64(output + cs::STATUS_CMD_PTR, pc)?;
             }
             match step {
-                Step::Next | Step::Call { .. } => {
+                Step::Next | Step::Call { .. } | Step::Jump { .. } | Step::Branch { .. } => {
+                    if let Step::Jump { .. } = step {
+                        if from_ring {
+                            // The ring is not a buffer one can leave: only calls can.
+                            self.mcu_wr64(output + cs::STATUS_CMD_PTR, pc)?;
+                            self.stream_fatal(n, s, exception::CS_INSTR_INVALID, pc)?;
+                            return Ok(r);
+                        }
+                    }
                     let st = &mut self.csf.groups[n].streams[s];
                     st.executed += 1;
                     let was_blocked = st.status == StreamStatus::Blocked;
                     st.status = StreamStatus::Ready;
                     r.progressed = true;
+                    // A taken branch moves `offset` instructions past the next one.
+                    let advance = match step {
+                        Step::Branch { offset } => 8u64.wrapping_add_signed(8 * i64::from(offset)),
+                        _ => 8,
+                    };
                     if from_ring {
                         let extract = self.mcu_rd64(ring_out + ring::EXTRACT)?;
-                        self.mcu_wr64(ring_out + ring::EXTRACT, extract.wrapping_add(8))?;
+                        self.mcu_wr64(ring_out + ring::EXTRACT, extract.wrapping_add(advance))?;
                     } else if let Some(f) = self.csf.groups[n].streams[s].stack.last_mut() {
-                        f.pc = f.pc.wrapping_add(8);
+                        f.pc = f.pc.wrapping_add(advance);
                     }
                     if was_blocked {
                         self.mcu_wr32(output + cs::STATUS_WAIT, 0)?;
                         self.mcu_wr32(output + cs::STATUS_BLOCKED_REASON, cs::BLOCKED_UNBLOCKED)?;
                     }
-                    if let Step::Call { addr, len } = step {
-                        let st = &mut self.csf.groups[n].streams[s];
-                        let frame = Frame {
-                            pc: addr,
-                            end: addr.wrapping_add(len),
-                        };
-                        // The ring is the outermost level: calls nest `MAX_CALL_DEPTH - 1` deep.
-                        if st.stack.len() >= csf::MAX_CALL_DEPTH - 1
-                            || st.stack.push(frame).is_err()
-                        {
+                    match step {
+                        // The guard enters the callee; only a too-deep call lands here.
+                        Step::Call { addr, len } if self.push_frame(n, s, addr, len).is_err() => {
                             self.stream_fatal(n, s, exception::CS_CALL_STACK_OVERFLOW, pc)?;
                             return Ok(r);
                         }
+                        Step::Jump { addr, len } => {
+                            let st = &mut self.csf.groups[n].streams[s];
+                            if let Some(f) = st.stack.last_mut() {
+                                *f = Frame {
+                                    pc: addr,
+                                    end: addr.wrapping_add(len),
+                                };
+                            }
+                        }
+                        _ => {}
                     }
+                }
+                Step::Exception { addr, len } => {
+                    // The handler runs, then the instruction that raised the exception again.
+                    if self.push_frame(n, s, addr, len).is_err() {
+                        self.stream_fatal(n, s, exception::CS_CALL_STACK_OVERFLOW, pc)?;
+                        return Ok(r);
+                    }
+                    self.csf.groups[n].streams[s].status = StreamStatus::Ready;
+                    r.progressed = true;
                 }
                 Step::Stall => {
                     // Woken again when an MMU command completes.
                     r.busy = true;
                     return Ok(r);
                 }
-                Step::Block { addr, value } => {
+                Step::Full => {
+                    // Issued operations fill the stream's queue: try again once one finishes.
+                    r.busy = true;
+                    r.pending = true;
+                    return Ok(r);
+                }
+                Step::WaitSb { mask } => {
+                    self.csf.groups[n].streams[s].status = StreamStatus::Blocked;
+                    r.pending = true;
+                    let status = u32::from(mask) | cs::STATUS_WAIT_SB_SRC_WAIT;
+                    self.mcu_wr32(output + cs::STATUS_WAIT, status)?;
+                    self.mcu_wr32(output + cs::STATUS_BLOCKED_REASON, cs::BLOCKED_SB_WAIT)?;
+                    return Ok(r);
+                }
+                Step::WaitProgress => {
                     self.csf.groups[n].streams[s].status = StreamStatus::Blocked;
                     r.blocked = true;
-                    self.mcu_wr32(output + cs::STATUS_WAIT, cs::STATUS_WAIT_SYNC)?;
+                    r.pending = true;
+                    self.mcu_wr32(output + cs::STATUS_WAIT, cs::STATUS_WAIT_PROGRESS)?;
+                    self.mcu_wr32(
+                        output + cs::STATUS_BLOCKED_REASON,
+                        cs::BLOCKED_PROGRESS_WAIT,
+                    )?;
+                    return Ok(r);
+                }
+                Step::Block {
+                    addr,
+                    value,
+                    status,
+                } => {
+                    self.csf.groups[n].streams[s].status = StreamStatus::Blocked;
+                    r.blocked = true;
+                    self.mcu_wr32(output + cs::STATUS_WAIT, cs::STATUS_WAIT_SYNC | status)?;
                     self.mcu_wr64(output + cs::STATUS_WAIT_SYNC_PTR, addr)?;
                     self.mcu_wr32(output + cs::STATUS_WAIT_SYNC_VALUE, value as u32)?;
+                    let hi = (value >> 32) as u32;
+                    self.mcu_wr32(output + cs::STATUS_WAIT_SYNC_VALUE_HI, hi)?;
                     self.mcu_wr32(output + cs::STATUS_BLOCKED_REASON, cs::BLOCKED_SYNC_WAIT)?;
                     return Ok(r);
                 }
                 Step::Fault { code, va } => {
-                    self.csf.groups[n].streams[s].status = StreamStatus::Faulted;
-                    self.mcu_wr32(output + cs::FAULT, u32::from(code))?;
-                    self.mcu_wr64(output + cs::FAULT_INFO, va)?;
-                    self.cs_event(n, s, cs::FAULT_EVENT)?;
+                    self.stream_fault(n, s, code, va)?;
                     return Ok(r);
                 }
                 Step::Fatal { code } => {
@@ -874,19 +1103,44 @@ impl<M: PhysMemory> Gpu<M> {
                     ctx,
                     vt_start,
                     vt_end,
+                    frag_end,
                 } => {
                     self.csf.groups[n].streams[s].status = StreamStatus::TilerOom;
                     self.mcu_wr64(output + cs::HEAP_ADDRESS, ctx)?;
                     self.mcu_wr32(output + cs::HEAP_VT_START, vt_start)?;
                     self.mcu_wr32(output + cs::HEAP_VT_END, vt_end)?;
-                    // No fragment work: every finished tiling pass has been rendered.
-                    self.mcu_wr32(output + cs::HEAP_FRAG_END, vt_end)?;
+                    self.mcu_wr32(output + cs::HEAP_FRAG_END, frag_end)?;
                     self.cs_event(n, s, cs::TILER_OOM)?;
                     return Ok(r);
                 }
+                Step::McuFault => return Err(McuFault),
             }
         }
         Ok(r)
+    }
+
+    /// Enters a buffer of instructions (a call or an exception handler); `Err` when that would
+    /// nest deeper than the hardware's call stack (the ring is the outermost level: calls nest
+    /// `MAX_CALL_DEPTH - 1` deep).
+    fn push_frame(&mut self, n: usize, s: usize, addr: u64, len: u64) -> Result<(), ()> {
+        let st = &mut self.csf.groups[n].streams[s];
+        let frame = Frame {
+            pc: addr,
+            end: addr.wrapping_add(len),
+        };
+        if st.stack.len() >= csf::MAX_CALL_DEPTH - 1 {
+            return Err(());
+        }
+        st.stack.push(frame).map_err(|_| ())
+    }
+
+    /// Stops stream `s` of group `n` with a fault at `va`.
+    fn stream_fault(&mut self, n: usize, s: usize, code: u8, va: u64) -> Result<(), McuFault> {
+        let output = shared(csf::cs_output(n, s));
+        self.csf.groups[n].streams[s].status = StreamStatus::Faulted;
+        self.mcu_wr32(output + cs::FAULT, u32::from(code))?;
+        self.mcu_wr64(output + cs::FAULT_INFO, va)?;
+        self.cs_event(n, s, cs::FAULT_EVENT)
     }
 
     fn stream_fatal(&mut self, n: usize, s: usize, code: u8, info: u64) -> Result<(), McuFault> {
@@ -939,6 +1193,29 @@ impl<M: PhysMemory> Gpu<M> {
         })
     }
 
+    /// A memory access of a stream that a suspend drains: as [`Self::stream_access`], through a
+    /// locked region too.
+    fn stream_access_unlocked(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        va: u64,
+        data: Data<'_>,
+    ) -> Result<(), Step> {
+        let res = self.gpu_access(as_nr, va, data, stream_source(n, s));
+        res.map_err(|e| match e {
+            AccessError::Mmu(f) => Step::Fault {
+                code: f.exception_code(),
+                va,
+            },
+            AccessError::Bus(_) => Step::Fault {
+                code: exception::CS_BUS_FAULT,
+                va,
+            },
+        })
+    }
+
     fn stream_read(
         &mut self,
         n: usize,
@@ -971,6 +1248,9 @@ impl<M: PhysMemory> Gpu<M> {
         }
     }
 
+    /// Runs one instruction. Operands are checked as the hardware checks them: a register
+    /// past the stream's 96, an odd first register of a pair, a scoreboard entry past the 8 the
+    /// stream has or a misaligned address make the instruction invalid.
     fn execute_inner(
         &mut self,
         n: usize,
@@ -979,150 +1259,368 @@ impl<M: PhysMemory> Gpu<M> {
         word: u64,
         r: &mut RunResult,
     ) -> Result<Step, Step> {
-        let invalid = Step::Fatal {
+        const INVALID: Step = Step::Fatal {
             code: exception::CS_INSTR_INVALID,
         };
-        let op = instr::decode(word).map_err(|_| invalid)?;
-        let reg = |i: u8| Some(usize::from(i)).filter(|&i| i < csf::NUM_REGS);
-        let pair =
-            |i: u8| Some(usize::from(i)).filter(|&i| i.is_multiple_of(2) && i + 1 < csf::NUM_REGS);
-        let regs = |gpu: &Self| gpu.csf.groups[n].streams[s].regs;
+        let instr = Instr::decode(word).map_err(|_| INVALID)?;
+        let reg = |i: Reg| {
+            Some(usize::from(i.0))
+                .filter(|&i| i < csf::NUM_REGS)
+                .ok_or(INVALID)
+        };
+        let pair = |i: Reg64| {
+            Some(usize::from(i.0))
+                .filter(|&i| i.is_multiple_of(2) && i + 1 < csf::NUM_REGS)
+                .ok_or(INVALID)
+        };
+        let slot = |sl: Slot| Some(sl.get()).filter(|&v| v < SCOREBOARDS).ok_or(INVALID);
+        let mask = |m: SlotMask| {
+            Some(m.bits())
+                .filter(|&m| m >> SCOREBOARDS == 0)
+                .ok_or(INVALID)
+        };
+        let get32 = |gpu: &Self, i: usize| gpu.csf.groups[n].streams[s].regs[i];
         let get64 = |gpu: &Self, i: usize| {
-            let r = regs(gpu);
+            let r = &gpu.csf.groups[n].streams[s].regs;
             u64::from(r[i]) | u64::from(r[i + 1]) << 32
         };
-        match op {
-            Op::Nop | Op::Wait { .. } => {}
-            Op::Move48 { d, imm } => {
-                let d = pair(d).ok_or(invalid)?;
-                self.set64(n, s, d, imm);
+        match instr {
+            Instr::Nop { .. } => {}
+            Instr::Move48 { dest, imm } => {
+                let d = pair(dest)?;
+                self.set64(n, s, d, imm.get());
             }
-            Op::Move32 { r: d, imm } => {
-                let d = reg(d).ok_or(invalid)?;
+            Instr::Move32 { dest, imm } => {
+                let d = reg(dest)?;
                 self.csf.groups[n].streams[s].regs[d] = imm;
             }
-            Op::AddImm32 { d, s: src, imm } => {
-                let (d, src) = (reg(d).ok_or(invalid)?, reg(src).ok_or(invalid)?);
-                let v = regs(self)[src].wrapping_add_signed(imm);
+            Instr::Wait {
+                mask: m,
+                progress_increment,
+            } => {
+                let m = mask(SlotMask::from(m))?;
+                if self.csf.groups[n].streams[s].sb.busy(m) {
+                    return Ok(Step::WaitSb { mask: m });
+                }
+                if progress_increment {
+                    let st = &mut self.csf.groups[n].streams[s];
+                    st.progress = st.progress.wrapping_add(1);
+                }
+            }
+            Instr::AddImmediate32 { dest, source, imm } => {
+                let (d, src) = (reg(dest)?, reg(source)?);
+                let v = get32(self, src).wrapping_add_signed(imm);
                 self.csf.groups[n].streams[s].regs[d] = v;
             }
-            Op::AddImm64 { d, s: src, imm } => {
-                let (d, src) = (pair(d).ok_or(invalid)?, pair(src).ok_or(invalid)?);
+            Instr::AddImmediate64 { dest, source, imm } => {
+                let (d, src) = (pair(dest)?, pair(source)?);
                 let v = get64(self, src).wrapping_add_signed(i64::from(imm));
                 self.set64(n, s, d, v);
             }
-            Op::LoadMultiple {
-                base,
-                addr,
-                offset,
-                mask,
-            }
-            | Op::StoreMultiple {
-                base,
-                addr,
-                offset,
-                mask,
+            Instr::Umin32 {
+                dest,
+                source0,
+                source1,
             } => {
-                let load = matches!(op, Op::LoadMultiple { .. });
-                let base = reg(base).ok_or(invalid)?;
-                let addr = pair(addr).ok_or(invalid)?;
+                let (d, a, b) = (reg(dest)?, reg(source0)?, reg(source1)?);
+                let v = get32(self, a).min(get32(self, b));
+                self.csf.groups[n].streams[s].regs[d] = v;
+            }
+            Instr::LoadMultiple {
+                base,
+                address,
+                offset,
+                mask: m,
+            }
+            | Instr::StoreMultiple {
+                base,
+                address,
+                offset,
+                mask: m,
+            } => {
+                let load = matches!(instr, Instr::LoadMultiple { .. });
+                let (base, addr) = (reg(base)?, pair(address)?);
                 let va = get64(self, addr).wrapping_add_signed(i64::from(offset));
-                if !va.is_multiple_of(4)
-                    || base + (16 - mask.leading_zeros() as usize) > csf::NUM_REGS
+                if !va.is_multiple_of(4) || base + (16 - m.leading_zeros() as usize) > csf::NUM_REGS
                 {
-                    return Err(invalid);
+                    return Err(INVALID);
                 }
-                for i in 0..16 {
-                    if mask & (1 << i) == 0 {
-                        continue;
+                let st = &self.csf.groups[n].streams[s];
+                let what = if load {
+                    Deferred::Load {
+                        va,
+                        base: base as u8,
+                        mask: m,
                     }
-                    let at = va.wrapping_add(4 * i as u64);
-                    if load {
-                        let v = self.stream_read(n, s, as_nr, at, 4)? as u32;
-                        self.csf.groups[n].streams[s].regs[base + i] = v;
-                    } else {
-                        let v = u64::from(regs(self)[base + i]);
-                        self.stream_write(n, s, as_nr, at, v, 4)?;
+                } else {
+                    let mut vals = [0u32; 16];
+                    for (i, v) in vals.iter_mut().enumerate() {
+                        if m & (1 << i) != 0 {
+                            *v = st.regs[base + i];
+                        }
                     }
-                }
-            }
-            Op::Call { addr, len } => {
-                let addr = pair(addr).ok_or(invalid)?;
-                let len_reg = reg(len).ok_or(invalid)?;
-                let addr = get64(self, addr);
-                let len = u64::from(regs(self)[len_reg]);
-                if !addr.is_multiple_of(8) || !len.is_multiple_of(8) {
-                    return Err(invalid);
-                }
-                return Ok(Step::Call { addr, len });
-            }
-            Op::SyncAdd32 { addr, data }
-            | Op::SyncSet32 { addr, data }
-            | Op::SyncAdd64 { addr, data }
-            | Op::SyncSet64 { addr, data } => {
-                let wide = matches!(op, Op::SyncAdd64 { .. } | Op::SyncSet64 { .. });
-                let add = matches!(op, Op::SyncAdd32 { .. } | Op::SyncAdd64 { .. });
-                let addr = get64(self, pair(addr).ok_or(invalid)?);
-                let (len, data) = if wide {
-                    (8, get64(self, pair(data).ok_or(invalid)?))
-                } else {
-                    (4, u64::from(regs(self)[reg(data).ok_or(invalid)?]))
+                    Deferred::Store { va, mask: m, vals }
                 };
-                if !addr.is_multiple_of(len as u64) {
-                    return Err(invalid);
-                }
-                let v = if add {
-                    let old = self.stream_read(n, s, as_nr, addr, len)?;
-                    old.wrapping_add(data)
-                } else {
-                    data
-                };
-                self.stream_write(n, s, as_nr, addr, v, len)?;
-                r.synced = true;
-                if self.csg_event(n, csg::SYNC_UPDATE).is_err() {
-                    r.mcu_fault = true;
-                }
+                let other = st.sb.other;
+                return Ok(self.issue(n, s, other, 0, what));
             }
-            Op::SyncWait32 { cond, addr, data } | Op::SyncWait64 { cond, addr, data } => {
-                let wide = matches!(op, Op::SyncWait64 { .. });
-                let addr = get64(self, pair(addr).ok_or(invalid)?);
-                let (len, value) = if wide {
-                    (8, get64(self, pair(data).ok_or(invalid)?))
-                } else {
-                    (4, u64::from(regs(self)[reg(data).ok_or(invalid)?]))
-                };
-                if !addr.is_multiple_of(len as u64) {
-                    return Err(invalid);
-                }
-                let mem = self.stream_read(n, s, as_nr, addr, len)?;
-                if !cond.satisfied(mem, value) {
-                    return Ok(Step::Block { addr, value });
-                }
-            }
-            Op::StoreState {
-                addr,
-                state,
+            Instr::Branch {
+                condition,
+                value,
                 offset,
             } => {
-                let va =
-                    get64(self, pair(addr).ok_or(invalid)?).wrapping_add_signed(i64::from(offset));
-                let v = match state {
-                    instr::STATE_TIMESTAMP => self.timestamp_now(),
-                    instr::STATE_CYCLE_COUNT => self.cycles(),
-                    _ => return Err(invalid),
+                let v = get32(self, reg(value)?) as i32;
+                let taken = match condition {
+                    Condition::Lequal => v <= 0,
+                    Condition::Greater => v > 0,
+                    Condition::Equal => v == 0,
+                    Condition::Nequal => v != 0,
+                    Condition::Less => v < 0,
+                    Condition::Gequal => v >= 0,
+                    Condition::Always => true,
                 };
-                if !va.is_multiple_of(8) {
-                    return Err(invalid);
+                if taken {
+                    return Ok(Step::Branch { offset });
                 }
-                // Without COUNTER_EN the firmware gives streams no counter: 0 is stored.
-                let v = if self.counters_enabled { v } else { 0 };
-                self.stream_write(n, s, as_nr, va, v, 8)?;
             }
-            Op::HeapSet { addr } => {
-                let ctx = get64(self, pair(addr).ok_or(invalid)?);
+            Instr::SetSbEntry {
+                endpoint_entry,
+                other_entry,
+            } => {
+                let (e, o) = (slot(endpoint_entry)?, slot(other_entry)?);
+                let sb = &mut self.csf.groups[n].streams[s].sb;
+                sb.endpoint = e;
+                sb.other = o;
+            }
+            Instr::ProgressWait { queue, source } => {
+                let q = usize::from(queue.get());
+                let value = get64(self, pair(source)?);
+                let Some(other) = self.csf.groups[n].streams.get(q) else {
+                    return Err(INVALID);
+                };
+                if other.progress < value {
+                    return Ok(Step::WaitProgress);
+                }
+            }
+            Instr::ProgressStore { source } => {
+                let v = get64(self, pair(source)?);
+                self.csf.groups[n].streams[s].progress = v;
+            }
+            Instr::ProgressLoad { dest } => {
+                let d = pair(dest)?;
+                let v = self.csf.groups[n].streams[s].progress;
+                self.set64(n, s, d, v);
+            }
+            Instr::SetExceptionHandler {
+                exception_type: ExceptionType::TilerOom,
+                address,
+                length,
+            } => {
+                let addr = get64(self, pair(address)?);
+                let len = get32(self, reg(length)?);
+                if !addr.is_multiple_of(8) || !len.is_multiple_of(8) {
+                    return Err(INVALID);
+                }
+                // A zero address or length removes the handler.
+                self.csf.groups[n].streams[s].handler =
+                    (addr != 0 && len != 0).then_some((addr, len));
+            }
+            Instr::Call { address, length } | Instr::Jump { address, length } => {
+                let addr = get64(self, pair(address)?);
+                let len = u64::from(get32(self, reg(length)?));
+                if !addr.is_multiple_of(8) || !len.is_multiple_of(8) {
+                    return Err(INVALID);
+                }
+                return Ok(match instr {
+                    Instr::Call { .. } => Step::Call { addr, len },
+                    _ => Step::Jump { addr, len },
+                });
+            }
+            Instr::ReqResource {
+                compute,
+                fragment,
+                tiler,
+                idvs,
+            } => {
+                // The simulated GPU has one endpoint of each kind, granted at once.
+                let claimed = [
+                    (compute, RES_COMPUTE),
+                    (fragment, RES_FRAGMENT),
+                    (tiler, RES_TILER),
+                    (idvs, RES_IDVS),
+                ];
+                self.csf.groups[n].streams[s].resources = claimed
+                    .iter()
+                    .filter(|(on, _)| *on)
+                    .fold(0, |acc, (_, bit)| acc | bit);
+            }
+            Instr::FlushCache2 {
+                l2_flush_mode,
+                lsc_flush_mode,
+                other_flush_mode,
+                wait_mask,
+                latest_flush_id,
+                signal_slot,
+            } => {
+                let (m, sl) = (mask(wait_mask)?, slot(signal_slot)?);
+                let id = get32(self, reg(latest_flush_id)?);
+                let flush = l2_flush_mode != FlushMode::None
+                    || lsc_flush_mode != FlushMode::None
+                    || other_flush_mode != OtherFlushMode::None;
+                return Ok(self.issue(n, s, sl, m, Deferred::Flush { id, flush }));
+            }
+            Instr::SyncAdd32(op) | Instr::SyncSet32(op) => {
+                let data = u64::from(get32(self, reg(op.data)?));
+                let add = matches!(instr, Instr::SyncAdd32(_));
+                return self.issue_sync(n, s, get64(self, pair(op.address)?), data, false, add, op);
+            }
+            Instr::SyncAdd64(op) | Instr::SyncSet64(op) => {
+                let data = get64(self, pair(op.data)?);
+                let add = matches!(instr, Instr::SyncAdd64(_));
+                let va = get64(self, pair(op.address)?);
+                let op = SyncOp {
+                    address: op.address,
+                    data: Reg(0),
+                    scope: op.scope,
+                    error_propagate: op.error_propagate,
+                    wait_mask: op.wait_mask,
+                    signal_slot: op.signal_slot,
+                };
+                return self.issue_sync(n, s, va, data, true, add, op);
+            }
+            Instr::SyncWait32(w) => {
+                let value = u64::from(get32(self, reg(w.data)?));
+                let va = get64(self, pair(w.address)?);
+                return self.sync_wait(n, s, as_nr, va, value, false, w.condition, w.error_reject);
+            }
+            Instr::SyncWait64(w) => {
+                let value = get64(self, pair(w.data)?);
+                let va = get64(self, pair(w.address)?);
+                return self.sync_wait(n, s, as_nr, va, value, true, w.condition, w.error_reject);
+            }
+            Instr::StoreState {
+                state,
+                address,
+                offset,
+                wait_mask,
+                signal_slot,
+            } => {
+                let (m, sl) = (mask(wait_mask)?, slot(signal_slot)?);
+                let va = get64(self, pair(address)?).wrapping_add_signed(i64::from(offset));
+                if !va.is_multiple_of(8) {
+                    return Err(INVALID);
+                }
+                let sel = state as u8;
+                return Ok(self.issue(n, s, sl, m, Deferred::State { va, sel }));
+            }
+            Instr::ErrorBarrier => self.csf.groups[n].streams[s].error = false,
+            Instr::HeapSet { address } => {
+                let ctx = get64(self, pair(address)?);
                 self.csf.groups[n].streams[s].heap_ctx = ctx;
             }
-            Op::RunIdvs { first, count, tag } => {
+            Instr::HeapOperation {
+                operation,
+                wait_mask,
+                signal_slot,
+            } => {
+                let (m, sl) = (mask(wait_mask)?, slot(signal_slot)?);
+                let ctx = self.csf.groups[n].streams[s].heap_ctx;
+                let field = sb::heap_counter(operation as u8).ok_or(INVALID)?;
+                if ctx == 0 || !ctx.is_multiple_of(8) {
+                    return Err(INVALID);
+                }
+                return Ok(self.issue(n, s, sl, m, Deferred::HeapCount { ctx, field }));
+            }
+            Instr::TracePoint {
+                base_register,
+                register_count,
+                wait_mask,
+                signal_slot,
+            } => {
+                let (m, sl) = (mask(wait_mask)?, slot(signal_slot)?);
+                let base = usize::from(base_register.0);
+                if base + usize::from(register_count) > csf::NUM_REGS {
+                    return Err(INVALID);
+                }
+                return Ok(self.issue(n, s, sl, m, Deferred::Nothing));
+            }
+            Instr::ProtRegion { .. } => {
+                // Protected mode is not simulated (the driver gives the firmware no
+                // protected-mode suspend buffer to switch with).
+                return Err(INVALID);
+            }
+            Instr::RunCompute {
+                progress_increment, ..
+            }
+            | Instr::RunComputeIndirect {
+                progress_increment, ..
+            } => return self.run_work(n, s, RES_COMPUTE, progress_increment),
+            Instr::RunTiling {
+                progress_increment, ..
+            } => return self.run_work(n, s, RES_TILER, progress_increment),
+            Instr::RunFragment {
+                progress_increment, ..
+            } => return self.run_work(n, s, RES_FRAGMENT, progress_increment),
+            Instr::RunFullscreen {
+                progress_increment,
+                dcd,
+                ..
+            } => {
+                pair(dcd)?;
+                return self.run_work(n, s, RES_FRAGMENT, progress_increment);
+            }
+            Instr::FinishTiling { progress_increment } => {
+                if self.csf.groups[n].streams[s].resources & (RES_TILER | RES_IDVS) == 0 {
+                    return Err(INVALID);
+                }
+                let e = self.csf.groups[n].streams[s].sb.endpoint;
+                let what = Deferred::Work {
+                    progress: progress_increment,
+                };
+                return Ok(self.issue(n, s, e, 0, what));
+            }
+            Instr::FinishFragment {
+                increment_fragment_completed,
+                wait_mask,
+                last_heap_chunk,
+                first_heap_chunk,
+                signal_slot,
+            } => {
+                let (m, sl) = (mask(wait_mask)?, slot(signal_slot)?);
+                pair(last_heap_chunk)?;
+                pair(first_heap_chunk)?;
+                let st = &self.csf.groups[n].streams[s];
+                if st.resources & RES_FRAGMENT == 0 {
+                    return Err(INVALID);
+                }
+                let what = if increment_fragment_completed {
+                    let ctx = st.heap_ctx;
+                    if ctx == 0 || !ctx.is_multiple_of(8) {
+                        return Err(INVALID);
+                    }
+                    Deferred::HeapCount {
+                        ctx,
+                        field: heap::CTX_FRAG_END,
+                    }
+                } else {
+                    Deferred::Nothing
+                };
+                return Ok(self.issue(n, s, sl, m, what));
+            }
+            Instr::RunIdvs {
+                progress_increment,
+                malloc_enable,
+                draw_id_register_enable,
+                draw_id,
+                ..
+            } => {
+                let st = &self.csf.groups[n].streams[s];
+                if st.resources & RES_IDVS == 0 {
+                    return Err(INVALID);
+                }
+                if !st.sb.has_room() {
+                    return Ok(Step::Full);
+                }
                 // Tiling runs on the tiler and the shader cores: powered off, they fault it.
                 if !self.cores_powered() {
                     return Err(Step::Fault {
@@ -1130,22 +1628,158 @@ impl<M: PhysMemory> Gpu<M> {
                         va: 0,
                     });
                 }
-                let first = get64(self, pair(first).ok_or(invalid)?);
-                let count = regs(self)[reg(count).ok_or(invalid)?];
-                let tag = get64(self, pair(tag).ok_or(invalid)?);
-                let ctx = self.csf.groups[n].streams[s].heap_ctx;
-                if ctx == 0 || !ctx.is_multiple_of(8) || count > heap::MAX_RUN_WORDS {
-                    return Err(invalid);
+                let tiler_ctx = get64(self, heap::SR_TILER_CTX);
+                let indices = get32(self, heap::SR_INDEX_COUNT);
+                let instances = get32(self, heap::SR_INSTANCE_COUNT);
+                let first_index = get32(self, heap::SR_INDEX_OFFSET);
+                let draw = if draw_id_register_enable {
+                    get32(self, reg(draw_id)?)
+                } else {
+                    0
+                };
+                let entries = u64::from(indices) * u64::from(instances);
+                if malloc_enable && entries > 0 {
+                    let ctx = self.csf.groups[n].streams[s].heap_ctx;
+                    if ctx == 0
+                        || !ctx.is_multiple_of(8)
+                        || entries > u64::from(heap::MAX_RUN_WORDS)
+                    {
+                        return Err(INVALID);
+                    }
+                    let tag = u64::from(draw) << 32 | u64::from(first_index);
+                    let step = self.run_idvs(n, s, as_nr, ctx, tiler_ctx, entries as u32, tag)?;
+                    if !matches!(step, Step::Next) {
+                        return Ok(step);
+                    }
                 }
-                return self.run_idvs(n, s, as_nr, ctx, first, count, tag);
+                let e = self.csf.groups[n].streams[s].sb.endpoint;
+                let what = Deferred::Work {
+                    progress: progress_increment,
+                };
+                return Ok(self.issue(n, s, e, 0, what));
             }
+        }
+        let _ = r;
+        Ok(Step::Next)
+    }
+
+    /// Issues `what` on `slot` once the slots of `waits` drain: the stream goes on at once
+    /// (see [`sb`]), or stays on the instruction while its queue is full.
+    fn issue(&mut self, n: usize, s: usize, slot: u8, waits: u16, what: Deferred) -> Step {
+        if self.csf.groups[n].streams[s].sb.issue(slot, waits, what) {
+            // It starts now unless older work on its wait slots holds it back.
+            self.sb_start(n, s, false);
+            Step::Next
+        } else {
+            Step::Full
+        }
+    }
+
+    /// `RUN_*` work on the endpoint `res` names, tracked on the stream's endpoint entry.
+    fn run_work(&mut self, n: usize, s: usize, res: u8, progress: bool) -> Result<Step, Step> {
+        if self.csf.groups[n].streams[s].resources & res == 0 {
+            return Err(Step::Fatal {
+                code: exception::CS_INSTR_INVALID,
+            });
+        }
+        if !self.cores_powered() {
+            return Err(Step::Fault {
+                code: exception::CS_ENDPOINT_FAULT,
+                va: 0,
+            });
+        }
+        let e = self.csf.groups[n].streams[s].sb.endpoint;
+        Ok(self.issue(n, s, e, 0, Deferred::Work { progress }))
+    }
+
+    /// `SYNC_ADD`/`SYNC_SET` of `data` at `va` (`wide`: 64-bit), as `op` asks.
+    #[allow(clippy::too_many_arguments)]
+    fn issue_sync(
+        &mut self,
+        n: usize,
+        s: usize,
+        va: u64,
+        data: u64,
+        wide: bool,
+        add: bool,
+        op: SyncOp<Reg>,
+    ) -> Result<Step, Step> {
+        const INVALID: Step = Step::Fatal {
+            code: exception::CS_INSTR_INVALID,
+        };
+        let slot = op.signal_slot.get();
+        let waits = op.wait_mask.bits();
+        if slot >= SCOREBOARDS || waits >> SCOREBOARDS != 0 {
+            return Err(INVALID);
+        }
+        if !va.is_multiple_of(if wide { 8 } else { 4 }) {
+            return Err(INVALID);
+        }
+        let what = Deferred::Sync {
+            va,
+            wide,
+            add,
+            data,
+            propagate: op.error_propagate,
+            system: op.scope == SyncScope::System,
+        };
+        Ok(self.issue(n, s, slot, waits, what))
+    }
+
+    /// `SYNC_WAIT` until the object at `va` compares with `value` as `cond` says. The object's
+    /// error word follows its value: a set one fails the stream with `CS_INHERIT_FAULT` when
+    /// the wait rejects errors, and becomes the stream's error state otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn sync_wait(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        va: u64,
+        value: u64,
+        wide: bool,
+        cond: WaitCondition,
+        reject: bool,
+    ) -> Result<Step, Step> {
+        let len = if wide { 8 } else { 4 };
+        if !va.is_multiple_of(len as u64) {
+            return Err(Step::Fatal {
+                code: exception::CS_INSTR_INVALID,
+            });
+        }
+        let mem = self.stream_read(n, s, as_nr, va, len)?;
+        let go = match cond {
+            WaitCondition::Lequal => mem <= value,
+            WaitCondition::Greater => mem > value,
+        };
+        if !go {
+            let mut status = (cond as u32) << cs::STATUS_WAIT_SYNC_COND_SHIFT;
+            if wide {
+                status |= cs::STATUS_WAIT_SYNC_64B;
+            }
+            return Ok(Step::Block {
+                addr: va,
+                value,
+                status,
+            });
+        }
+        let error = self.stream_read(n, s, as_nr, va.wrapping_add(len as u64), 4)? != 0;
+        if error {
+            if reject {
+                return Err(Step::Fault {
+                    code: exception::CS_INHERIT_FAULT,
+                    va,
+                });
+            }
+            self.csf.groups[n].streams[s].error = true;
         }
         Ok(Step::Next)
     }
 
-    /// `RUN_IDVS`: writes `count` words into the heap whose context is at `ctx` (see
-    /// [`heap`]). Progress survives a stall or a `TILER_OOM` in the stream's state, so that
-    /// executing the instruction again goes on where it stopped.
+    /// `RUN_IDVS`'s tiling: writes `count` entries into the heap whose context is at `ctx`
+    /// (see [`heap`]), the first chunk being the one the tiler context at `tiler_ctx` names.
+    /// Progress survives a stall or a `TILER_OOM` in the stream's state, so that executing the
+    /// instruction again goes on where it stopped.
     #[allow(clippy::too_many_arguments)]
     fn run_idvs(
         &mut self,
@@ -1153,7 +1787,7 @@ impl<M: PhysMemory> Gpu<M> {
         s: usize,
         as_nr: usize,
         ctx: u64,
-        first: u64,
+        tiler_ctx: u64,
         count: u32,
         tag: u64,
     ) -> Result<Step, Step> {
@@ -1162,32 +1796,52 @@ impl<M: PhysMemory> Gpu<M> {
             None => {
                 let link = self.stream_read(n, s, as_nr, ctx.wrapping_add(heap::CTX_CHUNK), 8)?;
                 let top = self.stream_read(n, s, as_nr, ctx.wrapping_add(heap::CTX_TOP), 8)?;
-                let vt = self.stream_read(n, s, as_nr, ctx.wrapping_add(heap::CTX_VT_START), 8)?;
                 TilerRun {
                     link,
                     top,
                     done: 0,
-                    vt_start: (vt as u32).wrapping_add(1),
-                    vt_end: (vt >> 32) as u32,
+                    first: 0,
                 }
             }
         };
-        let res = self.tile(n, s, as_nr, ctx, first, count, tag, &mut run);
+        if run.link == 0 && run.first == 0 {
+            // An unused heap starts in the chunk its descriptor names.
+            run.first = self.first_chunk(n, s, as_nr, tiler_ctx)?;
+        }
+        let res = self.tile(n, s, as_nr, ctx, count, tag, &mut run);
         let st = &mut self.csf.groups[n].streams[s];
         st.tiler = Some(run);
         if !matches!(res, Ok(Step::Next)) {
             return res;
         }
-        // Done: the context records where the next run starts and that this one finished.
-        let vt = u64::from(run.vt_start) | u64::from(run.vt_start) << 32;
+        // Done: the context records where the next run starts.
         self.stream_write(n, s, as_nr, ctx.wrapping_add(heap::CTX_CHUNK), run.link, 8)?;
         self.stream_write(n, s, as_nr, ctx.wrapping_add(heap::CTX_TOP), run.top, 8)?;
-        self.stream_write(n, s, as_nr, ctx.wrapping_add(heap::CTX_VT_START), vt, 8)?;
         self.csf.groups[n].streams[s].tiler = None;
         Ok(Step::Next)
     }
 
-    /// The word loop of [`run_idvs`](Self::run_idvs).
+    /// The link of the first chunk of the heap the tiler context at `tiler_ctx` uses: the
+    /// context's heap descriptor holds the chunk's address and size.
+    fn first_chunk(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        tiler_ctx: u64,
+    ) -> Result<u64, Step> {
+        if tiler_ctx == 0 || !tiler_ctx.is_multiple_of(64) {
+            return Err(Step::Fatal {
+                code: exception::CS_INSTR_INVALID,
+            });
+        }
+        let desc = self.stream_read(n, s, as_nr, tiler_ctx.wrapping_add(heap::TILER_HEAP), 8)?;
+        let size = self.stream_read(n, s, as_nr, desc.wrapping_add(heap::HEAP_SIZE), 4)?;
+        let base = self.stream_read(n, s, as_nr, desc.wrapping_add(heap::HEAP_BASE), 8)?;
+        Ok(base & !0xfff | (size >> 12) & 0xfff)
+    }
+
+    /// The entry loop of [`run_idvs`](Self::run_idvs).
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &mut self,
@@ -1195,7 +1849,6 @@ impl<M: PhysMemory> Gpu<M> {
         s: usize,
         as_nr: usize,
         ctx: u64,
-        first: u64,
         count: u32,
         tag: u64,
         run: &mut TilerRun,
@@ -1206,12 +1859,11 @@ impl<M: PhysMemory> Gpu<M> {
         };
         while run.done < count {
             if run.link == 0 {
-                // An unused heap starts in its first chunk.
-                if heap::link_size(first) <= heap::CHUNK_HEADER_SIZE {
-                    return Err(oom(heap::link_addr(first)));
+                if heap::link_size(run.first) <= heap::CHUNK_HEADER_SIZE {
+                    return Err(oom(heap::link_addr(run.first)));
                 }
-                run.link = first;
-                run.top = heap::link_addr(first).wrapping_add(heap::CHUNK_HEADER_SIZE);
+                run.link = run.first;
+                run.top = heap::link_addr(run.first).wrapping_add(heap::CHUNK_HEADER_SIZE);
             }
             let chunk = heap::link_addr(run.link);
             let end = chunk.wrapping_add(heap::link_size(run.link));
@@ -1221,15 +1873,30 @@ impl<M: PhysMemory> Gpu<M> {
                 if next == 0 {
                     match self.csf.groups[n].streams[s].oom_answer {
                         None => {
+                            let mut c = [0u8; 12];
+                            let at = ctx.wrapping_add(heap::CTX_VT_START);
+                            self.stream_access(n, s, as_nr, at, Data::Read(&mut c), false)?;
+                            let word =
+                                |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
                             return Ok(Step::TilerOom {
                                 ctx,
-                                vt_start: run.vt_start,
-                                vt_end: run.vt_end,
-                            })
+                                vt_start: word(0),
+                                vt_end: word(4),
+                                frag_end: word(8),
+                            });
                         }
                         Some(0) => {
-                            self.csf.groups[n].streams[s].oom_answer = None;
-                            return Err(oom(ctx));
+                            let st = &mut self.csf.groups[n].streams[s];
+                            st.oom_answer = None;
+                            // With a handler the stream renders what it has (incremental
+                            // rendering), then tiles again; without one it cannot go on.
+                            return match st.handler {
+                                Some((addr, len)) => Ok(Step::Exception {
+                                    addr,
+                                    len: u64::from(len),
+                                }),
+                                None => Err(oom(ctx)),
+                            };
                         }
                         Some(new) => {
                             // The driver's chunk joins the list behind the full one.
@@ -1246,8 +1913,8 @@ impl<M: PhysMemory> Gpu<M> {
                 run.top = heap::link_addr(next).wrapping_add(heap::CHUNK_HEADER_SIZE);
                 continue;
             }
-            let word = tag.wrapping_add(u64::from(run.done));
-            self.stream_write(n, s, as_nr, run.top, word, 8)?;
+            let entry = tag & !0xffff_ffff | u64::from((tag as u32).wrapping_add(run.done));
+            self.stream_write(n, s, as_nr, run.top, entry, 8)?;
             run.top = run.top.wrapping_add(8);
             run.done += 1;
         }
@@ -1284,13 +1951,23 @@ fn save_stream(st: &Stream, extract: u64) -> [u8; suspend::USED as usize] {
         put(suspend::TILER, &t.link.to_le_bytes());
         put(suspend::TILER + 8, &t.top.to_le_bytes());
         put(suspend::TILER + 16, &t.done.to_le_bytes());
-        put(suspend::TILER + 20, &t.vt_start.to_le_bytes());
-        put(suspend::TILER + 24, &t.vt_end.to_le_bytes());
+        put(suspend::TILER + 24, &t.first.to_le_bytes());
     }
     if let Some(a) = st.oom_answer {
         flags |= suspend::OOM_ANSWER;
         put(suspend::OOM, &a.to_le_bytes());
     }
+    if let Some((addr, len)) = st.handler {
+        flags |= suspend::HANDLER;
+        put(suspend::HANDLER_ADDR, &addr.to_le_bytes());
+        put(suspend::HANDLER_LEN, &len.to_le_bytes());
+    }
+    let sb = u32::from(st.sb.endpoint)
+        | u32::from(st.sb.other) << 8
+        | u32::from(st.resources) << 16
+        | u32::from(st.error) << 24;
+    put(suspend::SB, &sb.to_le_bytes());
+    put(suspend::PROGRESS, &st.progress.to_le_bytes());
     put(suspend::FLAGS, &flags.to_le_bytes());
     put(suspend::EXTRACT, &extract.to_le_bytes());
     put(suspend::HEAP_CTX, &st.heap_ctx.to_le_bytes());
@@ -1334,13 +2011,27 @@ fn load_stream(rec: &[u8; suspend::USED as usize], hang: bool) -> (Stream, u64) 
             link: u64_at(suspend::TILER),
             top: u64_at(suspend::TILER + 8),
             done: u32_at(suspend::TILER + 16),
-            vt_start: u32_at(suspend::TILER + 20),
-            vt_end: u32_at(suspend::TILER + 24),
+            first: u64_at(suspend::TILER + 24),
         });
     }
     if flags & suspend::OOM_ANSWER != 0 {
         st.oom_answer = Some(u64_at(suspend::OOM));
     }
+    if flags & suspend::HANDLER != 0 {
+        st.handler = Some((u64_at(suspend::HANDLER_ADDR), u32_at(suspend::HANDLER_LEN)));
+    }
+    let sb = u32_at(suspend::SB);
+    // A record naming entries the stream does not have is as bad as a too-deep stack.
+    let (endpoint, other) = (sb as u8, (sb >> 8) as u8);
+    if endpoint >= SCOREBOARDS || other >= SCOREBOARDS {
+        st.status = StreamStatus::Fatal;
+    } else {
+        st.sb.endpoint = endpoint;
+        st.sb.other = other;
+    }
+    st.resources = (sb >> 16) as u8 & 0xf;
+    st.error = (sb >> 24) & 1 != 0;
+    st.progress = u64_at(suspend::PROGRESS);
     let depth = u32_at(suspend::DEPTH) as usize;
     if depth >= csf::MAX_CALL_DEPTH {
         st.status = StreamStatus::Fatal;
@@ -1369,6 +2060,8 @@ fn stream_source(n: usize, s: usize) -> u16 {
 #[derive(Default)]
 struct RunResult {
     mcu_fault: bool,
+    /// Some stream has operations in flight: the engine must keep stepping.
+    pending: bool,
     progressed: bool,
     synced: bool,
     blocked: bool,

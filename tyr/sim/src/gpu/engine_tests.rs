@@ -2,69 +2,111 @@
 
 use std::sync::Arc;
 
-use crate::csf::instr::Condition;
 use crate::csf::{self, cs, csg, glb, ring};
 use crate::regs::{self, as_cmd, as_reg, doorbell, mcu};
 use crate::testutil::{HandTables, RW_PAGE};
 use crate::{Config, Gpu, IrqLine, PhysAddr, SimMemory, WalkConfig};
+use ::csf::WaitCondition as Condition;
 
-/// A small assembler for the tests' streams, over the simulator's own encoding.
+/// A small assembler for the tests' streams, over the `csf` crate's encoders (register numbers
+/// as plain integers, as the tests write them).
 mod instr {
-    use crate::csf::instr::{Condition, Op};
+    use ::csf::{
+        HeapOp, Imm48, Instr, Reg, Reg64, Slot, SlotMask, SyncOp, WaitCondition, WaitMask,
+    };
 
     pub(super) const fn nop() -> u64 {
-        Op::Nop.encode()
+        Instr::nop().encode()
     }
     pub(super) const fn move48(d: u8, imm: u64) -> u64 {
-        Op::Move48 { d, imm }.encode()
+        Instr::move48(Reg64(d), Imm48::from_low_bits(imm)).encode()
     }
     pub(super) const fn move32(r: u8, imm: u32) -> u64 {
-        Op::Move32 { r, imm }.encode()
+        Instr::move32(Reg(r), imm).encode()
     }
-    pub(super) const fn wait(mask: u16) -> u64 {
-        Op::Wait { mask }.encode()
+    pub(super) const fn wait(mask: u8) -> u64 {
+        Instr::wait(WaitMask::from_bits(mask)).encode()
     }
     pub(super) const fn add_imm32(d: u8, s: u8, imm: i32) -> u64 {
-        Op::AddImm32 { d, s, imm }.encode()
+        Instr::add_imm32(Reg(d), Reg(s), imm).encode()
     }
     pub(super) const fn add_imm64(d: u8, s: u8, imm: i32) -> u64 {
-        Op::AddImm64 { d, s, imm }.encode()
+        Instr::add_imm64(Reg64(d), Reg64(s), imm).encode()
     }
     pub(super) const fn load_multiple(base: u8, addr: u8, offset: i16, mask: u16) -> u64 {
-        Op::LoadMultiple {
-            base,
-            addr,
-            offset,
-            mask,
-        }
-        .encode()
+        Instr::load_multiple(Reg(base), Reg64(addr), offset, mask).encode()
     }
     pub(super) const fn store_multiple(base: u8, addr: u8, offset: i16, mask: u16) -> u64 {
-        Op::StoreMultiple {
-            base,
-            addr,
-            offset,
-            mask,
+        Instr::store_multiple(Reg(base), Reg64(addr), offset, mask).encode()
+    }
+    pub(super) const fn call(addr: u8, len: u8) -> u64 {
+        Instr::call(Reg64(addr), Reg(len)).encode()
+    }
+    pub(super) const fn sync_add64(addr: u8, data: u8) -> u64 {
+        Instr::sync_add64(SyncOp::new(Reg64(addr), Reg64(data))).encode()
+    }
+    pub(super) const fn sync_set32(addr: u8, data: u8) -> u64 {
+        Instr::sync_set32(SyncOp::new(Reg64(addr), Reg(data))).encode()
+    }
+    pub(super) const fn sync_wait64(cond: WaitCondition, addr: u8, data: u8) -> u64 {
+        Instr::sync_wait64(cond, Reg64(addr), Reg64(data)).encode()
+    }
+    pub(super) const fn heap_set(addr: u8) -> u64 {
+        Instr::heap_set(Reg64(addr)).encode()
+    }
+    /// `REQ_RESOURCE` of the IDVS endpoint alone.
+    pub(super) const fn req_idvs() -> u64 {
+        Instr::ReqResource {
+            compute: false,
+            fragment: false,
+            tiler: false,
+            idvs: true,
         }
         .encode()
     }
-    pub(super) const fn call(addr: u8, len: u8) -> u64 {
-        Op::Call { addr, len }.encode()
+    /// `HEAP_OPERATION op` after the slots of `wait`, signalling slot 1.
+    pub(super) const fn heap_op(operation: HeapOp, wait: u16) -> u64 {
+        Instr::HeapOperation {
+            operation,
+            wait_mask: SlotMask::from_bits(wait),
+            signal_slot: Slot::of::<1>(),
+        }
+        .encode()
     }
-    pub(super) const fn sync_add64(addr: u8, data: u8) -> u64 {
-        Op::SyncAdd64 { addr, data }.encode()
+    /// `RUN_IDVS` with the tiler allocating from the heap.
+    pub(super) const fn run_idvs() -> u64 {
+        Instr::RunIdvs {
+            flags_override: 0,
+            progress_increment: false,
+            malloc_enable: true,
+            draw_id_register_enable: false,
+            varying_srt_select: false,
+            varying_fau_select: false,
+            varying_tsd_select: false,
+            fragment_srt_select: false,
+            fragment_tsd_select: false,
+            draw_id: Reg(0),
+        }
+        .encode()
     }
-    pub(super) const fn sync_set32(addr: u8, data: u8) -> u64 {
-        Op::SyncSet32 { addr, data }.encode()
-    }
-    pub(super) const fn sync_wait64(cond: Condition, addr: u8, data: u8) -> u64 {
-        Op::SyncWait64 { cond, addr, data }.encode()
-    }
-    pub(super) const fn heap_set(addr: u8) -> u64 {
-        Op::HeapSet { addr }.encode()
-    }
-    pub(super) const fn run_idvs(first: u8, count: u8, tag: u8) -> u64 {
-        Op::RunIdvs { first, count, tag }.encode()
+    /// A render pass's tiling as a stream writes it: the heap context in `d2`, the tiler
+    /// context in `d40`, `count` entries from index `first`, the pass counted as started
+    /// (waited for) and finished (once the tiling's endpoint entry, 0, drains). The
+    /// `RUN_IDVS` is word 9.
+    pub(super) const fn tile(ctx: u64, tiler_ctx: u64, count: u32, first: u32) -> [u64; 11] {
+        [
+            move48(2, ctx),
+            heap_set(2),
+            req_idvs(),
+            move48(40, tiler_ctx),
+            move32(33, count),
+            move32(34, 1),
+            move32(35, first),
+            heap_op(HeapOp::VertexTilerStarted, 0),
+            wait(0b10),
+            run_idvs(),
+            heap_op(HeapOp::VertexTilerCompleted, 0b1),
+        ]
     }
 }
 
@@ -354,6 +396,8 @@ fn stream_moves_stores_loads_and_signals() {
             instr::move32(5, 0x2222),
             instr::store_multiple(4, 2, 0x10, 0b11),
             instr::load_multiple(6, 2, 0x10, 0b11),
+            // Loads land when their scoreboard entry (the "other" one, 0) drains.
+            instr::wait(1),
             instr::add_imm32(6, 6, -1),
             instr::add_imm64(8, 2, 0x100),
             instr::store_multiple(6, 8, 0, 0b1),
@@ -370,7 +414,7 @@ fn stream_moves_stores_loads_and_signals() {
     assert_eq!(fw.extract(0), 0, "nothing runs before time passes");
     fw.run();
     assert_eq!(fw.extract(0), fw.inserted);
-    assert_eq!(fw.gpu.stream_instructions(0, 0), 16);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 17);
     assert_eq!(fw.user_rd64(DATA + 0x10), 0x2222_0000_1111);
     assert_eq!(fw.user_rd64(DATA + 0x100) as u32, 0x1110);
     assert_eq!(
@@ -498,7 +542,8 @@ fn sync_wait_blocks_until_the_value_is_reached() {
         1,
         &[
             instr::move48(6, 10),
-            instr::sync_wait64(Condition::Gequal, 4, 6),
+            instr::move48(16, 9),
+            instr::sync_wait64(Condition::Greater, 4, 16),
             instr::store_multiple(6, 2, 0x308, 1),
         ],
     );
@@ -531,8 +576,8 @@ fn unmapped_access_faults_the_stream() {
         "level-1 translation fault"
     );
     assert_eq!(fw.rd64(so + cs::FAULT_INFO), 0x7000_0008);
-    assert_eq!(fw.extract(0), 8, "the faulting instruction did not retire");
-    assert_eq!(fw.rd64(so + cs::STATUS_CMD_PTR), RING + 8);
+    // A store is asynchronous: the stream went on, and the fault came when the store ran.
+    assert_eq!(fw.extract(0), 24);
     // The MMU saw it in AS 1, from the stream's source ID.
     assert_ne!(fw.gpu.read32(regs::MMU_IRQ_RAWSTAT) & 0x2, 0);
     let status = fw.gpu.read32(as_reg(1, regs::AS_FAULTSTATUS));
@@ -640,11 +685,14 @@ fn locked_region_stalls_streams_until_unlock() {
     );
     fw.run();
     assert_eq!(fw.user_rd64(DATA), 0, "the store waits for the unlock");
-    assert_eq!(fw.extract(0), 16);
+    // Issued, the store no longer holds the stream: its scoreboard entry does.
+    assert_eq!(fw.extract(0), 24);
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_eq!(fw.rd32(so + cs::STATUS_SCOREBOARDS), 1);
     fw.gpu.write32(as_reg(1, regs::AS_COMMAND), as_cmd::UNLOCK);
     fw.run();
     assert_eq!(fw.user_rd64(DATA), 5);
-    assert_eq!(fw.extract(0), 24);
+    assert_eq!(fw.rd32(so + cs::STATUS_SCOREBOARDS), 0);
 }
 
 #[derive(Clone, Debug)]
@@ -718,8 +766,20 @@ proptest::proptest! {
 
 /// The heap context of the tiler tests, and a chunk link of one page.
 const CTX: u64 = DATA + 0x800;
+/// A tiler context (64-byte aligned) and the heap descriptor it points to.
+const TILER_CTX: u64 = DATA + 0xc00;
+const HEAP_DESC: u64 = DATA + 0xc80;
 const fn page_link(va: u64) -> u64 {
     va | 1
+}
+
+impl Fw {
+    /// Writes a tiler context whose heap's first chunk is the page at `first`.
+    fn tiler_context(&self, first: u64) {
+        self.user_wr64(TILER_CTX + csf::heap::TILER_HEAP, HEAP_DESC);
+        self.user_wr64(HEAP_DESC, 0x1000 << 32);
+        self.user_wr64(HEAP_DESC + csf::heap::HEAP_BASE, first);
+    }
 }
 
 impl Fw {
@@ -751,21 +811,19 @@ impl Fw {
 fn tiler_oom_waits_for_a_chunk_and_faults_without_one() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
-    // A heap three passes old whose only chunk has room for two more words.
+    // A heap three passes old whose only chunk has room for two more entries.
     fw.user_wr64(CTX + csf::heap::CTX_CHUNK, page_link(HEAP));
     fw.user_wr64(CTX + csf::heap::CTX_TOP, HEAP + 0x1000 - 16);
     fw.user_wr64(CTX + csf::heap::CTX_VT_START, 3 | 3 << 32);
+    fw.user_wr64(CTX + csf::heap::CTX_FRAG_END, 3);
+    fw.tiler_context(HEAP);
     let tile = |count: u32| {
-        [
-            instr::move48(2, CTX),
-            instr::heap_set(2),
-            instr::move48(4, page_link(HEAP)),
-            instr::move32(6, count),
-            instr::move48(8, 0x100),
-            instr::run_idvs(4, 6, 8),
+        let mut p = instr::tile(CTX, TILER_CTX, count, 0x100).to_vec();
+        p.extend([
             instr::move32(10, 0x77),
             instr::store_multiple(10, 2, 0x100, 1),
-        ]
+        ]);
+        p
     };
     fw.submit(0, &tile(4));
     fw.run();
@@ -778,7 +836,7 @@ fn tiler_oom_waits_for_a_chunk_and_faults_without_one() {
     assert_eq!(fw.rd32(so + cs::HEAP_VT_START), 4);
     assert_eq!(fw.rd32(so + cs::HEAP_VT_END), 3);
     assert_eq!(fw.rd32(so + cs::HEAP_FRAG_END), 3);
-    assert_eq!(fw.rd64(so + cs::STATUS_CMD_PTR), RING + 40);
+    assert_eq!(fw.rd64(so + cs::STATUS_CMD_PTR), RING + 9 * 8);
     assert_eq!(
         fw.rd32(Fw::shared(csf::csg_output(0) + csg::CS_IRQ_REQ)) & 1,
         1
@@ -821,16 +879,8 @@ fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
     fw.start_stream(0, 0);
     // A fresh heap of two linked chunks: the first run starts after the first chunk's header.
     fw.user_wr64(HEAP, page_link(HEAP + 0x1000));
-    let tile = |count: u32, tag: u64| {
-        [
-            instr::move48(2, CTX),
-            instr::heap_set(2),
-            instr::move48(4, page_link(HEAP)),
-            instr::move32(6, count),
-            instr::move48(8, tag),
-            instr::run_idvs(4, 6, 8),
-        ]
-    };
+    fw.tiler_context(HEAP);
+    let tile = |count: u32, first: u32| instr::tile(CTX, TILER_CTX, count, first);
     fw.submit(0, &tile(2, 0x40));
     fw.run();
     assert_eq!(fw.user_rd64(HEAP + 0x40), 0x40);
@@ -851,7 +901,15 @@ fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
     assert_eq!(fw.user_rd64(CTX + csf::heap::CTX_VT_START), 2 | 2 << 32);
     // Tiling without a heap context is an invalid instruction.
     fw.start_stream(0, 1);
-    fw.submit(1, &[instr::run_idvs(4, 6, 8)]);
+    fw.submit(
+        1,
+        &[
+            instr::req_idvs(),
+            instr::move32(33, 1),
+            instr::move32(34, 1),
+            instr::run_idvs(),
+        ],
+    );
     fw.run();
     assert!(fw.gpu.stream_faulted(0, 1));
     let so = Fw::shared(csf::cs_output(0, 1));
@@ -866,8 +924,10 @@ fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
         &[
             instr::move48(2, CTX),
             instr::heap_set(2),
-            instr::move32(6, 2),
-            instr::run_idvs(4, 6, 8),
+            instr::req_idvs(),
+            instr::move32(33, 2),
+            instr::move32(34, 1),
+            instr::run_idvs(),
         ],
     );
     fw.run();
@@ -881,14 +941,11 @@ fn tiling_follows_the_chunk_list_and_needs_a_heap_context() {
 /// reported.
 #[test]
 fn counters_need_counter_en_and_work_needs_powered_cores() {
-    use crate::csf::instr::{Op, STATE_CYCLE_COUNT, STATE_TIMESTAMP};
-    let store = |state: u8, offset: i16| {
-        Op::StoreState {
-            addr: 2,
-            state,
-            offset,
-        }
-        .encode()
+    use ::csf::{Instr, Reg64, Slot, SlotMask, StateSel};
+    const STATE_TIMESTAMP: StateSel = StateSel::Timestamp;
+    const STATE_CYCLE_COUNT: StateSel = StateSel::CycleCount;
+    let store = |state: StateSel, offset: i16| {
+        Instr::store_state(state, Reg64(2), offset, SlotMask::NONE, Slot::ZERO).encode()
     };
     let mut fw = Fw::boot();
     fw.start_stream(1, 0);
@@ -930,8 +987,8 @@ fn counters_need_counter_en_and_work_needs_powered_cores() {
         "{ts} {before:?}"
     );
     assert!(cy > before.1 && cy <= fw.gpu.read64(regs::CYCLE_COUNT_LO));
-    // An unknown selector is an invalid instruction.
-    fw.submit(0, &[store(7, 0)]);
+    // A misaligned address is an invalid instruction.
+    fw.submit(0, &[store(STATE_TIMESTAMP, 4)]);
     fw.run();
     assert!(fw.gpu.stream_faulted(1, 0));
 
@@ -944,14 +1001,11 @@ fn counters_need_counter_en_and_work_needs_powered_cores() {
         0,
         &[
             instr::move48(2, HEAP),
-            Op::HeapSet { addr: 2 }.encode(),
-            instr::move32(6, 1),
-            Op::RunIdvs {
-                first: 2,
-                count: 6,
-                tag: 2,
-            }
-            .encode(),
+            instr::heap_set(2),
+            instr::req_idvs(),
+            instr::move32(33, 1),
+            instr::move32(34, 1),
+            instr::run_idvs(),
         ],
     );
     fw.run();
@@ -1043,8 +1097,8 @@ fn suspend_program(fw: &mut Fw) -> u32 {
             instr::call(6, 8),
             instr::store_multiple(4, 2, 0x40, 1),
             instr::move48(10, DATA + 0x100),
-            instr::move48(12, 1),
-            instr::sync_wait64(Condition::Gequal, 10, 12),
+            instr::move48(12, 0),
+            instr::sync_wait64(Condition::Greater, 10, 12),
             instr::move32(14, 0x77),
             instr::store_multiple(14, 2, 0x48, 1),
         ],
@@ -1058,16 +1112,19 @@ fn suspended_group_resumes_on_another_slot_where_it_stopped() {
     fw.map_suspend_buf();
     fw.start_stream(0, 0);
     suspend_program(&mut fw);
-    // One step: the ring's first five instructions and eleven of the callee's.
+    // One step: the ring's first five instructions and eleven of the callee's, which issued
+    // five stores that have not finished yet.
     fw.step();
     assert_eq!(fw.gpu.stream_instructions(0, 0), 16);
+    assert_eq!(fw.user_rd32(DATA + 0x200), 0, "stores take time");
+    fw.csg_state(0, csg::STATE_SUSPEND);
+    // The suspend let the issued stores finish before it saved the stream.
     assert_eq!(
         fw.user_rd32(DATA + 0x200 + 4 * 4),
         115,
         "five counts stored"
     );
     assert_eq!(fw.user_rd32(DATA + 0x200 + 4 * 5), 0);
-    fw.csg_state(0, csg::STATE_SUSPEND);
     let so = Fw::shared(csf::cs_output(0, 0));
     assert_eq!(
         fw.rd32(so + cs::ACK) & cs::STATE_MASK,
@@ -1121,12 +1178,13 @@ fn a_group_started_afresh_does_not_see_a_suspended_state() {
     fw.csg_state(0, csg::STATE_SUSPEND);
     // START instead of RESUME: the stream goes on from the ring's extract with fresh state:
     // the callee is not continued (its frame was in the suspend buffer only) and the next
-    // store, through a register pair now 0, faults.
+    // store, through a register pair now 0, faults once it runs, while the stream waits on
+    // its sync object three instructions later.
     fw.start_stream(0, 0);
     fw.run();
-    assert_eq!(fw.extract(0), 5 * 8, "right after the call");
+    assert_eq!(fw.extract(0), 8 * 8, "the sync wait after the call");
     assert!(fw.gpu.stream_faulted(0, 0));
-    assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    assert_eq!(fw.gpu.stream_instructions(0, 0), 3);
     assert_eq!(fw.user_rd32(DATA + 0x200 + 4 * 5), 0);
 }
 
@@ -1220,9 +1278,11 @@ fn streams_of_a_group_run_by_their_priority() {
     assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
     fw.step();
     fw.step();
-    assert_eq!(fw.user_rd32(DATA + 0x100), 40, "stream 1 done first");
-    assert_eq!(fw.user_rd32(DATA), 0);
+    assert_eq!(fw.gpu.stream_instructions(0, 1), 43, "stream 1 done first");
     assert_eq!(fw.gpu.stream_instructions(0, 0), 0);
+    fw.step();
+    fw.step();
+    assert_eq!(fw.user_rd32(DATA + 0x100), 40, "its store finished");
     // Then the lower one runs.
     fw.run();
     assert_eq!(fw.user_rd32(DATA), 40);

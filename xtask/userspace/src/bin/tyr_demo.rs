@@ -506,10 +506,11 @@ fn write_stream(bo: &Bo, offset: u64, prog: &[u64]) {
 }
 
 /// The stream of chain job `k`: `a[k] = a[k - 1] + k²`, the sum in register 2.
-fn chain_stream(k: u64) -> [u64; 4] {
+fn chain_stream(k: u64) -> [u64; 5] {
     [
         instr::move48(0, DATA_VA + 4 * (k - 1)),
         instr::load_multiple(2, 0, 0, 1),
+        instr::wait(1),
         instr::add_imm32(2, 2, (k * k) as i32),
         instr::store_multiple(2, 0, 4, 1),
     ]
