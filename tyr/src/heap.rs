@@ -131,6 +131,14 @@ impl HeapBudget {
         self.used.load(Ordering::Acquire)
     }
 
+    /// Whether `bytes` more fit in the budget now ([`Error::NoMemory`] if not); takes nothing.
+    fn fits(&self, bytes: u64) -> Result {
+        match self.used().checked_add(bytes) {
+            Some(t) if t <= MAX_HEAP_BYTES_PER_FILE => Ok(()),
+            _ => Err(Error::NoMemory),
+        }
+    }
+
     fn take(&self, bytes: u64) -> Result {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
@@ -459,6 +467,11 @@ impl<B: Backend> HeapPools<B> {
         still_live: impl FnOnce() -> bool,
     ) -> Result<NewHeap> {
         args.check()?;
+        // The chunk list is reserved for every initial chunk at once: bound the count by what
+        // the budget can still hold before anything is allocated (`u32::MAX` chunks would be
+        // a 275 GB table). Panthor fails such a create with `ENOMEM` when its chunk
+        // allocations run out; it is refused here before they start.
+        budget.fits(u64::from(args.initial_chunks) * u64::from(args.chunk_size))?;
         let vm_key = vm.guard().key();
         let mut pools = self.pools.guard();
         if !still_live() {

@@ -2,7 +2,11 @@
 
 //! Regression tests of issue 20 on the simulated G610: create/destroy races, per-file budgets
 //! of device-wide pools, memory exhaustion. Every test counts what is left once clients close.
+//! Then those of issue 37: allocations a client sizes (measured by this binary's allocator),
+//! the page tables of huge binds, and memory the MMU may still reach after a failed update.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -32,6 +36,52 @@ fn rig() -> Rig {
         reg,
         _parent: parent,
     }
+}
+
+/// The system allocator, recording the largest block each thread asks for.
+struct Measured;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn record(size: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+}
+
+// SAFETY: Every call is forwarded to `System` with the same arguments; recording a size
+// allocates nothing.
+unsafe impl GlobalAlloc for Measured {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        record(layout.size());
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        record(layout.size());
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        record(new_size);
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static MEASURED: Measured = Measured;
+
+/// Runs `f` and returns what it returned and the largest block this thread asked for meanwhile
+/// (whether or not the allocator gave it).
+fn largest_block<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    LARGEST.with(|l| l.set(0));
+    let out = f();
+    (out, LARGEST.with(Cell::get))
 }
 
 fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
@@ -409,4 +459,36 @@ fn vm_and_group_lifetimes_race_and_leave_nothing() {
     assert_eq!(shared.sched.registered_groups(), 0);
     assert_eq!(shared.vm_count(), 0);
     assert_eq!(shared.zombie_vm_count(), 0);
+}
+
+// ---------------------------------------------------------------- issue 37
+
+/// Issue 37, defect 1: TILER_HEAP_CREATE with `initial_chunk_count = max_chunks = u32::MAX`
+/// and a valid chunk size is refused with ENOMEM (panthor's errno when its chunk allocations
+/// run out) before anything is allocated for it: no 275 GB chunk table, no chunk, no pool.
+#[test]
+fn tiler_heap_create_with_u32_max_chunks_allocates_nothing() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let dma = dev.backend.gpu().memory().live_allocations();
+    for size in [128 << 10, 8 << 20] {
+        let (res, largest) =
+            largest_block(|| umd.tiler_heap_create(vm, u32::MAX, size, u32::MAX, 0));
+        assert_eq!(errno(res), ENOMEM, "chunk size {size}");
+        eprintln!("chunk size {size}: largest block asked for {largest} bytes");
+        assert!(
+            largest < 1 << 20,
+            "chunk size {size}: a {largest}-byte block was asked for"
+        );
+    }
+    // Nothing was made: no pool, heap or chunk, no DMA memory, nothing taken from the budget.
+    assert_eq!(dev.heaps.counts(), (0, 0, 0));
+    assert_eq!(dev.backend.gpu().memory().live_allocations(), dma);
+    assert_eq!(umd.client().file().inner().heap_budget.used(), 0);
+    // Counts the budget holds are still made, up to the budget (256 MiB: 32 chunks of 8 MiB).
+    umd.tiler_heap_create(vm, 16, 8 << 20, u32::MAX, 0).unwrap();
+    assert_eq!(errno(umd.tiler_heap_create(vm, 17, 8 << 20, 17, 0)), ENOMEM);
+    assert_eq!(dev.heaps.counts(), (1, 1, 16));
 }
