@@ -65,7 +65,7 @@ use crate::backend::{Backend, DmaMemory, DmaRegion, Lock, LockOf, Words, PAGE_SI
 use crate::env;
 use crate::gem::{SharedVm, TyrVm};
 use crate::mmu::{AsSlots, AsUpdate};
-use crate::vm::KERNEL_CHUNK;
+use crate::vm::{KernelMapError, KERNEL_CHUNK};
 use crate::{Error, Result};
 
 /// Heaps per pool (per VM).
@@ -200,10 +200,21 @@ impl<D: DmaMemory + Clone> Mapped<D> {
             };
             vm.map_kernel(m.va, m.mem.addr, m.mem.size(), &mut upd)
         };
-        if let Err(e) = mapped {
-            // Nothing is mapped (`map_kernel` undoes a partial map): VA back, memory freed.
-            vm.free_kernel_range(m.va, m.vchunks);
-            return Err(e);
+        match mapped {
+            Ok(()) => {}
+            Err(KernelMapError::NotMapped(e)) => {
+                // Nothing is mapped (`map_kernel` undoes a partial map): VA back, memory freed.
+                vm.free_kernel_range(m.va, m.vchunks);
+                return Err(e);
+            }
+            Err(KernelMapError::Stuck(e)) => {
+                // The tables map the block and the MMU did not take the change: the GPU may
+                // reach it, so it is kept (never freed) and its VA stays taken.
+                m.leak = true;
+                m.vchunks = 0;
+                crate::vm::keep_pages(m.mem.size());
+                return Err(e);
+            }
         }
         m.mapped = true;
         Ok(m)
@@ -230,6 +241,7 @@ impl<D: DmaMemory + Clone> Mapped<D> {
                 // and its VA stays taken.
                 self.leak = true;
                 self.vchunks = 0;
+                crate::vm::keep_pages(self.mem.size());
             }
         }
         if self.vchunks > 0 {
@@ -244,8 +256,11 @@ impl<D: DmaMemory> Drop for Mapped<D> {
         if self.leak {
             return;
         }
-        // SAFETY: The block is owned by `self` (type invariant); the pool unmaps it from its
-        // VM before dropping it (`unmap`), and nothing else keeps a CPU pointer into it.
+        // SAFETY: The block is owned by `self` (type invariant) and no page table maps it:
+        // either it was never mapped (`new` failed before the map or `map_kernel` undid it:
+        // `KernelMapError::NotMapped`), or `unmap` removed it and the MMU confirmed the
+        // unlock (flush) after; every case where the MMU did not confirm (a stuck map or
+        // unmap) set `leak`, which returned above. Nothing else keeps a CPU pointer into it.
         unsafe { self.dma.free(self.mem) };
     }
 }

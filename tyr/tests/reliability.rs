@@ -21,6 +21,7 @@ type Drv = TyrDriver<HostBackend>;
 
 const EBUSY: i32 = -16;
 const ENOMEM: i32 = -12;
+const ETIMEDOUT: i32 = -110;
 /// Rounds of the races (each is a few milliseconds natively).
 const ROUNDS: usize = if cfg!(miri) { 2 } else { 200 };
 
@@ -491,4 +492,71 @@ fn tiler_heap_create_with_u32_max_chunks_allocates_nothing() {
     umd.tiler_heap_create(vm, 16, 8 << 20, u32::MAX, 0).unwrap();
     assert_eq!(errno(umd.tiler_heap_create(vm, 17, 8 << 20, 17, 0)), ENOMEM);
     assert_eq!(dev.heaps.counts(), (1, 1, 16));
+}
+
+/// Pages of the kernel region of `vm` (48-bit VA: the top 256 MiB) that address space `slot`
+/// maps, and how many of them map memory that is no longer allocated.
+fn kernel_region_pages(dev: &tyr::driver::TyrDevice<HostBackend>, slot: usize) -> (usize, usize) {
+    let gpu = dev.backend.gpu();
+    let mem = gpu.memory().clone();
+    let end = 1u64 << 48;
+    gpu.with(|g| {
+        let (mut mapped, mut freed) = (0, 0);
+        for va in (end - (1 << 28)..end).step_by(4096) {
+            if let Ok(t) = g.walk(slot, va, mali_sim::AccessType::Read) {
+                mapped += 1;
+                freed += usize::from(mem.allocation_of(t.pa).is_none());
+            }
+        }
+        (mapped, freed)
+    })
+}
+
+/// Issue 37, defect 4: a heap chunk whose map the MMU does not confirm (UNLOCK times out
+/// after the page tables were written) is kept, not freed: afterwards no page of the VM maps
+/// freed memory (before: the chunk's 2,048 pages did, read-write).
+#[test]
+#[cfg_attr(miri, ignore = "MMU timeouts poll the simulated clock 10^4 times")]
+fn heap_chunk_whose_map_is_not_confirmed_is_kept() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let slot = driver::vm_activate(dev, umd.client().file(), vm).unwrap();
+    // The pool (contexts) and a first heap, mapped normally.
+    umd.tiler_heap_create(vm, 1, 128 << 10, 1, 0).unwrap();
+    assert_eq!(kernel_region_pages(dev, slot).1, 0);
+    let kept = tyr::vm::kept_pages();
+    // The LOCK before the map completes, the UNLOCK after it never does.
+    let gpu = dev.backend.gpu();
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = Some(1));
+    let e = errno(umd.tiler_heap_create(vm, 1, 8 << 20, 1, 0));
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = None);
+    assert_eq!(e, ETIMEDOUT);
+    let (mapped, freed) = kernel_region_pages(dev, slot);
+    eprintln!("after the stuck map: {mapped} kernel pages mapped, {freed} of them on freed memory");
+    assert_eq!(freed, 0, "{freed} pages of the VM map freed memory");
+    assert!(tyr::vm::kept_pages() >= kept + 2048);
+}
+
+/// Issue 37, defect 4: the same for a group's rings and sync page (129 pages).
+#[test]
+#[cfg_attr(miri, ignore = "MMU timeouts poll the simulated clock 10^4 times")]
+fn group_memory_whose_map_is_not_confirmed_is_kept() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let slot = driver::vm_activate(dev, umd.client().file(), vm).unwrap();
+    let kept = tyr::vm::kept_pages();
+    let gpu = dev.backend.gpu();
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = Some(1));
+    let e = errno(umd.group_create(vm, &[0x1_0000; 8]));
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = None);
+    assert_eq!(e, ETIMEDOUT);
+    let (mapped, freed) = kernel_region_pages(dev, slot);
+    eprintln!("after the stuck map: {mapped} kernel pages mapped, {freed} of them on freed memory");
+    assert_eq!(freed, 0, "{freed} pages of the VM map freed memory");
+    assert!(tyr::vm::kept_pages() >= kept + 129);
+    assert_eq!(dev.sched.group_count(), 0);
 }
