@@ -560,3 +560,78 @@ fn group_memory_whose_map_is_not_confirmed_is_kept() {
     assert!(tyr::vm::kept_pages() >= kept + 129);
     assert_eq!(dev.sched.group_count(), 0);
 }
+
+/// Issue 37, defect 2: with 3,072 timeline points pending (48 queues of 64 jobs, held back by
+/// a point that other work holds), 63 jobs with 64 wait ops each on the last point. Each wait
+/// unwraps into the 3,072 pending job fences; de-duplicated per timeline (the latest wins, as
+/// `drm_sched_job_add_dependency` does), each job waits on 48 fences, one per queue, instead
+/// of 196,608 (a 4.7 MB dependency table per job, 1.2 GB for the call before).
+#[test]
+#[cfg_attr(miri, ignore = "thousands of jobs")]
+fn waits_on_a_long_pending_timeline_are_deduplicated() {
+    use drm_ctx::host::syncobj::FenceRef;
+    use jobqueue::host::HostFence;
+    use jobqueue::SignalFence as _;
+    use tyr::host::JobSyncFence;
+
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    // Point 1 of `gate` is held back until the end.
+    let gate = umd.syncobj_create(false).unwrap();
+    let held = HostFence::new();
+    {
+        let t = umd.client().file().syncobjs();
+        let f: FenceRef = std::sync::Arc::new(JobSyncFence(held.clone())).into();
+        t.add_point(gate, t.alloc_point().unwrap(), f, 1).unwrap();
+    }
+    let tl = umd.syncobj_create(false).unwrap();
+    let mut point = 0u64;
+    for _ in 0..6 {
+        let g = umd.group_create(vm, &[0x1000; 8]).unwrap();
+        for q in 0..8 {
+            let jobs: Vec<Job> = (0..64)
+                .map(|_| {
+                    point += 1;
+                    Job::new(q, 0, 0)
+                        .wait_point(gate, 1)
+                        .signal_point(tl, point)
+                })
+                .collect();
+            umd.submit(g, &jobs).unwrap();
+        }
+    }
+    assert_eq!(point, 3072);
+    let victim = umd.group_create(vm, &[0x1000]).unwrap();
+    let done = umd.syncobj_create(false).unwrap();
+    let jobs: Vec<Job> = (0..63)
+        .map(|i| {
+            // 64 sync ops a job at most: the last one signals `done` too.
+            let mut j = Job::new(0, 0, 0);
+            for _ in 0..64 - usize::from(i == 62) {
+                j = j.wait_point(tl, point);
+            }
+            if i == 62 {
+                j = j.signal(done);
+            }
+            j
+        })
+        .collect();
+    let t0 = Instant::now();
+    let (res, largest) = largest_block(|| umd.submit(victim, &jobs));
+    let took = t0.elapsed();
+    eprintln!(
+        "63 jobs x 64 waits on point {point}: largest block {largest} bytes, submit took {took:?}"
+    );
+    res.unwrap();
+    assert!(
+        largest < 256 << 10,
+        "a {largest}-byte block was asked for (dependency tables sized by pending points)"
+    );
+    // Everything still runs, in order, once the held point signals.
+    assert!(held.signal(Ok(())));
+    umd.wait(&[done], 60_000_000_000).unwrap();
+    let f = umd.client().file().syncobjs().fence(done).unwrap().unwrap();
+    assert_eq!(f.status(), Some(Ok(())));
+}
