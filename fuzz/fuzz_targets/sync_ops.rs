@@ -246,6 +246,7 @@ fuzz_target!(|data: &[u8]| {
     for gate in held {
         gate.signal(Ok(()));
     }
+    drop(bo);
     drop(u);
     assert_eq!(dev.sched.group_count(), 0, "a group outlived its file");
     assert_eq!(dev.sched.bind_queue_count(), 0, "a bind queue outlived its VM");
