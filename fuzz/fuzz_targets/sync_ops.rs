@@ -62,7 +62,11 @@ fn snapshot(u: &Umd, handles: &[u32]) -> Vec<(Option<usize>, u64, u64)> {
     handles
         .iter()
         .map(|&h| {
-            let f = t.fence(h).ok().flatten().map(|f| FenceRef::as_ptr(&f) as usize);
+            let f = t
+                .fence(h)
+                .ok()
+                .flatten()
+                .map(|f| FenceRef::as_ptr(&f) as usize);
             let q = |last| u.syncobj_query(&[h], last).map_or(0, |v| v[0]);
             (f, q(false), q(true))
         })
@@ -83,7 +87,8 @@ fuzz_target!(|data: &[u8]| {
     let u = Umd::open(dev).unwrap();
     let vm = u.vm_create().unwrap();
     let bo = u.bo_create(0x10000).unwrap();
-    u.write_stream(&bo, 0, &[tyr::csf::instr::move32(2, 1)]).unwrap();
+    u.write_stream(&bo, 0, &[tyr::csf::instr::move32(2, 1)])
+        .unwrap();
     u.map(vm, &bo, CODE_VA).unwrap();
     let group = u.group_create(vm, &[0x1000, 0x1000]).unwrap();
     // Handles 1..=4 are syncobjs (two timelines, two binary), 5 is a timeline made later, and
@@ -153,9 +158,17 @@ fuzz_target!(|data: &[u8]| {
                 let before = snapshot(&u, &handles);
                 let t0 = Instant::now();
                 let r = errno(u.submit(group, &jobs));
-                assert!(t0.elapsed() < Duration::from_secs(5), "a submit took {:?}", t0.elapsed());
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "a submit took {:?}",
+                    t0.elapsed()
+                );
                 if r != 0 {
-                    assert_eq!(snapshot(&u, &handles), before, "a failed submit ({r}) changed a syncobj");
+                    assert_eq!(
+                        snapshot(&u, &handles),
+                        before,
+                        "a failed submit ({r}) changed a syncobj"
+                    );
                 }
             }
             2 => {
@@ -171,7 +184,11 @@ fuzz_target!(|data: &[u8]| {
                             DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ
                         } else {
                             DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_SYNCOBJ
-                        } | if b & 2 != 0 { DRM_PANTHOR_SYNC_OP_SIGNAL } else { 0 },
+                        } | if b & 2 != 0 {
+                            DRM_PANTHOR_SYNC_OP_SIGNAL
+                        } else {
+                            0
+                        },
                         handle: h,
                         timeline_value: if b & 4 != 0 { next_point[k] } else { 0 },
                     });
@@ -186,14 +203,22 @@ fuzz_target!(|data: &[u8]| {
                     },
                     bo_handle: if kind == 0 { bo.handle } else { 0 },
                     bo_offset: 0,
-                    va: if kind == 2 { 0 } else { 0x200_0000 + (u64::from(input.u8() % 4) << 16) },
+                    va: if kind == 2 {
+                        0
+                    } else {
+                        0x200_0000 + (u64::from(input.u8() % 4) << 16)
+                    },
                     size: if kind == 2 { 0 } else { 0x1000 },
                     syncs,
                 };
                 let before = snapshot(&u, &handles);
                 let r = errno(u.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[bind]));
                 if r != 0 {
-                    assert_eq!(snapshot(&u, &handles), before, "a failed bind ({r}) changed a syncobj");
+                    assert_eq!(
+                        snapshot(&u, &handles),
+                        before,
+                        "a failed bind ({r}) changed a syncobj"
+                    );
                 }
             }
             3 => {
@@ -227,8 +252,11 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     let i = usize::from(input.u8()) % held.len();
                     let ok = input.u8() & 1 == 0;
-                    held.swap_remove(i)
-                        .signal(if ok { Ok(()) } else { Err(jobqueue::FenceError::IO) });
+                    held.swap_remove(i).signal(if ok {
+                        Ok(())
+                    } else {
+                        Err(jobqueue::FenceError::IO)
+                    });
                 }
             }
             _ => {
@@ -249,7 +277,11 @@ fuzz_target!(|data: &[u8]| {
     drop(bo);
     drop(u);
     assert_eq!(dev.sched.group_count(), 0, "a group outlived its file");
-    assert_eq!(dev.sched.bind_queue_count(), 0, "a bind queue outlived its VM");
+    assert_eq!(
+        dev.sched.bind_queue_count(),
+        0,
+        "a bind queue outlived its VM"
+    );
     drop(reg);
     drop(parent);
     let t0 = Instant::now();
