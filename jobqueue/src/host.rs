@@ -110,6 +110,10 @@ struct FenceInner {
     settled: AtomicI32,
     cond: Condvar,
     signal_calls: AtomicUsize,
+    /// The timeline the fence belongs to (its allocator's), 0 for none.
+    context: u64,
+    /// Its place on the timeline ([`SignalFence::set_seqno`]), 0 until it has one.
+    seqno: AtomicU64,
 }
 
 /// 0 while pending, 1 for success, the (negative) errno for an error.
@@ -233,6 +237,40 @@ impl HostFence {
         n
     }
 
+    /// A new pending fence on timeline `context` (0 for none), as the fences of a
+    /// [`HostAlloc`] are: the queue gives it its sequence number when its job is committed.
+    pub fn on_timeline(context: u64) -> Self {
+        HostFence(Arc::new(FenceInner {
+            state: Mutex::default(),
+            settled: AtomicI32::new(0),
+            cond: Condvar::new(),
+            signal_calls: AtomicUsize::new(0),
+            context,
+            seqno: AtomicU64::new(0),
+        }))
+    }
+
+    /// The fence's timeline and its place on it, as a kernel `dma_fence`'s context and seqno:
+    /// `None` for a fence on no timeline or not placed yet (its job not committed). Fences of
+    /// one timeline signal in the order of their places.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use jobqueue::host::HostFence;
+    /// use jobqueue::SignalFence;
+    ///
+    /// let f = HostFence::on_timeline(7);
+    /// assert_eq!(f.timeline(), None);
+    /// f.set_seqno(3);
+    /// assert_eq!(f.timeline(), Some((7, 3)));
+    /// assert_eq!(HostFence::new().timeline(), None);
+    /// ```
+    pub fn timeline(&self) -> Option<(u64, u64)> {
+        let seqno = self.0.seqno.load(Ordering::Acquire);
+        (self.0.context != 0 && seqno != 0).then_some((self.0.context, seqno))
+    }
+
     /// Whether `self` and `other` are the same fence.
     pub fn ptr_eq(&self, other: &HostFence) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -303,6 +341,10 @@ fn unlink(node: &CallbackNode) -> Option<Arc<CallbackNode>> {
 }
 
 impl SignalFence for HostFence {
+    fn set_seqno(&self, seqno: u64) {
+        self.0.seqno.store(seqno, Ordering::Release);
+    }
+
     fn signal(&self, result: FenceResult) -> bool {
         self.0.signal_calls.fetch_add(1, Ordering::SeqCst);
         let (mut next, notify) = {
@@ -337,9 +379,29 @@ impl SignalFence for HostFence {
 ///
 /// [`HostAlloc::failing_after`] makes every allocation after the first `n` fail, to test
 /// out-of-memory handling.
-#[derive(Debug, Default)]
+///
+/// Each allocator is a timeline of its own (a `dma_fence` context): its fences carry its
+/// number and, once their jobs are committed, their sequence numbers ([`HostFence::timeline`]).
+#[derive(Debug)]
 pub struct HostAlloc {
     budget: Option<AtomicUsize>,
+    context: u64,
+}
+
+/// The last timeline number handed out.
+static CONTEXTS: AtomicU64 = AtomicU64::new(0);
+
+fn new_context() -> u64 {
+    CONTEXTS.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+impl Default for HostAlloc {
+    fn default() -> Self {
+        HostAlloc {
+            budget: None,
+            context: new_context(),
+        }
+    }
 }
 
 impl HostAlloc {
@@ -352,7 +414,13 @@ impl HostAlloc {
     pub fn failing_after(n: usize) -> Self {
         HostAlloc {
             budget: Some(AtomicUsize::new(n)),
+            context: new_context(),
         }
+    }
+
+    /// The timeline of the fences this allocator makes.
+    pub fn context(&self) -> u64 {
+        self.context
     }
 
     fn take(&self) -> Result<(), AllocError> {
@@ -371,7 +439,7 @@ impl Allocator<HostFence> for HostAlloc {
 
     fn try_new_fence(&self, _token: &AllocToken<'_>) -> Result<HostFence, AllocError> {
         self.take()?;
-        Ok(HostFence::new())
+        Ok(HostFence::on_timeline(self.context))
     }
 
     fn try_new_callback(&self, _token: &AllocToken<'_>) -> Result<HostCallback, AllocError> {

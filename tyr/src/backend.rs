@@ -405,6 +405,12 @@ pub trait Backend: Send + Sync + 'static {
     /// [`Error::Invalid`](crate::Error::Invalid) for a fence the backend cannot wait for.
     fn dependency(f: &drm_ctx::drm::SyncobjFence) -> Result<Self::Fence>;
 
+    /// A fence's timeline and place on it (a `dma_fence`'s context and seqno), `None` for a
+    /// fence on no timeline or without a place yet (the done fence of a job not committed).
+    /// Of two fences of one timeline the later signals last, so a job that waits on both
+    /// needs to wait only on the later one (`drm_sched_job_add_dependency`'s rule).
+    fn fence_timeline(f: &Self::Fence) -> Option<(u64, u64)>;
+
     /// Whether `line` is asserted.
     fn irq_pending(&self, line: IrqLine) -> bool;
 

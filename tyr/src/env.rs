@@ -47,6 +47,10 @@ use drm_ctx::mem::Allocator;
 
 use crate::{Error, Result};
 
+/// The largest block a container asks its allocator for: `INT_MAX` bytes, above which the
+/// kernel's `kvmalloc` fails with a warning. A growth beyond it is [`Error::NoMemory`].
+pub const MAX_BLOCK: usize = i32::MAX as usize;
+
 /// A growable array whose memory comes from `A`.
 ///
 /// # Invariants
@@ -144,6 +148,11 @@ impl<T, A: Allocator> Vec<T, A> {
 
     fn grow_to(&mut self, new_cap: usize) -> Result {
         let layout = Layout::array::<T>(new_cap).map_err(|_| Error::NoMemory)?;
+        // What `kvmalloc` refuses (with a warning): no block is ever asked for above it,
+        // whatever length a client makes a list reach.
+        if layout.size() > MAX_BLOCK {
+            return Err(Error::NoMemory);
+        }
         let new = A::alloc(layout).map_err(|_| Error::NoMemory)?.cast::<T>();
         if self.cap != 0 {
             // SAFETY: The old block holds `len` initialised elements (invariant); the new one is

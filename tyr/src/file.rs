@@ -299,15 +299,26 @@ impl<B: Backend> DevInner<B> {
             };
             vmg.map_kernel(va, base, size, &mut upd)
         };
-        if let Err(e) = mapped {
-            vmg.free_kernel_va(va);
-            return Err(e);
+        match mapped {
+            Ok(()) => {}
+            Err(crate::vm::KernelMapError::NotMapped(e)) => {
+                // Nothing maps the memory: the VA goes back, the object is freed.
+                vmg.free_kernel_va(va);
+                return Err(e);
+            }
+            Err(crate::vm::KernelMapError::Stuck(e)) => {
+                // The tables map the object and the MMU did not confirm it: the GPU may reach
+                // it, so it is kept (a reference never dropped) and the VA stays taken.
+                crate::vm::keep_pages(size);
+                core::mem::forget(mem);
+                return Err(e);
+            }
         }
         drop(vmg);
         let iface_slots = match this.sched.alloc_iface(qargs.len()) {
             Ok(s) => s,
             Err(e) => {
-                this.unmap_group_mem(&vm, va, size);
+                this.unmap_group_mem(&vm, va, &mem);
                 return Err(e);
             }
         };
@@ -317,7 +328,7 @@ impl<B: Backend> DevInner<B> {
             Ok(va) => va,
             Err(e) => {
                 this.sched.free_iface(&iface_slots);
-                this.unmap_group_mem(&vm, va, size);
+                this.unmap_group_mem(&vm, va, &mem);
                 return Err(e);
             }
         };
@@ -374,7 +385,7 @@ impl<B: Backend> DevInner<B> {
                 Err(e) => {
                     this.put_suspend_buf(suspend_va);
                     this.sched.free_iface(&iface_slots);
-                    this.unmap_group_mem(&vm, va, size);
+                    this.unmap_group_mem(&vm, va, &mem);
                     return Err(e);
                 }
             }

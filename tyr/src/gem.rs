@@ -171,8 +171,13 @@ impl<B: Backend> TyrBo<B> {
 
 impl<B: Backend> Drop for TyrBo<B> {
     fn drop(&mut self) {
-        // SAFETY: The object owns `mem`; nothing maps it any more (VMs hold a reference to
-        // the object while they map it).
+        // SAFETY: The object owns `mem`, and no page table maps it once the last reference is
+        // gone: a VM holds a reference while a user mapping of the object is in its tables
+        // (its `gpuvm` VM-BO), and a group holds one while its kernel-region mapping of the
+        // object is there; that mapping is removed before the group lets go
+        // (`unmap_group_mem`), and wherever the MMU does not confirm a map or unmap of it
+        // (`KernelMapError::Stuck`, a failed unmap) a reference is leaked on purpose, so this
+        // never runs for memory the GPU may still reach.
         unsafe { self.dma.free(self.mem) };
     }
 }

@@ -65,7 +65,7 @@ use crate::backend::{Backend, DmaMemory, DmaRegion, Lock, LockOf, Words, PAGE_SI
 use crate::env;
 use crate::gem::{SharedVm, TyrVm};
 use crate::mmu::{AsSlots, AsUpdate};
-use crate::vm::KERNEL_CHUNK;
+use crate::vm::{KernelMapError, KERNEL_CHUNK};
 use crate::{Error, Result};
 
 /// Heaps per pool (per VM).
@@ -131,6 +131,14 @@ impl HeapBudget {
         self.used.load(Ordering::Acquire)
     }
 
+    /// Whether `bytes` more fit in the budget now ([`Error::NoMemory`] if not); takes nothing.
+    fn fits(&self, bytes: u64) -> Result {
+        match self.used().checked_add(bytes) {
+            Some(t) if t <= MAX_HEAP_BYTES_PER_FILE => Ok(()),
+            _ => Err(Error::NoMemory),
+        }
+    }
+
     fn take(&self, bytes: u64) -> Result {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
@@ -192,10 +200,21 @@ impl<D: DmaMemory + Clone> Mapped<D> {
             };
             vm.map_kernel(m.va, m.mem.addr, m.mem.size(), &mut upd)
         };
-        if let Err(e) = mapped {
-            // Nothing is mapped (`map_kernel` undoes a partial map): VA back, memory freed.
-            vm.free_kernel_range(m.va, m.vchunks);
-            return Err(e);
+        match mapped {
+            Ok(()) => {}
+            Err(KernelMapError::NotMapped(e)) => {
+                // Nothing is mapped (`map_kernel` undoes a partial map): VA back, memory freed.
+                vm.free_kernel_range(m.va, m.vchunks);
+                return Err(e);
+            }
+            Err(KernelMapError::Stuck(e)) => {
+                // The tables map the block and the MMU did not take the change: the GPU may
+                // reach it, so it is kept (never freed) and its VA stays taken.
+                m.leak = true;
+                m.vchunks = 0;
+                crate::vm::keep_pages(m.mem.size());
+                return Err(e);
+            }
         }
         m.mapped = true;
         Ok(m)
@@ -222,6 +241,7 @@ impl<D: DmaMemory + Clone> Mapped<D> {
                 // and its VA stays taken.
                 self.leak = true;
                 self.vchunks = 0;
+                crate::vm::keep_pages(self.mem.size());
             }
         }
         if self.vchunks > 0 {
@@ -236,8 +256,11 @@ impl<D: DmaMemory> Drop for Mapped<D> {
         if self.leak {
             return;
         }
-        // SAFETY: The block is owned by `self` (type invariant); the pool unmaps it from its
-        // VM before dropping it (`unmap`), and nothing else keeps a CPU pointer into it.
+        // SAFETY: The block is owned by `self` (type invariant) and no page table maps it:
+        // either it was never mapped (`new` failed before the map or `map_kernel` undid it:
+        // `KernelMapError::NotMapped`), or `unmap` removed it and the MMU confirmed the
+        // unlock (flush) after; every case where the MMU did not confirm (a stuck map or
+        // unmap) set `leak`, which returned above. Nothing else keeps a CPU pointer into it.
         unsafe { self.dma.free(self.mem) };
     }
 }
@@ -459,6 +482,11 @@ impl<B: Backend> HeapPools<B> {
         still_live: impl FnOnce() -> bool,
     ) -> Result<NewHeap> {
         args.check()?;
+        // The chunk list is reserved for every initial chunk at once: bound the count by what
+        // the budget can still hold before anything is allocated (`u32::MAX` chunks would be
+        // a 275 GB table). Panthor fails such a create with `ENOMEM` when its chunk
+        // allocations run out; it is refused here before they start.
+        budget.fits(u64::from(args.initial_chunks) * u64::from(args.chunk_size))?;
         let vm_key = vm.guard().key();
         let mut pools = self.pools.guard();
         if !still_live() {

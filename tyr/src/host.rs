@@ -683,6 +683,10 @@ impl Backend for HostBackend {
         job_fence(f)
     }
 
+    fn fence_timeline(f: &HostFence) -> Option<(u64, u64)> {
+        f.timeline()
+    }
+
     fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) -> Result {
         self.stop_events();
         {

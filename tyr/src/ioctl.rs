@@ -36,7 +36,7 @@ use drm_ctx::mem::Allocator;
 use drm_ctx::types::ARef;
 use drm_ctx::uaccess::UserMemory;
 use drm_ctx::{Error as DrmError, Result as DrmResult};
-use jobqueue::{Cost, Executor, FenceError, MaxDeps, PreparedJob, SignalFence as _};
+use jobqueue::{Cost, Executor, Fence as _, FenceError, MaxDeps, PreparedJob, SignalFence as _};
 use register::io::poll::PollClock;
 use register::io::Io;
 
@@ -239,21 +239,33 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
     /// ([`SyncobjTable::find_fence`]: `ENOENT` for an unknown handle, `EINVAL` for a point
     /// without a fence). A syncobj's fence is unwrapped into the job fences it is made of (a
     /// timeline point waits for its own and every earlier point's).
+    ///
+    /// The fences are de-duplicated as `drm_sched_job_add_dependency` does: of the fences of
+    /// one timeline (one queue's done fences) only the latest is kept, a fence already
+    /// signalled without error is dropped, and a wait op repeating one of the job's earlier
+    /// ones is skipped; so the table scales with the queues involved, not with the points
+    /// pending on a timeline. At most [`MAX_JOB_DEPS`] fences remain (`ENOMEM` beyond).
     pub(crate) fn waits(&self, syncs: &[uapi::SyncOp]) -> Result<env::Vec<B::Fence, B::Alloc>> {
-        let mut out = env::Vec::new();
+        let mut deps = Deps::<B>::default();
+        let mut seen: env::Vec<(u32, u64), B::Alloc> = env::Vec::new();
         for op in syncs.iter().filter(is_wait) {
             check_sync_op(op)?;
+            if seen.contains(&(op.handle, op.timeline_value)) {
+                continue;
+            }
+            seen.try_push((op.handle, op.timeline_value))?;
             match self.find(op.handle, op.timeline_value).map(|s| &s.fence) {
-                Some(Signal::Job(done, _)) => out.try_push(done.clone())?,
-                Some(Signal::Current(f)) => unwrap_into::<B>(&mut out, f)?,
+                // Not committed yet: no place on its timeline to compare.
+                Some(Signal::Job(done, _)) => deps.add(done.clone(), false)?,
+                Some(Signal::Current(f)) => deps.add_unwrapped(f)?,
                 Some(Signal::Nothing) => return Err(Error::Invalid),
                 None => {
                     let f = self.file.syncobj_fence(op.handle, op.timeline_value, 0)?;
-                    unwrap_into::<B>(&mut out, &f)?;
+                    deps.add_unwrapped(&f)?;
                 }
             }
         }
-        Ok(out)
+        Ok(deps.fences)
     }
 
     /// Makes the job whose done fence is `done` the one that signals its signal operations
@@ -297,17 +309,71 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
     }
 }
 
-/// Appends the job fences `f` is made of (a timeline link stands for the fences of its point
-/// and of every earlier one still pending); [`Error::Invalid`] for a fence not of this driver.
-fn unwrap_into<B: Backend>(out: &mut env::Vec<B::Fence, B::Alloc>, f: &SyncobjFence) -> Result {
-    let mut res = Ok(());
-    for_each_unwrapped(f, |part| {
-        if res.is_err() {
-            return;
+/// Most fences one job waits on once they are de-duplicated ([`SyncCtx::waits`]): a bound
+/// on the job's dependency table whatever the client does (the distinct timelines it can
+/// wait on are its queues' and the binds' of its VMs; 4,096 is far above them).
+pub const MAX_JOB_DEPS: usize = 4096;
+
+/// The dependencies of one job, de-duplicated as they are added.
+struct Deps<B: Backend> {
+    fences: env::Vec<B::Fence, B::Alloc>,
+    /// Whether a fence that signalled with an error is in `fences` (one fails the job).
+    failed: bool,
+}
+
+impl<B: Backend> Default for Deps<B> {
+    fn default() -> Self {
+        Deps {
+            fences: env::Vec::new(),
+            failed: false,
         }
-        res = B::dependency(part).and_then(|h| out.try_push(h));
-    });
-    res
+    }
+}
+
+impl<B: Backend> Deps<B> {
+    /// Adds `f`; `placed` says whether its place on its timeline is known (a committed job's
+    /// fence), and so whether it may replace an earlier fence of its timeline.
+    fn add(&mut self, f: B::Fence, placed: bool) -> Result {
+        match f.status() {
+            // Nothing to wait for.
+            Some(Ok(())) => return Ok(()),
+            // One failed fence is enough to fail the job.
+            Some(Err(_)) if self.failed => return Ok(()),
+            Some(Err(_)) => self.failed = true,
+            None => {}
+        }
+        if self.fences.iter().any(|d| d.same_fence(&f)) {
+            return Ok(());
+        }
+        if let Some((ctx, seqno)) = placed.then(|| B::fence_timeline(&f)).flatten() {
+            let same = self.fences.iter().position(|d| {
+                d.status().is_none() && B::fence_timeline(d).is_some_and(|(c, _)| c == ctx)
+            });
+            if let Some(i) = same {
+                if B::fence_timeline(&self.fences[i]).is_some_and(|(_, s)| seqno > s) {
+                    self.fences[i] = f;
+                }
+                return Ok(());
+            }
+        }
+        if self.fences.len() >= MAX_JOB_DEPS {
+            return Err(Error::NoMemory);
+        }
+        self.fences.try_push(f)
+    }
+
+    /// Adds the job fences `f` is made of (a timeline link stands for the fences of its point
+    /// and of every earlier one still pending); [`Error::Invalid`] for a fence not of this
+    /// driver.
+    fn add_unwrapped(&mut self, f: &SyncobjFence) -> Result {
+        let mut res = Ok(());
+        for_each_unwrapped(f, |part| {
+            if res.is_ok() {
+                res = B::dependency(part).and_then(|h| self.add(h, true));
+            }
+        });
+        res
+    }
 }
 
 // ---------------------------------------------------------------- DEV_QUERY, VM_*, BO_*

@@ -756,6 +756,14 @@ impl Backend for KernelBackend {
         Ok(unsafe { KernelFence::from_borrowed(raw) })
     }
 
+    fn fence_timeline(f: &KernelFence) -> Option<(u64, u64)> {
+        // The driver's done fences get their seqno (from 1) when their job is committed; a
+        // fence still at 0 has no place to compare yet. (Seqnos are compared as 64-bit
+        // numbers, as `dma_fence_is_later` does for the driver's own fences.)
+        let (context, seqno) = f.context_and_seqno();
+        (seqno != 0).then_some((context, seqno))
+    }
+
     fn start_events<E: Events + 'static>(
         &self,
         events: crate::env::Weak<E, KernelAlloc>,

@@ -776,11 +776,12 @@ impl<D: DmaMemory + Clone> SuspendWindow<D> {
             // A range of the kernel region never mapped before (the window's blocks are the
             // only mappings made there after probe, and they stay): no TLB entry of AS 0 can
             // describe it, so no flush, and no MMU command on a GPU that may be powered down.
+            // (`NoMmu` cannot fail to unlock: an error maps nothing.)
             match vm.map_kernel(va, region.addr, bytes, &mut crate::vm::NoMmu) {
                 Ok(()) => Ok(va),
                 Err(e) => {
                     vm.free_kernel_va(va);
-                    Err(e)
+                    Err(e.error())
                 }
             }
         });
@@ -1252,16 +1253,25 @@ impl<B: Backend> BindDevice<B> for DevInner<B> {
 // ---------------------------------------------------------------- groups on the device
 
 impl<B: Backend> DevInner<B> {
-    /// Unmaps group memory from the kernel region of `vm` and gives its VA back.
-    pub(crate) fn unmap_group_mem(&self, vm: &LockOf<B, TyrVm<B>>, va: u64, size: u64) {
+    /// Unmaps group memory `mem` from the kernel region of `vm` at `va` and gives its VA back.
+    /// Should the MMU not confirm the unmap, the GPU may still reach the memory: the object is
+    /// then kept (a reference that is never dropped, counted by [`crate::vm::keep_pages`]) and
+    /// the VA stays taken, so that dropping the caller's reference frees nothing.
+    pub(crate) fn unmap_group_mem(&self, vm: &LockOf<B, TyrVm<B>>, va: u64, mem: &BoRef<B>) {
+        let size = mem.0.size() as u64;
         let mut vmg = vm.guard();
         let slots = self.slots.guard();
         let mut upd = AsUpdate {
             backend: &self.backend,
             slot: slots.slot_of(vmg.key()),
         };
-        let _ = vmg.unmap_kernel(va, size, &mut upd);
+        let unmapped = vmg.unmap_kernel(va, size, &mut upd);
         drop(slots);
+        if unmapped.is_err() {
+            crate::vm::keep_pages(size);
+            core::mem::forget(mem.0.clone());
+            return;
+        }
         vmg.free_kernel_va(va);
     }
 
@@ -1314,10 +1324,9 @@ impl<B: Backend> DevInner<B> {
             jq.run();
             jq.kill();
         }
-        let size = g.mem.0.size() as u64;
         // The group holds no slot: the firmware no longer writes its suspend buffer.
         self.put_suspend_buf(g.suspend_va);
-        self.unmap_group_mem(&g.vm, g.mem_va, size);
+        self.unmap_group_mem(&g.vm, g.mem_va, &g.mem);
         self.sched.free_iface(&g.iface_slots);
         // The last group of a VM its file already destroyed: its address space goes too.
         if env::Arc::strong_count(&g.vm) == 1 {

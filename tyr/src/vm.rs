@@ -480,6 +480,49 @@ fn phase_pa<O: BoBacking>(m: &Mapping<'_, O>) -> u64 {
     }
 }
 
+/// How [`Vm::map_kernel`] failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelMapError {
+    /// Nothing is mapped: the VM is as it was, the memory may be freed and the range reused.
+    NotMapped(Error),
+    /// The page tables were written but the MMU did not confirm the update (its UNLOCK
+    /// failed): the GPU may still reach the memory through the range, so the memory must never
+    /// be freed nor the range handed out again ([`keep_pages`]).
+    Stuck(Error),
+}
+
+impl KernelMapError {
+    /// The error to report.
+    pub fn error(self) -> Error {
+        match self {
+            KernelMapError::NotMapped(e) | KernelMapError::Stuck(e) => e,
+        }
+    }
+}
+
+impl From<KernelMapError> for Error {
+    fn from(e: KernelMapError) -> Self {
+        e.error()
+    }
+}
+
+/// Pages of memory never freed because the MMU did not confirm that a VM stopped mapping them.
+static KEPT_PAGES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `bytes` of memory that will never be freed (rounded up to pages) because the MMU
+/// failed while a VM's page tables mapped them: a failed UNLOCK after a kernel-region map
+/// ([`KernelMapError::Stuck`]) or around an unmap. Leaking is the price of never letting the
+/// GPU reach freed memory.
+pub fn keep_pages(bytes: u64) {
+    KEPT_PAGES.fetch_add(bytes.div_ceil(PAGE_SIZE), Ordering::Relaxed);
+}
+
+/// Pages kept (leaked) by [`keep_pages`] so far, every device of the process (or kernel)
+/// together.
+pub fn kept_pages() -> u64 {
+    KEPT_PAGES.load(Ordering::Relaxed)
+}
+
 /// A GPU virtual address space.
 pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
     key: u64,
@@ -749,17 +792,28 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] for an unaligned range or one outside the kernel region, the
-    /// page-table errors (`EEXIST` over an existing mapping); nothing changes then.
-    pub fn map_kernel(&mut self, va: u64, pa: u64, size: u64, mmu: &mut impl MmuUpdate) -> Result {
-        self.check_kernel(va, size)?;
+    /// [`KernelMapError::NotMapped`] with [`Error::Invalid`] for an unaligned range or one
+    /// outside the kernel region, the page-table errors (`EEXIST` over an existing mapping) or
+    /// the MMU's error before anything was written; nothing changes then.
+    /// [`KernelMapError::Stuck`] when the page tables were written but the MMU failed to
+    /// unlock (flush) after: the GPU may reach the memory, which the caller must then never
+    /// free (nor reuse the range).
+    pub fn map_kernel(
+        &mut self,
+        va: u64,
+        pa: u64,
+        size: u64,
+        mmu: &mut impl MmuUpdate,
+    ) -> Result<(), KernelMapError> {
+        self.check_kernel(va, size)
+            .map_err(KernelMapError::NotMapped)?;
         let pool = self.pt.allocator();
         let ready = pool
             .reserve(self.reserved.tables + tables_for(va, size, pa))
             .and_then(|()| mmu.lock(va, size));
         if let Err(e) = ready {
             pool.drain_to(self.reserved.tables);
-            return Err(e);
+            return Err(KernelMapError::NotMapped(e));
         }
         let mapped = self
             .pt
@@ -770,8 +824,15 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         }
         self.pt.allocator().drain_to(self.reserved.tables);
         let unlocked = mmu.unlock();
-        mapped.map_err(Error::from)?;
-        unlocked
+        match (mapped, unlocked) {
+            (Ok(()), Ok(())) => Ok(()),
+            // The tables map the range and the MMU did not confirm the update.
+            (Ok(()), Err(e)) => Err(KernelMapError::Stuck(e)),
+            // Nothing stays mapped; a failed unlock leaves at most TLB entries for a range
+            // that mapped nothing before either.
+            (Err(e), Ok(())) => Err(KernelMapError::NotMapped(e.into())),
+            (Err(_), Err(e)) => Err(KernelMapError::Stuck(e)),
+        }
     }
 
     /// Unmaps a range mapped with [`map_kernel`](Self::map_kernel).

@@ -2,7 +2,11 @@
 
 //! Regression tests of issue 20 on the simulated G610: create/destroy races, per-file budgets
 //! of device-wide pools, memory exhaustion. Every test counts what is left once clients close.
+//! Then those of issue 37: allocations a client sizes (measured by this binary's allocator),
+//! the page tables of huge binds, and memory the MMU may still reach after a failed update.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -17,6 +21,7 @@ type Drv = TyrDriver<HostBackend>;
 
 const EBUSY: i32 = -16;
 const ENOMEM: i32 = -12;
+const ETIMEDOUT: i32 = -110;
 /// Rounds of the races (each is a few milliseconds natively).
 const ROUNDS: usize = if cfg!(miri) { 2 } else { 200 };
 
@@ -32,6 +37,52 @@ fn rig() -> Rig {
         reg,
         _parent: parent,
     }
+}
+
+/// The system allocator, recording the largest block each thread asks for.
+struct Measured;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn record(size: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+}
+
+// SAFETY: Every call is forwarded to `System` with the same arguments; recording a size
+// allocates nothing.
+unsafe impl GlobalAlloc for Measured {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        record(layout.size());
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        record(layout.size());
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        record(new_size);
+        // SAFETY: The caller's guarantees, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static MEASURED: Measured = Measured;
+
+/// Runs `f` and returns what it returned and the largest block this thread asked for meanwhile
+/// (whether or not the allocator gave it).
+fn largest_block<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    LARGEST.with(|l| l.set(0));
+    let out = f();
+    (out, LARGEST.with(Cell::get))
 }
 
 fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
@@ -409,4 +460,178 @@ fn vm_and_group_lifetimes_race_and_leave_nothing() {
     assert_eq!(shared.sched.registered_groups(), 0);
     assert_eq!(shared.vm_count(), 0);
     assert_eq!(shared.zombie_vm_count(), 0);
+}
+
+// ---------------------------------------------------------------- issue 37
+
+/// Issue 37, defect 1: TILER_HEAP_CREATE with `initial_chunk_count = max_chunks = u32::MAX`
+/// and a valid chunk size is refused with ENOMEM (panthor's errno when its chunk allocations
+/// run out) before anything is allocated for it: no 275 GB chunk table, no chunk, no pool.
+#[test]
+fn tiler_heap_create_with_u32_max_chunks_allocates_nothing() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let dma = dev.backend.gpu().memory().live_allocations();
+    for size in [128 << 10, 8 << 20] {
+        let (res, largest) =
+            largest_block(|| umd.tiler_heap_create(vm, u32::MAX, size, u32::MAX, 0));
+        assert_eq!(errno(res), ENOMEM, "chunk size {size}");
+        eprintln!("chunk size {size}: largest block asked for {largest} bytes");
+        assert!(
+            largest < 1 << 20,
+            "chunk size {size}: a {largest}-byte block was asked for"
+        );
+    }
+    // Nothing was made: no pool, heap or chunk, no DMA memory, nothing taken from the budget.
+    assert_eq!(dev.heaps.counts(), (0, 0, 0));
+    assert_eq!(dev.backend.gpu().memory().live_allocations(), dma);
+    assert_eq!(umd.client().file().inner().heap_budget.used(), 0);
+    // Counts the budget holds are still made, up to the budget (256 MiB: 32 chunks of 8 MiB).
+    umd.tiler_heap_create(vm, 16, 8 << 20, u32::MAX, 0).unwrap();
+    assert_eq!(errno(umd.tiler_heap_create(vm, 17, 8 << 20, 17, 0)), ENOMEM);
+    assert_eq!(dev.heaps.counts(), (1, 1, 16));
+}
+
+/// Pages of the kernel region of `vm` (48-bit VA: the top 256 MiB) that address space `slot`
+/// maps, and how many of them map memory that is no longer allocated.
+fn kernel_region_pages(dev: &tyr::driver::TyrDevice<HostBackend>, slot: usize) -> (usize, usize) {
+    let gpu = dev.backend.gpu();
+    let mem = gpu.memory().clone();
+    let end = 1u64 << 48;
+    gpu.with(|g| {
+        let (mut mapped, mut freed) = (0, 0);
+        for va in (end - (1 << 28)..end).step_by(4096) {
+            if let Ok(t) = g.walk(slot, va, mali_sim::AccessType::Read) {
+                mapped += 1;
+                freed += usize::from(mem.allocation_of(t.pa).is_none());
+            }
+        }
+        (mapped, freed)
+    })
+}
+
+/// Issue 37, defect 4: a heap chunk whose map the MMU does not confirm (UNLOCK times out
+/// after the page tables were written) is kept, not freed: afterwards no page of the VM maps
+/// freed memory (before: the chunk's 2,048 pages did, read-write).
+#[test]
+#[cfg_attr(miri, ignore = "MMU timeouts poll the simulated clock 10^4 times")]
+fn heap_chunk_whose_map_is_not_confirmed_is_kept() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let slot = driver::vm_activate(dev, umd.client().file(), vm).unwrap();
+    // The pool (contexts) and a first heap, mapped normally.
+    umd.tiler_heap_create(vm, 1, 128 << 10, 1, 0).unwrap();
+    assert_eq!(kernel_region_pages(dev, slot).1, 0);
+    let kept = tyr::vm::kept_pages();
+    // The LOCK before the map completes, the UNLOCK after it never does.
+    let gpu = dev.backend.gpu();
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = Some(1));
+    let e = errno(umd.tiler_heap_create(vm, 1, 8 << 20, 1, 0));
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = None);
+    assert_eq!(e, ETIMEDOUT);
+    let (mapped, freed) = kernel_region_pages(dev, slot);
+    eprintln!("after the stuck map: {mapped} kernel pages mapped, {freed} of them on freed memory");
+    assert_eq!(freed, 0, "{freed} pages of the VM map freed memory");
+    assert!(tyr::vm::kept_pages() >= kept + 2048);
+}
+
+/// Issue 37, defect 4: the same for a group's rings and sync page (129 pages).
+#[test]
+#[cfg_attr(miri, ignore = "MMU timeouts poll the simulated clock 10^4 times")]
+fn group_memory_whose_map_is_not_confirmed_is_kept() {
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    let slot = driver::vm_activate(dev, umd.client().file(), vm).unwrap();
+    let kept = tyr::vm::kept_pages();
+    let gpu = dev.backend.gpu();
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = Some(1));
+    let e = errno(umd.group_create(vm, &[0x1_0000; 8]));
+    gpu.with(|g| g.faults_mut().mmu_commands_before_stuck = None);
+    assert_eq!(e, ETIMEDOUT);
+    let (mapped, freed) = kernel_region_pages(dev, slot);
+    eprintln!("after the stuck map: {mapped} kernel pages mapped, {freed} of them on freed memory");
+    assert_eq!(freed, 0, "{freed} pages of the VM map freed memory");
+    assert!(tyr::vm::kept_pages() >= kept + 129);
+    assert_eq!(dev.sched.group_count(), 0);
+}
+
+/// Issue 37, defect 2: with 3,072 timeline points pending (48 queues of 64 jobs, held back by
+/// a point that other work holds), 63 jobs with 64 wait ops each on the last point. Each wait
+/// unwraps into the 3,072 pending job fences; de-duplicated per timeline (the latest wins, as
+/// `drm_sched_job_add_dependency` does), each job waits on 48 fences, one per queue, instead
+/// of 196,608 (a 4.7 MB dependency table per job, 1.2 GB for the call before).
+#[test]
+#[cfg_attr(miri, ignore = "thousands of jobs")]
+fn waits_on_a_long_pending_timeline_are_deduplicated() {
+    use drm_ctx::host::syncobj::FenceRef;
+    use jobqueue::host::HostFence;
+    use jobqueue::SignalFence as _;
+    use tyr::host::JobSyncFence;
+
+    let r = rig();
+    let dev = r.reg.device();
+    let umd = Umd::open(dev).unwrap();
+    let vm = umd.vm_create().unwrap();
+    // Point 1 of `gate` is held back until the end.
+    let gate = umd.syncobj_create(false).unwrap();
+    let held = HostFence::new();
+    {
+        let t = umd.client().file().syncobjs();
+        let f: FenceRef = std::sync::Arc::new(JobSyncFence(held.clone())).into();
+        t.add_point(gate, t.alloc_point().unwrap(), f, 1).unwrap();
+    }
+    let tl = umd.syncobj_create(false).unwrap();
+    let mut point = 0u64;
+    for _ in 0..6 {
+        let g = umd.group_create(vm, &[0x1000; 8]).unwrap();
+        for q in 0..8 {
+            let jobs: Vec<Job> = (0..64)
+                .map(|_| {
+                    point += 1;
+                    Job::new(q, 0, 0)
+                        .wait_point(gate, 1)
+                        .signal_point(tl, point)
+                })
+                .collect();
+            umd.submit(g, &jobs).unwrap();
+        }
+    }
+    assert_eq!(point, 3072);
+    let victim = umd.group_create(vm, &[0x1000]).unwrap();
+    let done = umd.syncobj_create(false).unwrap();
+    let jobs: Vec<Job> = (0..63)
+        .map(|i| {
+            // 64 sync ops a job at most: the last one signals `done` too.
+            let mut j = Job::new(0, 0, 0);
+            for _ in 0..64 - usize::from(i == 62) {
+                j = j.wait_point(tl, point);
+            }
+            if i == 62 {
+                j = j.signal(done);
+            }
+            j
+        })
+        .collect();
+    let t0 = Instant::now();
+    let (res, largest) = largest_block(|| umd.submit(victim, &jobs));
+    let took = t0.elapsed();
+    eprintln!(
+        "63 jobs x 64 waits on point {point}: largest block {largest} bytes, submit took {took:?}"
+    );
+    res.unwrap();
+    assert!(
+        largest < 256 << 10,
+        "a {largest}-byte block was asked for (dependency tables sized by pending points)"
+    );
+    // Everything still runs, in order, once the held point signals.
+    assert!(held.signal(Ok(())));
+    umd.wait(&[done], 60_000_000_000).unwrap();
+    let f = umd.client().file().syncobjs().fence(done).unwrap().unwrap();
+    assert_eq!(f.status(), Some(Ok(())));
 }

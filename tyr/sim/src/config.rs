@@ -180,6 +180,11 @@ pub struct FaultInjection {
     pub tiler_never_powers_up: bool,
     /// MMU commands never finish (`AS_STATUS.ACTIVE` stays set).
     pub mmu_command_stuck: bool,
+    /// When set, that many more MMU commands (`AS_COMMAND` writes, every address space
+    /// together) finish as usual and every later one never does, as with
+    /// [`mmu_command_stuck`](Self::mmu_command_stuck): a `LOCK` that completes followed by an
+    /// `UNLOCK` that hangs, for example.
+    pub mmu_commands_before_stuck: Option<u32>,
 }
 
 /// Everything a [`Gpu`](super::Gpu) is created with.

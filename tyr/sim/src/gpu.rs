@@ -1109,7 +1109,13 @@ impl<M: PhysMemory> Gpu<M> {
 
     fn as_write(&mut self, n: usize, reg: usize, v: u32) -> Result<(), BusErrorKind> {
         let delay = self.cfg.timings.mmu_command_ns;
-        let stuck = self.cfg.faults.mmu_command_stuck;
+        let mut stuck = self.cfg.faults.mmu_command_stuck;
+        if reg == regs::AS_COMMAND && n < self.num_as {
+            if let Some(left) = self.cfg.faults.mmu_commands_before_stuck.as_mut() {
+                stuck |= *left == 0;
+                *left = left.saturating_sub(1);
+            }
+        }
         let done_at = if stuck { None } else { self.after(delay) };
         let a = self.address_spaces[..self.num_as]
             .get_mut(n)
