@@ -71,6 +71,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// The chain's job 1 as the GPU runs it, disassembled (`--csdump`, what `cargo xtask csdump
+/// --demo` asks for): the user stream the job names, and the instructions Tyr writes into the
+/// queue's ring around it (its sync object's address left 0: the kernel's, not userspace's).
+fn csdump_chain(umd: &Umd) -> Result<(), String> {
+    let k = 1;
+    let stream = [
+        instr::move48(0, DATA_VA + 4 * (k - 1)),
+        instr::load_multiple(2, 0, 0, 1),
+        instr::wait(1),
+        instr::add_imm32(2, 2, (k * k) as i32),
+        instr::store_multiple(2, 0, 4, 1),
+    ];
+    let flush = umd
+        .latest_flush_id()
+        .map_err(|e| format!("flush ID: {e:?}"))?;
+    let addr = CODE_VA + k * 64;
+    let ring = tyr::sched::job_instrs(addr, 8 * stream.len() as u32, flush, 0, 8);
+    println!("csdump: chain job {k}, the ring job Tyr writes for it:");
+    print!("{}", csf::Disasm::new(&ring, 0));
+    println!("csdump: chain job {k}, the user stream it calls:");
+    print!("{}", csf::Disasm::new(&stream, addr));
+    Ok(())
+}
+
 fn check(ok: bool, what: &str) -> Result<(), String> {
     if ok {
         Ok(())
@@ -165,6 +189,9 @@ fn run() -> Result<(), String> {
     }
     umd.wait(&[prev], 10 * SECOND).map_err(e("SYNCOBJ_WAIT"))?;
     let chain_time = started.elapsed();
+    if std::env::args().any(|a| a == "--csdump") {
+        csdump_chain(&umd)?;
+    }
     let mut sum = 0u32;
     for k in 1..=CHAIN {
         sum += (k * k) as u32;

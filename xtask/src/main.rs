@@ -11,6 +11,7 @@
 //! cargo xtask bench [--quick] [--write-docs]  every crate's peer comparison, one line each
 //! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
 //! cargo xtask csdump [--base ADDR] <file|->  disassemble a Mali v10 command stream (csf's example)
+//! cargo xtask csdump --demo               run the Mali-G610 demo, disassembling its chain's job 1
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
 //! cargo xtask kernel-bench [--kdir DIR] [--wall-clock]  the vs-C suites in a kernel built
@@ -54,6 +55,7 @@ fn usage() -> ExitCode {
            fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
            csdump [--base ADDR] <file|->  disassemble a Mali v10 command stream (little-endian\n  \
                               64-bit words; - reads stdin; ADDR is the first word's GPU address)\n  \
+           csdump --demo              run the Mali-G610 demo, disassembling its chain's job 1\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
            kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU\n  \
            kernel-bench [--kdir DIR] [--wall-clock]  the comparisons with the C code in a\n  \
@@ -478,6 +480,23 @@ fn miri_targets(package: &str) -> &'static [&'static str] {
 ///
 /// The example runs from the workspace root, so a relative path is made absolute first.
 fn csdump(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--demo") {
+        // The demo's chain as the GPU runs it: the example disassembles it with `csf`.
+        return Cmd::cargo(&[
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "gpukit-tyr",
+            "--features",
+            "host",
+            "--example",
+            "mali_g610",
+            "--",
+            "--csdump",
+        ])
+        .status();
+    }
     let mut forwarded = Vec::new();
     let mut has_file = false;
     let mut after_base = false;
