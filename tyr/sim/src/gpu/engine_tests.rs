@@ -151,6 +151,11 @@ impl Fw {
     fn boot() -> Fw {
         let mut cfg = Config::g610();
         cfg.timings.mmu_command_ns = 0;
+        Fw::boot_with(cfg)
+    }
+
+    /// [`Fw::boot`] with another configuration.
+    fn boot_with(cfg: Config) -> Fw {
         let mut gpu = Gpu::new(cfg);
         let mem = gpu.memory().clone();
         let mcu_tables = HandTables::new(&mem);
@@ -1288,3 +1293,6 @@ fn streams_of_a_group_run_by_their_priority() {
     assert_eq!(fw.user_rd32(DATA), 40);
     assert!(fw.gpu.bus_errors().is_empty());
 }
+
+#[path = "isa_tests.rs"]
+mod isa;
