@@ -8,7 +8,6 @@
 use ::csf::{
     Condition, ExceptionType, FlushMode, HeapOp, Imm48, Instr, OtherFlushMode, ProgressQueue, Reg,
     Reg64, ShaderSelect, Slot, SlotMask, SyncOp, SyncScope, TaskAxis, TaskIncrement, WaitCondition,
-    WaitMask,
 };
 
 use std::vec;
