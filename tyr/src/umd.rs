@@ -100,6 +100,8 @@ pub struct Job {
     pub signals: Vec<u32>,
     /// Timeline points to wait on and signal (after the binary waits and signals).
     pub points: Vec<SyncOp>,
+    /// The flush ID to pass instead of the one [`Umd::submit`] reads (a stale one, say).
+    pub flush_id: Option<u32>,
 }
 
 impl Job {
@@ -134,6 +136,12 @@ impl Job {
     /// Also signals point `point` of the timeline syncobj `syncobj`.
     pub fn signal_point(mut self, syncobj: u32, point: u64) -> Self {
         self.points.push(timeline_op(true, syncobj, point));
+        self
+    }
+
+    /// Passes `id` as the job's flush ID (`latest_flush`).
+    pub fn flush_id(mut self, id: u32) -> Self {
+        self.flush_id = Some(id);
         self
     }
 }
@@ -417,7 +425,7 @@ impl Umd {
                 queue_index: j.queue,
                 stream_size: j.size,
                 stream_addr: j.addr,
-                latest_flush,
+                latest_flush: j.flush_id.unwrap_or(latest_flush),
                 pad: 0,
                 syncs: self.job_syncs(j)?,
             });
