@@ -121,7 +121,19 @@
 //! ```
 
 #![no_std]
-#![forbid(unsafe_code)]
+// No unsafe code; the kernel build's KUnit suite is the one exception (the `kunit_tests`
+// macro expands to the registration statics the kernel needs).
+#![cfg_attr(not(feature = "kernel"), forbid(unsafe_code))]
+#![cfg_attr(feature = "kernel", deny(unsafe_code))]
+
+#[cfg(all(feature = "kernel", not(gpukit_kernel)))]
+compile_error!(
+    "the `kernel` feature only builds inside a Linux tree: use `cargo xtask kernel-build`"
+);
+
+#[cfg(all(feature = "kernel", gpukit_kernel))]
+#[allow(unsafe_code)]
+mod kunit;
 
 mod disasm;
 mod error;
