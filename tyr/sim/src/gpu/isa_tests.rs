@@ -549,3 +549,109 @@ fn undefined_instructions_and_fields_stop_the_stream() {
     assert!(!fw.gpu.stream_faulted(0, 0));
     assert_eq!(fw.user_rd32(DATA), 1);
 }
+
+#[test]
+fn every_run_and_finish_instruction_works_on_its_entry() {
+    let mut fw = Fw::boot();
+    fw.start_stream(0, 0);
+    let sel = ShaderSelect::default();
+    let claim_all = enc(Instr::ReqResource {
+        compute: true,
+        fragment: true,
+        tiler: true,
+        idvs: true,
+    });
+    let runs = [
+        run_compute(true),
+        enc(Instr::RunComputeIndirect {
+            workgroups_per_task: 4,
+            progress_increment: true,
+            select: sel,
+        }),
+        enc(Instr::RunTiling {
+            flags_override: 0,
+            progress_increment: true,
+            select: sel,
+        }),
+        enc(Instr::RunFragment {
+            enable_tem: false,
+            tile_order: ::csf::TileOrder::ZOrder,
+            progress_increment: true,
+        }),
+        enc(Instr::RunFullscreen {
+            flags_override: 0,
+            progress_increment: true,
+            dcd: Reg64(20),
+        }),
+        enc(Instr::FinishTiling {
+            progress_increment: true,
+        }),
+    ];
+    let mut prog = vec![
+        instr::move48(0, DATA),
+        instr::move48(2, CTX),
+        instr::heap_set(2),
+    ];
+    prog.push(claim_all);
+    prog.extend(runs);
+    prog.extend([
+        // The fragment pass of the heap's render pass, once the work above drained.
+        enc(Instr::FinishFragment {
+            increment_fragment_completed: true,
+            wait_mask: SlotMask::from_bits(1),
+            last_heap_chunk: Reg64(4),
+            first_heap_chunk: Reg64(6),
+            signal_slot: Slot::of::<1>(),
+        }),
+        enc(Instr::TracePoint {
+            base_register: Reg(0),
+            register_count: 4,
+            wait_mask: SlotMask::from_bits(1),
+            signal_slot: Slot::of::<2>(),
+        }),
+        enc(Instr::store_state(
+            ::csf::StateSel::DisjointCount,
+            Reg64(0),
+            0x10,
+            SlotMask::NONE,
+            Slot::of::<1>(),
+        )),
+        instr::wait(0b111),
+        enc(Instr::ProgressLoad { dest: Reg64(8) }),
+        instr::store_multiple(8, 0, 0, 0b11),
+    ]);
+    fw.submit(0, &prog);
+    // While the work runs, its entry is busy.
+    fw.gpu.advance(fw.gpu.config().timings.cs_step_ns);
+    let so = Fw::shared(csf::cs_output(0, 0));
+    assert_ne!(fw.rd32(so + cs::STATUS_SCOREBOARDS) & 1, 0);
+    fw.run();
+    assert!(!fw.gpu.stream_faulted(0, 0));
+    assert_eq!(fw.extract(0), fw.inserted);
+    assert_eq!(
+        fw.user_rd64(DATA),
+        6,
+        "every run and finish counted its progress"
+    );
+    assert_eq!(fw.user_rd32(CTX + csf::heap::CTX_FRAG_END), 1);
+    // No reset and no MCU power cycle yet: the counters never lost their continuity.
+    assert_eq!(fw.user_rd64(DATA + 0x10), 0);
+    assert_eq!(fw.rd32(so + cs::STATUS_SCOREBOARDS), 0);
+    // The entry of each kind must be claimed: a fragment run after claiming compute alone.
+    fw.submit(
+        0,
+        &[
+            req_compute(),
+            enc(Instr::RunFragment {
+                enable_tem: false,
+                tile_order: ::csf::TileOrder::ZOrder,
+                progress_increment: false,
+            }),
+        ],
+    );
+    fw.run();
+    assert_eq!(
+        fw.rd32(so + cs::FATAL),
+        u32::from(exception::CS_INSTR_INVALID)
+    );
+}
