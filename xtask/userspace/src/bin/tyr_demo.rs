@@ -1212,10 +1212,11 @@ mod tests {
     fn chain_jobs_alternate_groups_and_queues_as_the_demo() {
         let slots: Vec<_> = (1..=4).map(chain_slot).collect();
         assert_eq!(slots, [(1, 0), (0, 1), (1, 1), (0, 0)]);
-        // Job k reads a[k-1] and stores a[k] (offset 4 from it).
+        // Job k reads a[k-1], waits for the load, and stores a[k] (offset 4 from it).
         let s = chain_stream(3);
         assert_eq!(s[0], instr::move48(0, DATA_VA + 8));
-        assert_eq!(s[3], instr::store_multiple(2, 0, 4, 1));
+        assert_eq!(s[2], instr::wait(1));
+        assert_eq!(s[4], instr::store_multiple(2, 0, 4, 1));
     }
 
     #[test]
