@@ -548,6 +548,8 @@ impl<M: PhysMemory> Gpu<M> {
             st.priority = (self.mcu_rd32(input + cs::CONFIG)? & cs::CONFIG_PRIORITY_MASK) as u8;
             self.csf.groups[n].streams[s] = st;
             let out = shared(csf::cs_output(n, s));
+            // The suspend let everything in flight finish: no entry is busy.
+            self.mcu_wr32(out + cs::STATUS_SCOREBOARDS, 0)?;
             let req = self.mcu_rd32(input + cs::REQ)?;
             let ack = self.mcu_rd32(out + cs::ACK)?;
             if started && req & cs::STATE_MASK == cs::STATE_START {
@@ -588,6 +590,8 @@ impl<M: PhysMemory> Gpu<M> {
             };
             self.mcu_wr32(output + cs::FAULT, 0)?;
             self.mcu_wr32(output + cs::FATAL, 0)?;
+            // Nothing of the stream's is in flight any more.
+            self.mcu_wr32(output + cs::STATUS_SCOREBOARDS, 0)?;
         }
         // The driver acknowledged a `TILER_OOM`: its answer lets the stream go on.
         let stream = &self.csf.groups[n].streams[s];
