@@ -51,6 +51,7 @@ fn sync_set32(addr: u8, data: u8, wait: u16, slot: Slot) -> u64 {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn branches_take_every_condition_and_count_loops() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
@@ -119,6 +120,7 @@ fn branches_take_every_condition_and_count_loops() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn a_jump_continues_in_another_buffer_but_not_from_the_ring() {
     let mut fw = Fw::boot();
     // Callee A jumps to B; B's end returns to the ring, after A's call.
@@ -243,6 +245,7 @@ fn a_stream_that_signals_without_waiting_for_its_work_signals_early() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn a_wait_reports_its_entries_until_they_drain() {
     let mut cfg = crate::Config::g610();
     cfg.timings.mmu_command_ns = 0;
@@ -278,6 +281,7 @@ fn a_wait_reports_its_entries_until_they_drain() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn progress_waits_order_two_streams() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
@@ -331,6 +335,7 @@ fn progress_waits_order_two_streams() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn a_flush_is_skipped_when_one_happened_since_its_id() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
@@ -385,6 +390,7 @@ fn a_flush_is_skipped_when_one_happened_since_its_id() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn errors_propagate_through_sync_objects_until_a_barrier() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
@@ -448,6 +454,7 @@ fn errors_propagate_through_sync_objects_until_a_barrier() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn the_tiler_oom_handler_renders_and_the_tiling_goes_on() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
@@ -551,6 +558,7 @@ fn undefined_instructions_and_fields_stop_the_stream() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; the scoreboard's paths run there in two tests.
 fn every_run_and_finish_instruction_works_on_its_entry() {
     let mut fw = Fw::boot();
     fw.start_stream(0, 0);
