@@ -146,16 +146,16 @@ pub mod cs {
 }
 
 /// The command-stream instructions the driver's tests and the example userspace driver
-/// ([`crate::umd`]) write, as 64-bit words.
+/// (`umd`, with the `host` feature) write, as 64-bit words.
 ///
-/// The instruction set is the [`csf`](::csf) crate's (Mali v10, the G610's architecture), which
+/// The instruction set is the [`csf`] crate's (Mali v10, the G610's architecture), which
 /// the driver's ring prologue ([`crate::sched`]) and the simulated GPU use too. These are
 /// shorthands over its typed [`Instr`](::csf::Instr), with registers as plain numbers:
 /// `move48(2, va)` is `MOVE48 d2, #va`. Synchronisation operations are the simplest form: system
 /// scope, no error propagation, no wait mask, signal slot 0. Remember that loads, stores and
 /// sync operations are asynchronous: a register loaded by `LOAD_MULTIPLE` is there once the
 /// stream's "other" scoreboard entry (0 unless `SET_SB_ENTRY` chose another) drains, see
-/// [`wait`].
+/// [`wait`](instr::wait).
 ///
 /// # Examples
 ///

@@ -309,7 +309,7 @@ impl<'a, B: Backend> SyncCtx<'a, B> {
     }
 }
 
-/// Most fences one job waits on once they are de-duplicated ([`SyncCtx::waits`]): a bound
+/// Most fences one job waits on once they are de-duplicated (the submission's wait list): a bound
 /// on the job's dependency table whatever the client does (the distinct timelines it can
 /// wait on are its queues' and the binds' of its VMs; 4,096 is far above them).
 pub const MAX_JOB_DEPS: usize = 4096;

@@ -522,7 +522,7 @@ pub mod isa {
     //! The command-stream instruction set, as the simulated engine executes it.
     //!
     //! Streams are Mali v10 instructions (the G610's architecture), decoded with the
-    //! [`csf`](::csf) crate: the opcode numbers and field positions are the hardware's, and every
+    //! [`csf`] crate: the opcode numbers and field positions are the hardware's, and every
     //! opcode of the architecture is executed. An undefined opcode, an undefined value of an
     //! enumerated field (a `SYNC_WAIT` condition other than less-or-equal and greater, a flush
     //! mode, a sync scope, ...) or an operand the stream does not have (a register past
