@@ -417,6 +417,11 @@ pub trait Backend: Send + Sync + 'static {
     /// The executor job queues are created with.
     fn executor(&self) -> &Self::Exec;
 
+    /// Offers the CPU to other threads between two steps of a long update (a huge bind), after
+    /// the device-wide locks were let go, so that threads waiting for them get them. Does
+    /// nothing by default (a kernel mutex hands itself over to a waiter that waited long).
+    fn cond_resched(&self) {}
+
     /// Starts calling `events` on interrupts and executor wake-ups, until
     /// [`stop_events`](Self::stop_events) or until `events` is gone.
     ///

@@ -27,7 +27,7 @@ use jobqueue::{
 use crate::backend::{Backend, Lock, LockOf};
 use crate::gem::{BoRef, SharedVm};
 use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
-use crate::mmu::{AsSlots, AsUpdate};
+use crate::mmu::{AsSlots, AsStepUpdate};
 use crate::vm::{BindReq, BindReservation};
 use crate::{env, Error, Result};
 
@@ -145,11 +145,7 @@ impl<B: Backend, D: BindDevice<B>> JqBackend for BindHw<B, D> {
             Some(dev) => {
                 let mut vm = p.vm.guard();
                 let req = p.op.req(p.va, p.size);
-                let slots = dev.as_slots().guard();
-                let mut upd = AsUpdate {
-                    backend: dev.backend(),
-                    slot: slots.slot_of(vm.key()),
-                };
+                let mut upd = AsStepUpdate::new(dev.backend(), dev.as_slots(), vm.key());
                 vm.apply_reserved(&[req], p.res, &mut upd)
                     .map_err(|e| FenceError::new(e.to_errno()).unwrap_or(FenceError::IO))
             }

@@ -44,6 +44,9 @@ pub struct TyrFile<B: Backend> {
     sparse: LockOf<B, Option<BoRef<B>>>,
     /// What the tiler heaps of the file's VMs may hold together (see [`crate::heap`]).
     pub heap_budget: env::Arc<HeapBudget, B::Alloc>,
+    /// The page-table pages the file's VMs hold together, at most
+    /// [`vm::MAX_PT_PAGES_PER_FILE`]; every VM of the file charges its tables to it.
+    pub pt_budget: env::Arc<vm::PtBudget, B::Alloc>,
 }
 
 /// Groups per file.
@@ -172,6 +175,7 @@ impl<B: Backend> drm::DriverFile for TyrFile<B> {
             ),
             sparse: Lock::new(None, crate::lock_class!(c"tyr_file_sparse"))?,
             heap_budget: env::Arc::try_new(HeapBudget::default())?,
+            pt_budget: env::Arc::try_new(vm::PtBudget::default())?,
         })
     }
 

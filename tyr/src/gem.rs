@@ -26,7 +26,12 @@ pub struct TyrDriver<B>(PhantomData<fn() -> B>);
 pub type TyrDevice<B, C = drm::Registered> = drm::Device<TyrDriver<B>, C>;
 
 /// A VM of the driver.
-pub type TyrVm<B> = vm::Vm<<B as Backend>::Dma, BoRef<B>, EnvSlots<<B as Backend>::Alloc>>;
+pub type TyrVm<B> = vm::Vm<
+    <B as Backend>::Dma,
+    BoRef<B>,
+    EnvSlots<<B as Backend>::Alloc>,
+    env::Arc<vm::PtBudget, <B as Backend>::Alloc>,
+>;
 
 /// A VM as the driver's objects share it: its files, bind jobs, groups and heap pools hold it,
 /// locked while one of them changes it.

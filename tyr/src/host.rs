@@ -663,6 +663,12 @@ impl Backend for HostBackend {
         })
     }
 
+    fn cond_resched(&self) {
+        // A std mutex is not fair: a thread that lets go of it and takes it again at once can
+        // keep a waiter out for as long as it repeats.
+        std::thread::yield_now();
+    }
+
     fn executor(&self) -> &HostExec {
         &self.exec
     }

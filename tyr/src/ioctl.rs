@@ -44,7 +44,7 @@ use crate::backend::{Backend, Lock, LockGuard, PAGE_SIZE};
 use crate::bindq::{BindOp, BindPayload, BIND_CONFIG};
 use crate::file::{release_vm, File, MAX_VMS_PER_FILE};
 use crate::gem::{BoArgs, BoRef, SharedVm, TyrBo, TyrDevice, TyrVm};
-use crate::mmu::AsUpdate;
+use crate::mmu::AsStepUpdate;
 use crate::regs::{CYCLE_COUNT, LATEST_FLUSH_ID, TIMESTAMP, TIMESTAMP_OFFSET};
 use crate::sched::{self, JobPayload, JOB_INSTRS, JOB_SLOTS, MAX_STREAM_SIZE, RINGBUF_SIZES};
 use crate::uapi::{self, UObj};
@@ -510,11 +510,12 @@ pub(crate) fn vm_create<B: Backend>(
     let layout = VmLayout::new(dev.gpu_info.va_bits(), args.user_va_range)?;
     let mut vms = file.inner().vms.guard();
     let id = vms.first_free(1, MAX_VMS_PER_FILE).ok_or(DrmError::Busy)?;
-    let vm = TyrVm::<B>::new(
+    let vm = TyrVm::<B>::new_charged(
         dev.key(),
         dev.backend.dma().clone(),
         layout,
         dev.gpu_info.pa_bits(),
+        file.inner().pt_budget.clone(),
     )?;
     let key = vm.key();
     let vm = env::Arc::try_new(Lock::new(vm, crate::lock_class!(c"tyr_vm"))?)?;
@@ -692,13 +693,9 @@ pub(crate) fn vm_bind<B: Backend>(
             return Err(e.into());
         }
     }
-    let slots = dev.slots.guard();
-    let mut upd = AsUpdate {
-        backend: &dev.backend,
-        slot: slots.slot_of(vm.key()),
-    };
+    // The address-space lock is taken for each bounded step of the update, not across it.
+    let mut upd = AsStepUpdate::new(&dev.backend, &dev.slots, vm.key());
     let res = vm.bind(&reqs, &mut upd);
-    drop(slots);
     if let Err((i, e)) = res {
         args.ops.count = index_of(i) as u32;
         return Err(e.into());

@@ -27,7 +27,7 @@ use io_pgtable::regs::MaliAsRegs;
 use register::io::poll::read_poll_timeout;
 use register::io::Io;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Lock, LockGuard, LockOf};
 use crate::regs::*;
 use crate::vm::MmuUpdate;
 use crate::{dev_err, Error, Result};
@@ -336,6 +336,62 @@ impl<B: Backend> MmuUpdate for AsUpdate<'_, B> {
     fn unlock(&mut self) -> Result {
         match self.slot {
             Some(s) => unlock(self.backend, s),
+            None => Ok(()),
+        }
+    }
+}
+
+/// MMU updates of a bind into a VM that may hold an address space, made in steps: the
+/// device-wide address-space lock is taken by each [`lock`](MmuUpdate::lock) (which finds the
+/// VM's slot afresh: it may have gained or lost one since the last step) and let go by the
+/// matching [`unlock`](MmuUpdate::unlock), so that it is never held across more than one
+/// bounded step of a page-table update, and other clients' binds and submissions run between
+/// steps.
+pub(crate) struct AsStepUpdate<'a, B: Backend> {
+    pub(crate) backend: &'a B,
+    pub(crate) slots: &'a LockOf<B, AsSlots>,
+    /// Key of the VM.
+    pub(crate) key: u64,
+    /// The slots' lock and the VM's slot, from `lock` to `unlock`.
+    held: Option<(LockGuard<'a, B, AsSlots>, Option<usize>)>,
+}
+
+impl<'a, B: Backend> AsStepUpdate<'a, B> {
+    pub(crate) fn new(backend: &'a B, slots: &'a LockOf<B, AsSlots>, key: u64) -> Self {
+        AsStepUpdate {
+            backend,
+            slots,
+            key,
+            held: None,
+        }
+    }
+}
+
+impl<B: Backend> MmuUpdate for AsStepUpdate<'_, B> {
+    fn lock(&mut self, start: u64, size: u64) -> Result {
+        // A step that was never unlocked is ended first.
+        let _ = self.unlock();
+        let guard = self.slots.guard();
+        let slot = guard.slot_of(self.key);
+        let locked = match slot {
+            Some(s) => lock(self.backend, s, start, size).map(|_| ()),
+            None => Ok(()),
+        };
+        // Without a locked region there is nothing to unlock, but the slots stay locked until
+        // `unlock` so that the step's page-table writes do not race with an activation.
+        let slot = if locked.is_ok() { slot } else { None };
+        self.held = Some((guard, slot));
+        locked
+    }
+
+    fn unlock(&mut self) -> Result {
+        match self.held.take() {
+            Some((guard, slot)) => {
+                let r = slot.map_or(Ok(()), |s| unlock(self.backend, s));
+                drop(guard);
+                self.backend.cond_resched();
+                r
+            }
             None => Ok(()),
         }
     }

@@ -152,6 +152,108 @@ impl<O, A: Allocator> VmSlots<O> for EnvSlots<A> {
     }
 }
 
+/// Page-table pages (4 KiB each) the VMs of one file may hold together: 16,384 pages, 64 MiB.
+///
+/// Panthor has no such limit: its page tables come from the kernel's page allocator on demand
+/// and a client can make it allocate hundreds of MiB with one sparse bind (a 128 TiB
+/// `MAP_SPARSE` needs 131,000 table pages, 513 MiB) that no cgroup sees. This budget is what
+/// every page table of a file's VMs holds, the pages set aside for queued binds included; a
+/// bind that would exceed it fails with `ENOMEM` before anything changes, and the pages come
+/// back when the tables are freed (an unmap that empties them, a VM that goes away).
+///
+/// 64 MiB is far more than a client needs: a level-3 table maps 2 MiB of 4 KiB pages and a
+/// level-2 table 1 GiB of 2 MiB blocks, so it holds, for example, 16 GiB of 4 KiB mappings
+/// (8,200 pages) together with 8 TiB of sparse ranges backed by 2 MiB blocks (8,200 pages),
+/// or one 15 TiB sparse range, across up to 32 VMs (one root table each). It is an eighth of
+/// what one 128 TiB sparse bind would take.
+pub const MAX_PT_PAGES_PER_FILE: usize = 16_384;
+
+/// What page-table pages are charged to.
+pub trait PtAccount {
+    /// Takes `pages` more pages.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] if they do not fit; nothing is taken then.
+    fn charge(&self, pages: usize) -> Result;
+    /// Gives back `pages` pages.
+    fn uncharge(&self, pages: usize);
+}
+
+/// An account without a limit (the MCU's VM, unit tests).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unlimited;
+
+impl PtAccount for Unlimited {
+    fn charge(&self, _pages: usize) -> Result {
+        Ok(())
+    }
+    fn uncharge(&self, _pages: usize) {}
+}
+
+/// The page-table pages a client's VMs hold together, at most a limit
+/// ([`MAX_PT_PAGES_PER_FILE`] for a file).
+#[derive(Debug)]
+pub struct PtBudget {
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl PtBudget {
+    /// An empty budget of `limit` pages.
+    pub const fn new(limit: usize) -> Self {
+        PtBudget {
+            used: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// Pages held.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// The limit in pages.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl Default for PtBudget {
+    fn default() -> Self {
+        Self::new(MAX_PT_PAGES_PER_FILE)
+    }
+}
+
+impl PtAccount for PtBudget {
+    fn charge(&self, pages: usize) -> Result {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(pages).filter(|t| *t <= self.limit)
+            })
+            .map(|_| ())
+            .map_err(|_| Error::NoMemory)
+    }
+
+    fn uncharge(&self, pages: usize) {
+        // Never below zero, whatever a caller does.
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_sub(pages))
+            });
+    }
+}
+
+impl<T: PtAccount, A: Allocator> PtAccount for env::Arc<T, A> {
+    fn charge(&self, pages: usize) -> Result {
+        (**self).charge(pages)
+    }
+    fn uncharge(&self, pages: usize) {
+        (**self).uncharge(pages)
+    }
+}
+
 /// Page-table memory: pages from DMA memory, handed out from a pool filled beforehand.
 ///
 /// Free pages of the pool are linked through their first word; a page leaves the pool zeroed.
@@ -162,8 +264,10 @@ impl<O, A: Allocator> VmSlots<O> for EnvSlots<A> {
 ///
 /// Every page in the pool is a live `alloc_page` page of `dma`, zero except for its first word;
 /// `head` and the links are only changed with `lock` held.
-pub struct PtMem<D: DmaMemory> {
+pub struct PtMem<D: DmaMemory, C: PtAccount = Unlimited> {
     dma: D,
+    /// What every page the pool holds (in it, or in the page table) is charged to.
+    account: C,
     lock: AtomicBool,
     head: AtomicU64,
     len: AtomicUsize,
@@ -179,10 +283,18 @@ impl Drop for PoolGuard<'_> {
 }
 
 impl<D: DmaMemory> PtMem<D> {
-    /// An empty pool over `dma`.
+    /// An empty pool over `dma`, charged to no budget.
     pub fn new(dma: D) -> Self {
+        Self::with_account(dma, Unlimited)
+    }
+}
+
+impl<D: DmaMemory, C: PtAccount> PtMem<D, C> {
+    /// An empty pool over `dma` whose pages are charged to `account`.
+    pub fn with_account(dma: D, account: C) -> Self {
         PtMem {
             dma,
+            account,
             lock: AtomicBool::new(false),
             head: AtomicU64::new(0),
             len: AtomicUsize::new(0),
@@ -205,19 +317,34 @@ impl<D: DmaMemory> PtMem<D> {
         self.len.load(Ordering::Relaxed)
     }
 
-    /// Fills the pool up to `pages` pages.
+    /// Fills the pool up to `pages` pages, charging the pages it adds to the account first.
     ///
     /// # Errors
     ///
-    /// The allocation error; the pages allocated so far stay in the pool.
+    /// [`Error::NoMemory`] if the account cannot hold the pages (nothing is allocated then);
+    /// the allocation error, with the pages allocated so far in the pool (and charged).
     pub fn reserve(&self, pages: usize) -> Result {
-        while self.pooled() < pages {
+        let need = pages.saturating_sub(self.pooled());
+        if need == 0 {
+            return Ok(());
+        }
+        self.account.charge(need)?;
+        let mut left = need;
+        let res = self.fill(pages, &mut left);
+        // Whatever was charged and not allocated goes back.
+        self.account.uncharge(left);
+        res
+    }
+
+    fn fill(&self, pages: usize, left: &mut usize) -> Result {
+        while self.pooled() < pages && *left > 0 {
             let page = self.dma.alloc_page()?;
             let Some(word) = self.dma.cpu_u64(page) else {
                 // SAFETY: The page was just allocated and is not used anywhere.
                 unsafe { self.dma.free_page(page) };
                 return Err(Error::NoMemory);
             };
+            *left -= 1;
             let _guard = self.lock();
             // SAFETY: `word` points into the live page just allocated (`DmaMemory` contract).
             unsafe { word.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -256,6 +383,7 @@ impl<D: DmaMemory> PtMem<D> {
             };
             // SAFETY: The page left the pool and nothing else refers to it.
             unsafe { self.dma.free_page(page) };
+            self.account.uncharge(1);
         }
     }
 
@@ -275,6 +403,7 @@ impl<D: DmaMemory> PtMem<D> {
         let Some(first) = self.dma.cpu_u64(page) else {
             // SAFETY: As above; without a CPU view the page cannot be pooled, so it is freed.
             unsafe { self.dma.free_page(page) };
+            self.account.uncharge(1);
             return;
         };
         let _guard = self.lock();
@@ -285,7 +414,7 @@ impl<D: DmaMemory> PtMem<D> {
     }
 }
 
-impl<D: DmaMemory> Drop for PtMem<D> {
+impl<D: DmaMemory, C: PtAccount> Drop for PtMem<D, C> {
     fn drop(&mut self) {
         self.drain();
     }
@@ -295,7 +424,7 @@ impl<D: DmaMemory> Drop for PtMem<D> {
 // disjoint DMA pages that are zero once popped; their CPU view comes from `cpu_u64`, which is
 // valid for atomic accesses until the page is freed in `free_table`, and `table_cpu` returns the
 // same pointer for the same address.
-unsafe impl<D: DmaMemory> TableAlloc for PtMem<D> {
+unsafe impl<D: DmaMemory, C: PtAccount> TableAlloc for PtMem<D, C> {
     fn alloc_table(&self, size: usize) -> Option<TableMem> {
         if size as u64 > PAGE_SIZE {
             return None;
@@ -524,11 +653,11 @@ pub fn kept_pages() -> u64 {
 }
 
 /// A GPU virtual address space.
-pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>> {
+pub struct Vm<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount = Unlimited> {
     key: u64,
     layout: VmLayout,
     gpuvm: Gpuvm<O, (), S::Vas, S::Bos>,
-    pt: PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
+    pt: PageTable<Arm64LpaeS1, PtMem<D, C>, NoFlush>,
     unusable: bool,
     kchunks: [u64; KERNEL_CHUNKS / 64],
     reserved: BindReservation,
@@ -570,10 +699,27 @@ impl BindReservation {
 
 impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     /// Creates an empty VM identified by `key` (unique per device, not 0), with page tables in
-    /// `dma` for an MMU with `pa_bits` physical-address bits.
+    /// `dma` for an MMU with `pa_bits` physical-address bits, charged to no budget.
     pub fn new(key: u64, dma: D, layout: VmLayout, pa_bits: u32) -> Result<Self> {
+        Self::new_charged(key, dma, layout, pa_bits, Unlimited)
+    }
+}
+
+impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
+    /// [`new`](Vm::new) with every page-table page (the root too) charged to `account`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] if the account cannot hold the root table, the allocation errors.
+    pub fn new_charged(
+        key: u64,
+        dma: D,
+        layout: VmLayout,
+        pa_bits: u32,
+        account: C,
+    ) -> Result<Self> {
         let va_bits = layout.full_range.trailing_zeros();
-        let mem = PtMem::new(dma);
+        let mem = PtMem::with_account(dma, account);
         mem.reserve(1)?;
         let pt = PageTable::new(PtConfig::new(SZ_4K | SZ_2M, va_bits, pa_bits), mem, NoFlush)?;
         let cfg = VmConfig::new(0, layout.full_range)
@@ -896,10 +1042,11 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         self.gpuvm
             .reserve(total.vas, total.bos)
             .map_err(|e| (last, Error::from(e)))?;
-        self.pt
-            .allocator()
-            .reserve(total.tables)
-            .map_err(|e| (last, e))?;
+        if let Err(e) = self.pt.allocator().reserve(total.tables) {
+            // What was allocated goes back (with its charge).
+            self.pt.allocator().drain_to(self.reserved.tables);
+            return Err((last, e));
+        }
         self.reserved = total;
         Ok(res)
     }
@@ -942,29 +1089,14 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
     }
 
     fn apply_now(&mut self, reqs: &[BindReq<'_, O>], mmu: &mut impl MmuUpdate) -> Result {
-        // The region to lock: the requests and every mapping they overlap (a split mapping is
-        // unmapped whole and its remnants mapped again).
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
-        for r in reqs {
-            let (va, size) = r.range();
-            if size == 0 {
-                continue;
-            }
-            lo = lo.min(va);
-            hi = hi.max(va + size);
-            for m in self.gpuvm.iter_range(va, size) {
-                lo = lo.min(m.addr());
-                hi = hi.max(m.end());
-            }
-        }
-        if lo >= hi {
-            return Ok(());
-        }
-        mmu.lock(lo, hi - lo)?;
+        // Every page-table change is made in bounded steps, each in its own locked region
+        // (`Apply::step`).
         let mut apply = Apply {
             pt: &mut self.pt,
             sparse: self.sparse.as_ref().map(BoBacking::dma_addr),
+            mmu,
             failed: false,
+            error: None,
         };
         let mut err = None;
         for r in reqs {
@@ -979,13 +1111,12 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
                 break;
             }
         }
-        let failed = apply.failed || err.is_some();
-        let unlocked = mmu.unlock();
-        if failed {
+        if apply.failed || err.is_some() {
+            let e = err.or(apply.error).unwrap_or(Error::NoMemory);
             self.unusable = true;
-            return Err(err.unwrap_or(Error::NoMemory));
+            return Err(e);
         }
-        unlocked
+        Ok(())
     }
 
     fn check_kernel(&self, va: u64, size: u64) -> Result {
@@ -1048,13 +1179,20 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         }
         let fail = reqs.len().saturating_sub(1);
         let pool = self.pt.allocator();
-        let ready = pool.reserve(tables).and_then(|()| {
-            if lo < hi {
-                mmu.lock(lo, hi - lo)
-            } else {
-                Ok(())
-            }
-        });
+        // The pages are charged to the VM's budget before they are allocated: a bind the
+        // budget cannot hold fails here, having changed nothing.
+        let ready = pool
+            .reserve(self.reserved.tables.saturating_add(tables))
+            .and_then(|()| {
+                // The MMU is asked once before anything changes, so that an MMU that does not
+                // answer fails the bind while the VM is still as it was.
+                if lo < hi {
+                    mmu.lock(lo, SZ_4K)?;
+                    mmu.unlock()
+                } else {
+                    Ok(())
+                }
+            });
         if let Err(e) = ready {
             // Dropping the plan restores the VM; the reserved pages go back.
             pool.drain_to(self.reserved.tables);
@@ -1063,72 +1201,138 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>> Vm<D, O, S> {
         let mut apply = Apply {
             pt: &mut self.pt,
             sparse: self.sparse.as_ref().map(BoBacking::dma_addr),
+            mmu,
             failed: false,
+            error: None,
         };
         plan.commit(&mut apply);
-        let failed = apply.failed;
+        let (failed, error) = (apply.failed, apply.error);
         self.pt.allocator().drain_to(self.reserved.tables);
-        let unlocked = if lo < hi { mmu.unlock() } else { Ok(()) };
         if failed {
+            // A step failed after earlier ones changed the page tables: every op was still
+            // written to the tables and recorded (the two agree), but the bind is reported as
+            // failed and the VM is unusable, as for any failure once the update has begun.
             self.unusable = true;
-            return Err((reqs.len(), Error::NoMemory));
-        }
-        if let Err(e) = unlocked {
-            self.unusable = true;
-            return Err((reqs.len(), e));
+            return Err((reqs.len(), error.unwrap_or(Error::NoMemory)));
         }
         Ok(())
     }
 }
 
-/// Writes the page tables for committed ops.
-struct Apply<'a, D: DmaMemory> {
-    pt: &'a mut PageTable<Arm64LpaeS1, PtMem<D>, NoFlush>,
-    /// Device address of the VM's sparse backing (2M aligned), if it has one.
-    sparse: Option<u64>,
-    failed: bool,
+/// VA covered by one step of a page-table update of mappings that can use 2 MiB blocks (and
+/// of sparse ranges): 1 GiB, at most 512 blocks (one level-2 table) and the 4 KiB pages of
+/// two partial blocks at the edges.
+pub const BIND_STEP: u64 = 1 << 30;
+
+/// VA covered by one step of a page-table update of mappings made of 4 KiB pages: 32 MiB,
+/// 8,192 pages (16 level-3 tables).
+pub const BIND_STEP_4K: u64 = 32 << 20;
+
+/// The step for a mapping whose first byte maps to `pa`.
+fn step_for(addr: u64, pa: u64) -> u64 {
+    if (addr ^ pa) & (SZ_2M - 1) == 0 {
+        BIND_STEP
+    } else {
+        BIND_STEP_4K
+    }
 }
 
-impl<D: DmaMemory> Apply<'_, D> {
+/// Writes the page tables for committed ops, in steps of at most [`BIND_STEP`] (or
+/// [`BIND_STEP_4K`]) of VA, each in its own locked region of the MMU ([`MmuUpdate::lock`] and
+/// [`MmuUpdate::unlock`] around every step, never around the whole bind).
+struct Apply<'a, D: DmaMemory, C: PtAccount, M: MmuUpdate> {
+    pt: &'a mut PageTable<Arm64LpaeS1, PtMem<D, C>, NoFlush>,
+    /// Device address of the VM's sparse backing (2M aligned), if it has one.
+    sparse: Option<u64>,
+    mmu: &'a mut M,
+    failed: bool,
+    /// The first MMU error.
+    error: Option<Error>,
+}
+
+type Pt<D, C> = PageTable<Arm64LpaeS1, PtMem<D, C>, NoFlush>;
+
+impl<D: DmaMemory, C: PtAccount, M: MmuUpdate> Apply<'_, D, C, M> {
+    /// Changes `[addr, end)` with `f`, one step (aligned to `step`) at a time. The tables are
+    /// written even when the MMU fails (an unmap must leave no entry to memory about to be
+    /// freed); the failure is recorded.
+    fn steps(
+        &mut self,
+        addr: u64,
+        end: u64,
+        step: u64,
+        mut f: impl FnMut(&mut Pt<D, C>, u64, u64) -> bool,
+    ) {
+        let mut at = addr;
+        while at < end {
+            let next = (at | (step - 1)).saturating_add(1).min(end);
+            let len = next - at;
+            if let Err(e) = self.mmu.lock(at, len) {
+                self.failed = true;
+                self.error.get_or_insert(e);
+            }
+            if !f(self.pt, at, len) {
+                self.failed = true;
+            }
+            if let Err(e) = self.mmu.unlock() {
+                self.failed = true;
+                self.error.get_or_insert(e);
+            }
+            at = next;
+        }
+    }
+
     fn map<O: BoBacking>(&mut self, m: &Mapping<'_, O>) {
         let prot = map_prot(m.flags);
+        let (addr, end) = (m.addr, m.end());
         match (m.obj, self.sparse) {
             (Some(obj), _) => {
                 let pa = obj.dma_addr().wrapping_add(m.offset);
-                if self.pt.map(m.addr, pa, m.range, prot).is_err() {
-                    self.failed = true;
-                }
+                self.steps(addr, end, step_for(addr, pa), |pt, at, len| {
+                    pt.map(at, pa.wrapping_add(at - addr), len, prot).is_ok()
+                });
             }
-            (None, Some(backing)) => self.map_sparse(m.addr, m.end(), backing, prot),
+            (None, Some(backing)) => self.steps(addr, end, BIND_STEP, |pt, at, len| {
+                map_sparse(pt, at, at + len, backing, prot)
+            }),
             // Ruled out by the checks (a sparse request needs a backing).
             (None, None) => self.failed = true,
         }
     }
 
-    /// Maps `[addr, end)` onto the 2M at `backing`, one piece per 2M-aligned block of the
-    /// range: the whole backing (as a 2M block) for every full one, the matching part of it
-    /// at the edges.
-    fn map_sparse(&mut self, addr: u64, end: u64, backing: u64, prot: Prot) {
-        let mut at = addr;
-        while at < end {
-            let in_block = at & (SZ_2M - 1);
-            let len = (SZ_2M - in_block).min(end - at);
-            if self.pt.map(at, backing + in_block, len, prot).is_err() {
-                self.failed = true;
-                return;
-            }
-            at += len;
-        }
-    }
-
-    fn unmap(&mut self, addr: u64, range: u64) {
-        if self.pt.unmap(addr, range, None) != Ok(range) {
-            self.failed = true;
-        }
+    fn unmap(&mut self, addr: u64, range: u64, pa: u64) {
+        self.steps(
+            addr,
+            addr.saturating_add(range),
+            step_for(addr, pa),
+            |pt, at, len| pt.unmap(at, len, None) == Ok(len),
+        );
     }
 }
 
-impl<D: DmaMemory, O: BoBacking> SmOps<O, ()> for Apply<'_, D> {
+/// Maps `[addr, end)` onto the 2M at `backing`, one piece per 2M-aligned block of the range:
+/// the whole backing (as a 2M block) for every full one, the matching part of it at the
+/// edges.
+fn map_sparse<D: DmaMemory, C: PtAccount>(
+    pt: &mut Pt<D, C>,
+    addr: u64,
+    end: u64,
+    backing: u64,
+    prot: Prot,
+) -> bool {
+    let mut at = addr;
+    while at < end {
+        let in_block = at & (SZ_2M - 1);
+        let len = (SZ_2M - in_block).min(end - at);
+        if pt.map(at, backing + in_block, len, prot).is_err() {
+            return false;
+        }
+        at += len;
+    }
+    true
+}
+
+impl<D: DmaMemory, C: PtAccount, M: MmuUpdate, O: BoBacking> SmOps<O, ()> for Apply<'_, D, C, M> {
     type Error = gpuvm::Error;
 
     fn sm_step_map<'op>(&mut self, op: OpMap<'op, O, ()>) -> Result<OpMapped<'op>, gpuvm::Error> {
@@ -1150,7 +1354,9 @@ impl<D: DmaMemory, O: BoBacking> SmOps<O, ()> for Apply<'_, D> {
     }
 }
 
-impl<D: DmaMemory, O: BoBacking> CommitOps<O, ()> for Apply<'_, D> {
+impl<D: DmaMemory, C: PtAccount, M: MmuUpdate, O: BoBacking> CommitOps<O, ()>
+    for Apply<'_, D, C, M>
+{
     fn map<'op>(&mut self, op: OpMap<'op, O, ()>) -> OpMapped<'op> {
         let m = op.mapping();
         Apply::map(self, &m);
@@ -1159,7 +1365,8 @@ impl<D: DmaMemory, O: BoBacking> CommitOps<O, ()> for Apply<'_, D> {
 
     fn unmap<'op>(&mut self, op: OpUnmap<'op, O, ()>) -> OpUnmapped<'op> {
         let va = op.va();
-        self.unmap(va.addr(), va.range());
+        let pa = phase_pa(&va.mapping());
+        self.unmap(va.addr(), va.range(), pa);
         op.remove().0
     }
 
@@ -1167,7 +1374,8 @@ impl<D: DmaMemory, O: BoBacking> CommitOps<O, ()> for Apply<'_, D> {
         // The old mapping may use 2M blocks that the remnants cannot keep: unmap it whole and
         // map the remnants again (with the memory reserved for them).
         let va = op.va();
-        self.unmap(va.addr(), va.range());
+        let pa = phase_pa(&va.mapping());
+        self.unmap(va.addr(), va.range(), pa);
         for m in [op.prev(), op.next()].into_iter().flatten() {
             Apply::map(self, &m);
         }
