@@ -271,22 +271,7 @@ impl Drm {
 
     /// `DRM_IOCTL_SYNCOBJ_WAIT` on `handles` with `flags`, until `timeout_ns` from now.
     pub fn syncobj_wait(&self, handles: &[u32], flags: u32, timeout_ns: i64) -> Result<i64, Errno> {
-        let mut arg = DrmSyncobjWait {
-            handles: handles.as_ptr() as u64,
-            timeout_nsec: sys::monotonic_ns() + timeout_ns,
-            count_handles: u32::try_from(handles.len()).map_err(|_| Errno(libc::EINVAL))?,
-            flags,
-            ..DrmSyncobjWait::default()
-        };
-        // SAFETY: `arg` is a valid `struct drm_syncobj_wait` whose `handles` points to
-        // `count_handles` handles that outlive the call (the kernel only reads them).
-        unsafe {
-            sys::ioctl_raw(
-                &self.file,
-                IOCTL_SYNCOBJ_WAIT,
-                (&mut arg as *mut DrmSyncobjWait).cast(),
-            )
-        }
+        syncobj_wait(&self.file, handles, flags, timeout_ns)
     }
 
     /// `DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD` with `EXPORT_SYNC_FILE`: the syncobj's current fence
@@ -311,6 +296,32 @@ impl Drm {
     /// Closes the file with `close(2)`, returning what it says.
     pub fn close(self) -> Result<(), Errno> {
         sys::close(self.file)
+    }
+}
+
+/// `DRM_IOCTL_SYNCOBJ_WAIT` on `handles` of the DRM file `file` with `flags`, until
+/// `timeout_ns` from now (for a thread that waits on a file another closes).
+pub fn syncobj_wait(
+    file: &File,
+    handles: &[u32],
+    flags: u32,
+    timeout_ns: i64,
+) -> Result<i64, Errno> {
+    let mut arg = DrmSyncobjWait {
+        handles: handles.as_ptr() as u64,
+        timeout_nsec: sys::monotonic_ns() + timeout_ns,
+        count_handles: u32::try_from(handles.len()).map_err(|_| Errno(libc::EINVAL))?,
+        flags,
+        ..DrmSyncobjWait::default()
+    };
+    // SAFETY: `arg` is a valid `struct drm_syncobj_wait` whose `handles` points to
+    // `count_handles` handles that outlive the call (the kernel only reads them).
+    unsafe {
+        sys::ioctl_raw(
+            file,
+            IOCTL_SYNCOBJ_WAIT,
+            (&mut arg as *mut DrmSyncobjWait).cast(),
+        )
     }
 }
 
