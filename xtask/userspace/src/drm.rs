@@ -325,6 +325,44 @@ pub fn syncobj_wait(
     }
 }
 
+/// `struct drm_syncobj_timeline_array` (`SYNCOBJ_QUERY`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct DrmSyncobjTimelineArray {
+    handles: u64,
+    points: u64,
+    count_handles: u32,
+    flags: u32,
+}
+
+/// `DRM_IOCTL_SYNCOBJ_QUERY`.
+pub const IOCTL_SYNCOBJ_QUERY: u32 =
+    ioc::iowr(IOCTL_BASE, 0xCB, size_of::<DrmSyncobjTimelineArray>());
+
+impl Drm {
+    /// `DRM_IOCTL_SYNCOBJ_QUERY` of one timeline syncobj: the last point that signalled.
+    pub fn syncobj_query(&self, handle: u32) -> Result<u64, Errno> {
+        let handles = [handle];
+        let mut points = [0u64];
+        let mut arg = DrmSyncobjTimelineArray {
+            handles: handles.as_ptr() as u64,
+            points: points.as_mut_ptr() as u64,
+            count_handles: 1,
+            flags: 0,
+        };
+        // SAFETY: `handles` (read) and `points` (written) hold `count_handles` entries each and
+        // outlive the call; nothing else references `points` during it.
+        unsafe {
+            sys::ioctl_raw(
+                &self.file,
+                IOCTL_SYNCOBJ_QUERY,
+                (&mut arg as *mut DrmSyncobjTimelineArray).cast(),
+            )
+        }?;
+        Ok(points[0])
+    }
+}
+
 /// What is in `/dev/dri` (for a failure message when a node is missing).
 pub fn list_dev_dri() -> String {
     match std::fs::read_dir("/dev/dri") {
@@ -356,6 +394,7 @@ mod tests {
         assert_eq!(IOCTL_SYNCOBJ_DESTROY, 0xC008_64C0);
         assert_eq!(IOCTL_SYNCOBJ_WAIT, 0xC028_64C3);
         assert_eq!(IOCTL_SYNCOBJ_HANDLE_TO_FD, 0xC018_64C1);
+        assert_eq!(IOCTL_SYNCOBJ_QUERY, 0xC018_64CB);
         assert_eq!(driver_iowr(0, 16), 0xC010_6440);
     }
 

@@ -11,18 +11,23 @@
 //! 2. **Huge and empty BOs**: `BO_CREATE` of 1 TiB: `ENOMEM`; of 0 bytes: `EINVAL`.
 //! 3. **Too many jobs in one call**: 65 jobs (more than `JOB_SLOTS`, 64) in one
 //!    `GROUP_SUBMIT`: `EINVAL`, and the syncobj the jobs would signal has no fence.
-//! 4. **Many waits on one timeline point among many pending points**: a gate job blocks on a
-//!    word the CPU writes later (`SYNC_WAIT64`); 504 jobs on 8 queues (4 groups of 2), each
-//!    waiting on the gate and signalling its own point of one timeline syncobj, are pending;
-//!    a job with 63 wait ops on the last point (and a signal: 64 sync ops, the most a job may
-//!    have) is accepted; a call with one job for a queue with room and one for the queue now
-//!    holding 64 jobs gives `EBUSY` and its first job's syncobj gets no fence; the CPU then
-//!    releases the gate and everything completes.
-//! 5. **A 128 TiB sparse map**: `VM_BIND` `MAP_SPARSE` of 128 TiB on a VM of the client's
-//!    own: 0 or `ENOMEM`, within 10 s; a bind on another VM succeeds afterwards.
-//! 6. **Closing mid-wait**: a second file of the client submits a job that never finishes on
-//!    its own; a thread waits on its syncobj while the main thread closes the file: the wait
-//!    returns (the job's timeout signals it with an error, or the wait fails), nothing hangs.
+//! 4. **Many waits on one timeline point among many pending points**: a gate job keeps the
+//!    GPU busy (128 `CALL`s of 8192 `NOP`s, about 7 ms of simulated time, well inside the
+//!    500 ms job timeout; a job blocked on a word the CPU writes would not do: the simulator's
+//!    clock jumps to the timeout as soon as the GPU idles, and the kernel has no `sw_sync`);
+//!    504 jobs on 8 queues (4 groups of 2), each waiting on the gate and signalling its own
+//!    point of one timeline syncobj, are pending; a job with 63 wait ops on the last point
+//!    (and a signal: 64 sync ops, the most a job may have) is accepted while the last point
+//!    has not signalled; a call with one job for a queue with room and one for the queue now
+//!    holding 64 jobs gives `EBUSY` and its first job's syncobj gets no fence; then
+//!    everything completes with status 1.
+//! 5. **Closing mid-wait**: a second file of the client submits a job that will not finish
+//!    soon (the gate's stream: seconds under TCG); a thread waits on its syncobj while the main
+//!    thread unmaps and closes the file: the wait returns (the ioctl holds the file, so when the
+//!    job is done), nothing hangs, and the render node still opens.
+//! 6. **A 128 TiB sparse map**, last (a bind that does not return would hold up what comes
+//!    after it): `VM_BIND` `MAP_SPARSE` of 128 TiB on a VM of the client's own: 0 or `ENOMEM`,
+//!    within 10 s; a bind on another VM succeeds afterwards, within 10 s too.
 //!
 //! Unplugging mid-call is not attempted (the stage cannot time an unbind against an ioctl in
 //! flight); `tyr_demo` unplugs with a file open.
@@ -49,14 +54,15 @@ const PROGRAM: &str = "tyr_hostile";
 const CODE_VA: u64 = 0x100_0000;
 const DATA_VA: u64 = 0x4000_0000;
 const BO_SIZE: u64 = 0x1_0000;
-/// Code offsets: the gate's stream, the stuck job's, then one 64-byte stream per probe job.
-const GATE_STREAM: u64 = 0;
-const STUCK_STREAM: u64 = 0x40;
+const CODE_SIZE: u64 = 0x4_0000;
+/// Code offsets: one 64-byte stream per probe job, the gate's block of `NOP`s and the gate's
+/// stream of `CALL`s of it.
 const PROBE_STREAMS: u64 = 0x1000;
-/// Data offsets: the word the gate waits on (the CPU writes it), a word nothing writes, the
-/// probe jobs' words.
-const GATE_WORD: u64 = 0x100;
-const NEVER_WORD: u64 = 0x108;
+const NOP_BLOCK: u64 = 0x1_0000;
+const NOP_BYTES: u32 = 0x1_0000;
+const GATE_STREAM: u64 = 0x2_0000;
+const GATE_CALLS: usize = 128;
+/// Data offsets: the probe jobs' words.
 const PROBE_WORDS: u64 = 0x1000;
 /// Probe jobs (one per check that the device still works).
 const MAX_PROBES: u64 = 32;
@@ -81,8 +87,9 @@ const CLOSE_WAIT_NS: i64 = 20_000_000_000;
 const CLOSE_JOIN: Duration = Duration::from_secs(30);
 
 const _: () = {
-    assert!(STUCK_STREAM + 64 <= PROBE_STREAMS && PROBE_STREAMS + 64 * MAX_PROBES <= BO_SIZE);
-    assert!(GATE_WORD + 8 <= NEVER_WORD && NEVER_WORD + 8 <= PROBE_WORDS);
+    assert!(PROBE_STREAMS + 64 * MAX_PROBES <= NOP_BLOCK);
+    assert!(NOP_BLOCK + NOP_BYTES as u64 <= GATE_STREAM);
+    assert!(GATE_STREAM + 8 * (GATE_CALLS as u64 + 2) <= CODE_SIZE);
     assert!(PROBE_WORDS + 8 * MAX_PROBES <= BO_SIZE);
     assert!((POINTS_PER_QUEUE as usize) < MAX_SYNCS);
 };
@@ -142,8 +149,8 @@ fn checks<W: Write>(r: &mut Report<W>) {
     huge_bo(r, &dev, &mut c);
     too_many_jobs(r, &dev, &mut c);
     timeline(r, &dev, &mut c);
-    sparse(r, &dev, &mut c);
     close_mid_wait(r, &dev, &mut c);
+    sparse(r, &dev, &mut c);
 }
 
 /// An errno as a failure message.
@@ -197,13 +204,14 @@ fn store_stream(out: u64, value: u32) -> [u64; 3] {
     ]
 }
 
-/// A stream that waits until the 64-bit word at `DATA_VA + word` is non-zero.
-fn wait_stream(word: u64) -> [u64; 3] {
-    [
-        instr::move48(0, DATA_VA + word),
-        instr::move48(2, 0),
-        instr::sync_wait64(instr::Condition::Greater, 0, 2),
-    ]
+/// The gate's stream: [`GATE_CALLS`] calls of the block of `NOP`s.
+fn gate_stream() -> Vec<u64> {
+    let mut prog = vec![
+        instr::move48(4, CODE_VA + NOP_BLOCK),
+        instr::move32(6, NOP_BYTES),
+    ];
+    prog.resize(2 + GATE_CALLS, instr::call(4, 6));
+    prog
 }
 
 /// The word probe job `k` stores.
@@ -259,10 +267,10 @@ fn fence_status(dev: &Drm, syncobj: u32) -> Result<FenceStatus, String> {
 impl Client {
     fn new(dev: &Drm) -> Result<Self, String> {
         let vm = panthor::vm_create(dev).or_else(errno("VM_CREATE"))?;
-        let code = bo_mapped(dev, BO_SIZE)?;
+        let code = bo_mapped(dev, CODE_SIZE)?;
         let data = bo_mapped(dev, BO_SIZE)?;
         let ops = [
-            panthor::map_op(code.handle, CODE_VA, BO_SIZE),
+            panthor::map_op(code.handle, CODE_VA, CODE_SIZE),
             panthor::map_op(data.handle, DATA_VA, BO_SIZE),
         ];
         panthor::vm_bind(dev, vm, 0, &ops, &[]).or_else(errno("VM_BIND"))?;
@@ -394,8 +402,8 @@ fn too_many_jobs<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
 
 /// Part 4: many points pending on a timeline, many waits on the last one, a full queue.
 fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
-    const SETUP: &str = "timeline attack: a gate job (SYNC_WAIT64 on a word the CPU writes \
-                         later) and 4 groups of two queues";
+    const SETUP: &str = "timeline attack: a gate job (128 CALLs of 8192 NOPs) and 4 groups of \
+                         two queues";
     let set_up = (|| {
         let groups: Vec<u32> = (0..TIMELINE_GROUPS)
             .map(|_| c.group(dev))
@@ -403,7 +411,12 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
         let gate_group = panthor::group_create(dev, c.vm, &[0x1000], PANTHOR_GROUP_PRIORITY_MEDIUM)
             .or_else(errno("GROUP_CREATE"))?;
         let timeline = dev.syncobj_create(0).or_else(errno("SYNCOBJ_CREATE"))?;
-        let gate = c.submit(dev, gate_group, 0, GATE_STREAM, &wait_stream(GATE_WORD))?;
+        write_stream(
+            &c.code,
+            NOP_BLOCK,
+            &vec![instr::nop(); NOP_BYTES as usize / 8],
+        );
+        let gate = c.submit(dev, gate_group, 0, GATE_STREAM, &gate_stream())?;
         Ok::<_, String>((groups, gate_group, timeline, gate, Instant::now()))
     })();
     let (groups, gate_group, timeline, gate, gated) = match set_up {
@@ -413,7 +426,6 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
         }
         Err(e) => return r.fail(SETUP, e),
     };
-    let release = |c: &Client| c.data.map.write_u64(GATE_WORD as usize / 8, 1);
     let submitted = (|| {
         for (g, &group) in groups.iter().enumerate() {
             for q in 0..2 {
@@ -439,15 +451,11 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
         &format!("GROUP_SUBMIT of {points} jobs behind the gate, each signalling its own point of one timeline"),
         submitted,
     ) {
-        release(c);
         return;
     }
     let done = match dev.syncobj_create(0) {
         Ok(d) => d,
-        Err(e) => {
-            release(c);
-            return r.fail("SYNCOBJ_CREATE", e);
-        }
+        Err(e) => return r.fail("SYNCOBJ_CREATE", e),
     };
     let mut syncs = vec![panthor::timeline_op(false, timeline, points); MAX_SYNCS - 1];
     syncs.push(panthor::sync_op(true, done));
@@ -456,11 +464,26 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
         syncs,
         ..JobOps::default()
     };
+    let pending = dev.syncobj_query(timeline);
+    r.note(format!(
+        "the job with 63 waits is submitted {:.0} ms after the gate",
+        gated.elapsed().as_secs_f64() * 1e3
+    ));
     let waits_ok = r.check(
         &format!(
             "GROUP_SUBMIT of a job with 63 wait ops on point {points} (and a signal) succeeds"
         ),
         panthor::group_submit_ops(dev, groups[0], &[many_waits]).or_else(errno("GROUP_SUBMIT")),
+    );
+    r.check(
+        &format!("point {points} had not signalled when that job was submitted (SYNCOBJ_QUERY)"),
+        match pending {
+            Ok(p) if p < points => Ok(()),
+            Ok(p) => Err(format!(
+                "the last signalled point was {p}: the gate was too short"
+            )),
+            Err(e) => Err(format!("SYNCOBJ_QUERY: {e}")),
+        },
     );
     // Queue 0 of the first group now holds 64 jobs, queue 1 holds 63.
     let busy = (|| {
@@ -491,20 +514,17 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
             Err("the queue is not full".into())
         },
     );
-    release(c);
-    r.note(format!(
-        "the gate was released {:.0} ms after its job was submitted",
-        gated.elapsed().as_secs_f64() * 1e3
-    ));
     if waits_ok {
+        let completed = wait(dev, done);
+        r.note(format!(
+            "the job waiting on point {points} signalled {:.0} ms after the gate was submitted",
+            gated.elapsed().as_secs_f64() * 1e3
+        ));
         r.check(
-            "after the gate's release the job waiting on the last point completes (status 1)",
-            wait(dev, done).and_then(|t| {
-                r_note_time(t);
-                match fence_status(dev, done)? {
-                    FenceStatus::Signalled => Ok(()),
-                    s => Err(format!("its fence: {s}")),
-                }
+            "the job waiting on the last point completes after the gate (status 1)",
+            completed.and_then(|_| match fence_status(dev, done)? {
+                FenceStatus::Signalled => Ok(()),
+                s => Err(format!("its fence: {s}")),
             }),
         );
     }
@@ -525,21 +545,13 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
     );
 }
 
-/// How long the wait took, on stderr (not a check line).
-fn r_note_time(t: Duration) {
-    eprintln!(
-        "userspace: {PROGRAM}: the wait took {:.1} ms",
-        t.as_secs_f64() * 1e3
-    );
-}
-
 /// Where the sparse map goes in a VM of `va_bits` address bits, if it fits in the user half.
 fn sparse_va(va_bits: u32) -> Option<u64> {
     let va = 1u64.checked_shl(va_bits.checked_sub(2)?)?;
     (va + SPARSE_SIZE <= 1u64.checked_shl(va_bits - 1)? * 2 - (1 << 32)).then_some(va)
 }
 
-/// Part 5: a 128 TiB sparse map on a VM of the client's own.
+/// Part 6: a 128 TiB sparse map on a VM of the client's own.
 fn sparse<W: Write>(r: &mut Report<W>, dev: &Arc<Drm>, c: &mut Client) {
     const CHECK: &str = "VM_BIND MAP_SPARSE of 128 TiB returns 0 or ENOMEM within 10 s";
     let va_bits = match panthor::dev_query::<GpuInfo>(dev, DRM_PANTHOR_DEV_QUERY_GPU_INFO) {
@@ -584,30 +596,51 @@ fn sparse<W: Write>(r: &mut Report<W>, dev: &Arc<Drm>, c: &mut Client) {
             ));
             r.check(CHECK, expect_errnos(got, &[0, libc::ENOMEM]));
         }
-        Err(_) => return r.fail(CHECK, "no return within 10 s (the thread is left blocked)"),
+        Err(_) => r.fail(CHECK, "no return within 10 s (the thread is left blocked)"),
     }
-    let other = [panthor::map_op(c.code.handle, 0x300_0000, BO_SIZE)];
-    let unmap = [panthor::unmap_op(0x300_0000, BO_SIZE)];
-    r.check(
-        "after the sparse bind a VM_BIND (map, then unmap) on another VM succeeds",
-        panthor::vm_bind(dev, c.vm, 0, &other, &[])
-            .and_then(|()| panthor::vm_bind(dev, c.vm, 0, &unmap, &[]))
-            .or_else(errno("VM_BIND")),
-    );
-    r.check(
-        "after the sparse bind a probe job stores its word",
-        c.probe(dev),
-    );
+    // Also when the sparse bind has not returned: whether it holds up the client's other VMs.
+    const AFTER: &str =
+        "after the sparse bind a VM_BIND (map, then unmap) on another VM succeeds within 10 s";
+    let (tx, rx) = mpsc::channel();
+    let (d, vm1, code) = (Arc::clone(dev), c.vm, c.code.handle);
+    let spawned = std::thread::Builder::new()
+        .name("bind".into())
+        .spawn(move || {
+            let map = [panthor::map_op(code, 0x300_0000, BO_SIZE)];
+            let unmap = [panthor::unmap_op(0x300_0000, BO_SIZE)];
+            let got = panthor::vm_bind(&d, vm1, 0, &map, &[])
+                .and_then(|()| panthor::vm_bind(&d, vm1, 0, &unmap, &[]));
+            let _ = tx.send(got);
+        });
+    if let Err(e) = spawned {
+        return r.fail(AFTER, format!("cannot start a thread: {e}"));
+    }
+    match rx.recv_timeout(SPARSE_LIMIT) {
+        Ok(got) => {
+            if r.check(AFTER, got.or_else(errno("VM_BIND"))) {
+                r.check(
+                    "after the sparse bind a probe job stores its word",
+                    c.probe(dev),
+                );
+            }
+        }
+        Err(_) => r.fail(AFTER, "no return within 10 s (the thread is left blocked)"),
+    }
 }
 
-/// Part 6: a file closed while a thread waits on a job of it.
+/// Part 5: a file closed while a thread waits on a job of it.
 fn close_mid_wait<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
-    const SETUP: &str = "a second file: a job that never finishes on its own (SYNC_WAIT64 on a \
-                         word nothing writes), a thread waiting on it";
+    const SETUP: &str = "a second file: a job that will not finish soon (the gate's stream), a \
+                         thread waiting on it";
     let set_up = (|| {
         let d2 = Drm::open(drm::RENDER_NODE).or_else(errno("open"))?;
         let c2 = Client::new(&d2)?;
-        let stuck = c2.submit(&d2, c2.group, 0, STUCK_STREAM, &wait_stream(NEVER_WORD))?;
+        write_stream(
+            &c2.code,
+            NOP_BLOCK,
+            &vec![instr::nop(); NOP_BYTES as usize / 8],
+        );
+        let stuck = c2.submit(&d2, c2.group, 0, GATE_STREAM, &gate_stream())?;
         Ok::<_, String>((d2, c2, stuck))
     })();
     let (d2, c2, stuck) = match set_up {
@@ -654,6 +687,16 @@ fn close_mid_wait<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
                 took.as_secs_f64() * 1e3
             ));
             r.ok("the wait on the closed file's job returns");
+            r.check(
+                "the thread was still waiting when the file was closed (its wait took over 100 ms)",
+                if took > Duration::from_millis(100) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the wait returned after {took:?}, before the close"
+                    ))
+                },
+            );
         }
         Err(_) => r.fail(
             "the wait on the closed file's job returns",
@@ -713,10 +756,11 @@ mod tests {
     fn probe_streams_and_words() {
         assert_ne!(probe_value(0), probe_value(1));
         assert_eq!(store_stream(8, 5).len(), 3);
-        assert_eq!(
-            wait_stream(GATE_WORD)[0],
-            instr::move48(0, DATA_VA + GATE_WORD)
-        );
+        let gate = gate_stream();
+        assert_eq!(gate.len(), 2 + GATE_CALLS);
+        assert_eq!(gate[2], instr::call(4, 6));
+        assert_eq!(gate[GATE_CALLS + 1], instr::call(4, 6));
+        assert!((GATE_STREAM + 8 * gate.len() as u64) <= CODE_SIZE);
     }
 
     #[test]
