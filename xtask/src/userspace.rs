@@ -11,8 +11,8 @@
 //! 2. an initramfs is written, an uncompressed `newc` cpio archive made here (no `cpio` tool,
 //!    no root): `dev/`, `dev/console`, `proc/`, `sys/` and the program as `init`;
 //! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it
-//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo`), the serial
-//!    console is saved to `<cache>/userspace-<name>.log`;
+//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo` and
+//!    `tyr_hostile`), the serial console is saved to `<cache>/userspace-<name>.log`;
 //! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed, then the kernel log
 //!    lines the stage names (Tyr's probe lines for `tyr_demo`); the stage passes only with a
 //!    summary line of at least one passed and no failed check, and a kernel log the caller's
