@@ -11,8 +11,8 @@
 //! 2. an initramfs is written, an uncompressed `newc` cpio archive made here (no `cpio` tool,
 //!    no root): `dev/`, `dev/console`, `proc/`, `sys/` and the program as `init`;
 //! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it
-//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo`), the serial
-//!    console is saved to `<cache>/userspace-<name>.log`;
+//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo` and
+//!    `tyr_hostile`), the serial console is saved to `<cache>/userspace-<name>.log`;
 //! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed, then the kernel log
 //!    lines the stage names (Tyr's probe lines for `tyr_demo`); the stage passes only with a
 //!    summary line of at least one passed and no failed check, and a kernel log the caller's
@@ -61,6 +61,14 @@ pub(crate) const STAGES: &[Stage] = &[
         cmdline: "gpukit.boot=tyr",
         kernel_lines: &["tyr: ", "[drm] Initialized panthor"],
     },
+    // Tyr again, attacked by a hostile client (huge heaps and BOs, overfull queues, many
+    // timeline waits, a 128 TiB sparse map, a close while a thread waits).
+    Stage {
+        name: "tyr_hostile",
+        dir: "xtask/userspace",
+        cmdline: "gpukit.boot=tyr",
+        kernel_lines: &["tyr: "],
+    },
 ];
 
 /// The target the programs are built for: static executables without a C library to install.
@@ -73,8 +81,9 @@ const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
 const HALT_GRACE: Duration = Duration::from_secs(10);
 
 /// The kernel command line: serial console, KUnit's built-in suites off (they ran in the KUnit
-/// stage), reboot at once on a panic (QEMU's `-no-reboot` turns that into an exit), our init.
-const CMDLINE: &str = "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init";
+/// stage), every WARN a panic and a panic a reboot at once (QEMU's `-no-reboot` turns that into
+/// an exit, so a WARN ends the boot before the program's summary), our init.
+const CMDLINE: &str = "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init";
 
 /// The kernel command line of `stage`'s boot: [`CMDLINE`] and what the stage adds.
 fn cmdline(stage: &Stage) -> String {
@@ -456,6 +465,10 @@ fn hints(log: &str) -> String {
     }
     if log.contains("Attempted to kill init") {
         out.push_str("; /init exited or crashed");
+    }
+    // The kernel's "Kernel panic - not syncing: kernel: panic_on_warn set ...".
+    if log.contains("panic_on_warn set") {
+        out.push_str("; a WARN panicked the kernel (panic_on_warn=1): see the WARNING lines");
     }
     out
 }
@@ -959,12 +972,12 @@ userspace: drm_sample: summary: 2 passed, 1 failed\r
         let sample = STAGES.iter().find(|s| s.name == "drm_sample").unwrap();
         assert_eq!(
             cmdline(sample),
-            "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init"
+            "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init"
         );
         let tyr = STAGES.iter().find(|s| s.name == "tyr_demo").unwrap();
         assert_eq!(
             cmdline(tyr),
-            "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init gpukit.boot=tyr"
+            "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"
         );
         let padded = Stage {
             name: "x",
@@ -974,9 +987,11 @@ userspace: drm_sample: summary: 2 passed, 1 failed\r
         };
         assert_eq!(
             cmdline(&padded),
-            "console=ttyS0 kunit.enable=0 panic=-1 rdinit=/init a=1 b"
+            "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init a=1 b"
         );
-        // drm_sample comes first and both are built from the same crate.
+        let hostile = STAGES.iter().find(|s| s.name == "tyr_hostile").unwrap();
+        assert!(cmdline(hostile).ends_with("panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"));
+        // drm_sample comes first and all are built from the same crate.
         assert_eq!(STAGES[0].name, "drm_sample");
         assert!(STAGES.iter().all(|s| s.dir == "xtask/userspace"));
     }
@@ -1017,5 +1032,8 @@ userspace: tyr_demo: note about tyr: not a kernel line
             hints("Unpacking initramfs...\nRun /init as init process"),
             ""
         );
+        let warned = "Unpacking initramfs...\nWARNING: CPU: 0 PID: 1 at x.c:1 f+0x1/0x2\n\
+                      Kernel panic - not syncing: kernel: panic_on_warn set ...\n";
+        assert!(hints(warned).contains("a WARN panicked the kernel"));
     }
 }

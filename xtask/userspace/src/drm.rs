@@ -271,22 +271,7 @@ impl Drm {
 
     /// `DRM_IOCTL_SYNCOBJ_WAIT` on `handles` with `flags`, until `timeout_ns` from now.
     pub fn syncobj_wait(&self, handles: &[u32], flags: u32, timeout_ns: i64) -> Result<i64, Errno> {
-        let mut arg = DrmSyncobjWait {
-            handles: handles.as_ptr() as u64,
-            timeout_nsec: sys::monotonic_ns() + timeout_ns,
-            count_handles: u32::try_from(handles.len()).map_err(|_| Errno(libc::EINVAL))?,
-            flags,
-            ..DrmSyncobjWait::default()
-        };
-        // SAFETY: `arg` is a valid `struct drm_syncobj_wait` whose `handles` points to
-        // `count_handles` handles that outlive the call (the kernel only reads them).
-        unsafe {
-            sys::ioctl_raw(
-                &self.file,
-                IOCTL_SYNCOBJ_WAIT,
-                (&mut arg as *mut DrmSyncobjWait).cast(),
-            )
-        }
+        syncobj_wait(&self.file, handles, flags, timeout_ns)
     }
 
     /// `DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD` with `EXPORT_SYNC_FILE`: the syncobj's current fence
@@ -311,6 +296,70 @@ impl Drm {
     /// Closes the file with `close(2)`, returning what it says.
     pub fn close(self) -> Result<(), Errno> {
         sys::close(self.file)
+    }
+}
+
+/// `DRM_IOCTL_SYNCOBJ_WAIT` on `handles` of the DRM file `file` with `flags`, until
+/// `timeout_ns` from now (for a thread that waits on a file another closes).
+pub fn syncobj_wait(
+    file: &File,
+    handles: &[u32],
+    flags: u32,
+    timeout_ns: i64,
+) -> Result<i64, Errno> {
+    let mut arg = DrmSyncobjWait {
+        handles: handles.as_ptr() as u64,
+        timeout_nsec: sys::monotonic_ns() + timeout_ns,
+        count_handles: u32::try_from(handles.len()).map_err(|_| Errno(libc::EINVAL))?,
+        flags,
+        ..DrmSyncobjWait::default()
+    };
+    // SAFETY: `arg` is a valid `struct drm_syncobj_wait` whose `handles` points to
+    // `count_handles` handles that outlive the call (the kernel only reads them).
+    unsafe {
+        sys::ioctl_raw(
+            file,
+            IOCTL_SYNCOBJ_WAIT,
+            (&mut arg as *mut DrmSyncobjWait).cast(),
+        )
+    }
+}
+
+/// `struct drm_syncobj_timeline_array` (`SYNCOBJ_QUERY`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct DrmSyncobjTimelineArray {
+    handles: u64,
+    points: u64,
+    count_handles: u32,
+    flags: u32,
+}
+
+/// `DRM_IOCTL_SYNCOBJ_QUERY`.
+pub const IOCTL_SYNCOBJ_QUERY: u32 =
+    ioc::iowr(IOCTL_BASE, 0xCB, size_of::<DrmSyncobjTimelineArray>());
+
+impl Drm {
+    /// `DRM_IOCTL_SYNCOBJ_QUERY` of one timeline syncobj: the last point that signalled.
+    pub fn syncobj_query(&self, handle: u32) -> Result<u64, Errno> {
+        let handles = [handle];
+        let mut points = [0u64];
+        let mut arg = DrmSyncobjTimelineArray {
+            handles: handles.as_ptr() as u64,
+            points: points.as_mut_ptr() as u64,
+            count_handles: 1,
+            flags: 0,
+        };
+        // SAFETY: `handles` (read) and `points` (written) hold `count_handles` entries each and
+        // outlive the call; nothing else references `points` during it.
+        unsafe {
+            sys::ioctl_raw(
+                &self.file,
+                IOCTL_SYNCOBJ_QUERY,
+                (&mut arg as *mut DrmSyncobjTimelineArray).cast(),
+            )
+        }?;
+        Ok(points[0])
     }
 }
 
@@ -345,6 +394,7 @@ mod tests {
         assert_eq!(IOCTL_SYNCOBJ_DESTROY, 0xC008_64C0);
         assert_eq!(IOCTL_SYNCOBJ_WAIT, 0xC028_64C3);
         assert_eq!(IOCTL_SYNCOBJ_HANDLE_TO_FD, 0xC018_64C1);
+        assert_eq!(IOCTL_SYNCOBJ_QUERY, 0xC018_64CB);
         assert_eq!(driver_iowr(0, 16), 0xC010_6440);
     }
 

@@ -44,6 +44,7 @@ plain!(
     QueueSubmit = 40,
     GroupSubmit = 24,
     GroupGetState = 16,
+    TilerHeapCreate = 40,
 );
 
 /// An object array describing `items` (address 0 for none). The array must stay alive, and
@@ -73,6 +74,20 @@ pub fn sync_op(signal: bool, handle: u32) -> SyncOp {
             },
         handle,
         timeline_value: 0,
+    }
+}
+
+/// A timeline-syncobj sync operation: wait on point `point` of `handle`, or signal it.
+pub fn timeline_op(signal: bool, handle: u32, point: u64) -> SyncOp {
+    SyncOp {
+        flags: DRM_PANTHOR_SYNC_OP_HANDLE_TYPE_TIMELINE_SYNCOBJ
+            | if signal {
+                DRM_PANTHOR_SYNC_OP_SIGNAL
+            } else {
+                DRM_PANTHOR_SYNC_OP_WAIT
+            },
+        handle,
+        timeline_value: point,
     }
 }
 
@@ -234,27 +249,52 @@ pub struct Job {
     pub signals: Vec<u32>,
 }
 
+/// One job of a submission with its sync operations as given (binary or timeline, in the
+/// order the kernel is to read them).
+#[derive(Clone, Debug, Default)]
+pub struct JobOps {
+    /// Queue index in the group.
+    pub queue: u32,
+    /// GPU address of the command stream (64-byte aligned; 0 with a size of 0).
+    pub addr: u64,
+    /// Size of the stream in bytes (a multiple of 8).
+    pub size: u32,
+    /// The job's sync operations.
+    pub syncs: Vec<SyncOp>,
+}
+
+impl From<&Job> for JobOps {
+    /// Waits first, then signals, all binary.
+    fn from(j: &Job) -> Self {
+        let waits = j.waits.iter().map(|&h| sync_op(false, h));
+        JobOps {
+            queue: j.queue,
+            addr: j.addr,
+            size: j.size,
+            syncs: waits
+                .chain(j.signals.iter().map(|&h| sync_op(true, h)))
+                .collect(),
+        }
+    }
+}
+
 /// `GROUP_SUBMIT` of `jobs` to `group`.
 pub fn group_submit(dev: &Drm, group: u32, jobs: &[Job]) -> Result<(), Errno> {
-    let syncs: Vec<Vec<SyncOp>> = jobs
-        .iter()
-        .map(|j| {
-            let waits = j.waits.iter().map(|&h| sync_op(false, h));
-            waits
-                .chain(j.signals.iter().map(|&h| sync_op(true, h)))
-                .collect()
-        })
-        .collect();
+    let jobs: Vec<JobOps> = jobs.iter().map(JobOps::from).collect();
+    group_submit_ops(dev, group, &jobs)
+}
+
+/// `GROUP_SUBMIT` of `jobs`, with their own sync operations, to `group`.
+pub fn group_submit_ops(dev: &Drm, group: u32, jobs: &[JobOps]) -> Result<(), Errno> {
     let submits: Vec<QueueSubmit> = jobs
         .iter()
-        .zip(&syncs)
-        .map(|(j, s)| QueueSubmit {
+        .map(|j| QueueSubmit {
             queue_index: j.queue,
             stream_size: j.size,
             stream_addr: j.addr,
             latest_flush: 0,
             pad: 0,
-            syncs: obj_array(s),
+            syncs: obj_array(&j.syncs),
         })
         .collect();
     let mut a = GroupSubmit {
@@ -262,10 +302,32 @@ pub fn group_submit(dev: &Drm, group: u32, jobs: &[Job]) -> Result<(), Errno> {
         pad: 0,
         queue_submits: obj_array(&submits),
     };
-    // SAFETY: `submits` and every sync-op vector of `syncs` it points to are alive and
-    // unmoved until the call returns, with the counts and strides of their `ObjArray`s; the
-    // kernel only reads them.
+    // SAFETY: `submits` and the sync-op vector of every job of `jobs` it points to are alive
+    // and unmoved until the call returns, with the counts and strides of their `ObjArray`s;
+    // the kernel only reads them.
     unsafe { dev.ioctl_with_pointers(DRM_IOCTL_PANTHOR_GROUP_SUBMIT, &mut a) }.map(|_| ())
+}
+
+/// `TILER_HEAP_CREATE` in `vm`: the argument as the kernel wrote it back (handle and
+/// addresses).
+pub fn tiler_heap_create(
+    dev: &Drm,
+    vm: u32,
+    initial_chunks: u32,
+    chunk_size: u32,
+    max_chunks: u32,
+    target_in_flight: u32,
+) -> Result<TilerHeapCreate, Errno> {
+    let mut a = TilerHeapCreate {
+        vm_id: vm,
+        initial_chunk_count: initial_chunks,
+        chunk_size,
+        max_chunks,
+        target_in_flight,
+        ..TilerHeapCreate::default()
+    };
+    dev.ioctl(DRM_IOCTL_PANTHOR_TILER_HEAP_CREATE, &mut a)?;
+    Ok(a)
 }
 
 /// Where the Tyr driver shows its live-object counts.
