@@ -131,8 +131,8 @@ pub struct Timings {
     /// How long work handed to an endpoint (`RUN_*`, `FINISH_TILING`) occupies its scoreboard
     /// entry.
     pub cs_work_ns: u64,
-    /// How long a command stream's other asynchronous operations (loads, stores, sync
-    /// operations, `STORE_STATE`, ...) take once they start.
+    /// How long a command stream's loads, stores and `STORE_STATE`s take once they start (a
+    /// sync operation writes its object as soon as its wait mask allows).
     pub cs_mem_ns: u64,
     /// Frequency of the system timestamp counter (`TIMESTAMP`), in Hz.
     pub timestamp_hz: u64,

@@ -557,10 +557,11 @@ pub mod isa {
     //! Instructions that start work do not wait for it: they issue an operation, counted on a
     //! scoreboard entry, and the stream goes on. An operation starts once every operation
     //! issued before it on the entries of its `wait_mask` has finished, and its effect happens
-    //! when it finishes, [`Timings::cs_mem_ns`](crate::Timings::cs_mem_ns) later (or
-    //! `cs_work_ns`, `cache_flush_ns`). So a stream that writes a sync object without waiting
-    //! for its work signals early, and [`Gpu::early_signals`](crate::Gpu::early_signals) counts
-    //! it. A stream has at most [`MAX_PENDING`](super::MAX_PENDING) operations in flight; one
+    //! when it finishes, [`Timings::cs_mem_ns`](crate::Timings::cs_mem_ns) later for loads,
+    //! stores and `STORE_STATE` (`cs_work_ns` for endpoint work, `cache_flush_ns` for a flush);
+    //! a sync operation writes its object as soon as it starts. So a stream that writes a sync
+    //! object without waiting for its work signals early, and
+    //! [`Gpu::early_signals`](crate::Gpu::early_signals) counts it. A stream has at most [`MAX_PENDING`](super::MAX_PENDING) operations in flight; one
     //! more waits. A `WAIT` reports its mask in `CS_STATUS_WAIT` (source `WAIT`) with blocked
     //! reason `SB_WAIT`; `CS_STATUS_SCOREBOARDS` holds the entries with work in flight.
     //!

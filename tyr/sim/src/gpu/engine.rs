@@ -1366,7 +1366,7 @@ impl<M: PhysMemory> Gpu<M> {
                     Deferred::Store { va, mask: m, vals }
                 };
                 let other = st.sb.other;
-                return Ok(self.issue(n, s, other, 0, what));
+                return Ok(self.issue(n, s, as_nr, other, 0, what));
             }
             Instr::Branch {
                 condition,
@@ -1471,12 +1471,21 @@ impl<M: PhysMemory> Gpu<M> {
                 let flush = l2_flush_mode != FlushMode::None
                     || lsc_flush_mode != FlushMode::None
                     || other_flush_mode != OtherFlushMode::None;
-                return Ok(self.issue(n, s, sl, m, Deferred::Flush { id, flush }));
+                return Ok(self.issue(n, s, as_nr, sl, m, Deferred::Flush { id, flush }));
             }
             Instr::SyncAdd32(op) | Instr::SyncSet32(op) => {
                 let data = u64::from(get32(self, reg(op.data)?));
                 let add = matches!(instr, Instr::SyncAdd32(_));
-                return self.issue_sync(n, s, get64(self, pair(op.address)?), data, false, add, op);
+                return self.issue_sync(
+                    n,
+                    s,
+                    as_nr,
+                    get64(self, pair(op.address)?),
+                    data,
+                    false,
+                    add,
+                    op,
+                );
             }
             Instr::SyncAdd64(op) | Instr::SyncSet64(op) => {
                 let data = get64(self, pair(op.data)?);
@@ -1490,7 +1499,7 @@ impl<M: PhysMemory> Gpu<M> {
                     wait_mask: op.wait_mask,
                     signal_slot: op.signal_slot,
                 };
-                return self.issue_sync(n, s, va, data, true, add, op);
+                return self.issue_sync(n, s, as_nr, va, data, true, add, op);
             }
             Instr::SyncWait32(w) => {
                 let value = u64::from(get32(self, reg(w.data)?));
@@ -1515,7 +1524,7 @@ impl<M: PhysMemory> Gpu<M> {
                     return Err(INVALID);
                 }
                 let sel = state as u8;
-                return Ok(self.issue(n, s, sl, m, Deferred::State { va, sel }));
+                return Ok(self.issue(n, s, as_nr, sl, m, Deferred::State { va, sel }));
             }
             Instr::ErrorBarrier => self.csf.groups[n].streams[s].error = false,
             Instr::HeapSet { address } => {
@@ -1533,7 +1542,7 @@ impl<M: PhysMemory> Gpu<M> {
                 if ctx == 0 || !ctx.is_multiple_of(8) {
                     return Err(INVALID);
                 }
-                return Ok(self.issue(n, s, sl, m, Deferred::HeapCount { ctx, field }));
+                return Ok(self.issue(n, s, as_nr, sl, m, Deferred::HeapCount { ctx, field }));
             }
             Instr::TracePoint {
                 base_register,
@@ -1546,7 +1555,7 @@ impl<M: PhysMemory> Gpu<M> {
                 if base + usize::from(register_count) > csf::NUM_REGS {
                     return Err(INVALID);
                 }
-                return Ok(self.issue(n, s, sl, m, Deferred::Nothing));
+                return Ok(self.issue(n, s, as_nr, sl, m, Deferred::Nothing));
             }
             Instr::ProtRegion { .. } => {
                 // Protected mode is not simulated (the driver gives the firmware no
@@ -1558,20 +1567,20 @@ impl<M: PhysMemory> Gpu<M> {
             }
             | Instr::RunComputeIndirect {
                 progress_increment, ..
-            } => return self.run_work(n, s, RES_COMPUTE, progress_increment),
+            } => return self.run_work(n, s, as_nr, RES_COMPUTE, progress_increment),
             Instr::RunTiling {
                 progress_increment, ..
-            } => return self.run_work(n, s, RES_TILER, progress_increment),
+            } => return self.run_work(n, s, as_nr, RES_TILER, progress_increment),
             Instr::RunFragment {
                 progress_increment, ..
-            } => return self.run_work(n, s, RES_FRAGMENT, progress_increment),
+            } => return self.run_work(n, s, as_nr, RES_FRAGMENT, progress_increment),
             Instr::RunFullscreen {
                 progress_increment,
                 dcd,
                 ..
             } => {
                 pair(dcd)?;
-                return self.run_work(n, s, RES_FRAGMENT, progress_increment);
+                return self.run_work(n, s, as_nr, RES_FRAGMENT, progress_increment);
             }
             Instr::FinishTiling { progress_increment } => {
                 if self.csf.groups[n].streams[s].resources & (RES_TILER | RES_IDVS) == 0 {
@@ -1581,7 +1590,7 @@ impl<M: PhysMemory> Gpu<M> {
                 let what = Deferred::Work {
                     progress: progress_increment,
                 };
-                return Ok(self.issue(n, s, e, 0, what));
+                return Ok(self.issue(n, s, as_nr, e, 0, what));
             }
             Instr::FinishFragment {
                 increment_fragment_completed,
@@ -1609,7 +1618,7 @@ impl<M: PhysMemory> Gpu<M> {
                 } else {
                     Deferred::Nothing
                 };
-                return Ok(self.issue(n, s, sl, m, what));
+                return Ok(self.issue(n, s, as_nr, sl, m, what));
             }
             Instr::RunIdvs {
                 progress_increment,
@@ -1660,7 +1669,7 @@ impl<M: PhysMemory> Gpu<M> {
                 let what = Deferred::Work {
                     progress: progress_increment,
                 };
-                return Ok(self.issue(n, s, e, 0, what));
+                return Ok(self.issue(n, s, as_nr, e, 0, what));
             }
         }
         let _ = r;
@@ -1669,18 +1678,36 @@ impl<M: PhysMemory> Gpu<M> {
 
     /// Issues `what` on `slot` once the slots of `waits` drain: the stream goes on at once
     /// (see [`sb`]), or stays on the instruction while its queue is full.
-    fn issue(&mut self, n: usize, s: usize, slot: u8, waits: u16, what: Deferred) -> Step {
-        if self.csf.groups[n].streams[s].sb.issue(slot, waits, what) {
-            // It starts now unless older work on its wait slots holds it back.
-            self.sb_start(n, s, false);
-            Step::Next
-        } else {
-            Step::Full
+    fn issue(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        slot: u8,
+        waits: u16,
+        what: Deferred,
+    ) -> Step {
+        if !self.csf.groups[n].streams[s].sb.issue(slot, waits, what) {
+            return Step::Full;
+        }
+        // It starts now unless older work on its wait slots holds it back, and what is due now
+        // (a sync operation nothing holds back) takes effect at once.
+        match self.sb_advance(n, s, as_nr, self.now, false) {
+            Err(step @ (Step::Fault { .. } | Step::McuFault)) => step,
+            // A write that stalls on a locked region stays in flight; the stream goes on.
+            Ok(()) | Err(_) => Step::Next,
         }
     }
 
     /// `RUN_*` work on the endpoint `res` names, tracked on the stream's endpoint entry.
-    fn run_work(&mut self, n: usize, s: usize, res: u8, progress: bool) -> Result<Step, Step> {
+    fn run_work(
+        &mut self,
+        n: usize,
+        s: usize,
+        as_nr: usize,
+        res: u8,
+        progress: bool,
+    ) -> Result<Step, Step> {
         if self.csf.groups[n].streams[s].resources & res == 0 {
             return Err(Step::Fatal {
                 code: exception::CS_INSTR_INVALID,
@@ -1693,7 +1720,7 @@ impl<M: PhysMemory> Gpu<M> {
             });
         }
         let e = self.csf.groups[n].streams[s].sb.endpoint;
-        Ok(self.issue(n, s, e, 0, Deferred::Work { progress }))
+        Ok(self.issue(n, s, as_nr, e, 0, Deferred::Work { progress }))
     }
 
     /// `SYNC_ADD`/`SYNC_SET` of `data` at `va` (`wide`: 64-bit), as `op` asks.
@@ -1702,6 +1729,7 @@ impl<M: PhysMemory> Gpu<M> {
         &mut self,
         n: usize,
         s: usize,
+        as_nr: usize,
         va: u64,
         data: u64,
         wide: bool,
@@ -1727,7 +1755,7 @@ impl<M: PhysMemory> Gpu<M> {
             propagate: op.error_propagate,
             system: op.scope == SyncScope::System,
         };
-        Ok(self.issue(n, s, slot, waits, what))
+        Ok(self.issue(n, s, as_nr, slot, waits, what))
     }
 
     /// `SYNC_WAIT` until the object at `va` compares with `value` as `cond` says. The object's

@@ -23,7 +23,9 @@
 //! starts once every operation issued before it on a slot of its wait mask has finished, and
 //! finishes a fixed time later: [`Timings::cs_work_ns`](crate::Timings::cs_work_ns) for work on
 //! an endpoint, [`Timings::cache_flush_ns`](crate::Timings::cache_flush_ns) for a cache flush,
-//! [`Timings::cs_mem_ns`](crate::Timings::cs_mem_ns) for the others. Its effect (the memory or
+//! [`Timings::cs_mem_ns`](crate::Timings::cs_mem_ns) for loads, stores and `STORE_STATE`; a sync
+//! operation writes its object as soon as its wait mask allows (at once if nothing holds it
+//! back: a stream that signals while its work runs signals early, at the instruction). Its effect (the memory or
 //! registers it writes) happens when it finishes. Work on an endpoint runs no shader: it only
 //! occupies its slot for its duration. The engine moves in steps of
 //! [`Timings::cs_step_ns`](crate::Timings::cs_step_ns): an operation due before a step ends
@@ -172,6 +174,8 @@ impl<M: PhysMemory> Gpu<M> {
         match what {
             Deferred::Work { .. } => t.cs_work_ns,
             Deferred::Flush { .. } => t.cache_flush_ns,
+            // A sync operation's write happens as soon as its wait allows.
+            Deferred::Sync { .. } => 0,
             _ => t.cs_mem_ns,
         }
     }
