@@ -1184,21 +1184,11 @@ impl<M: PhysMemory> Gpu<M> {
                 va,
             });
         }
-        let res = self.gpu_access(as_nr, va, data, stream_source(n, s));
-        res.map_err(|e| match e {
-            AccessError::Mmu(f) => Step::Fault {
-                code: f.exception_code(),
-                va,
-            },
-            AccessError::Bus(_) => Step::Fault {
-                code: exception::CS_BUS_FAULT,
-                va,
-            },
-        })
+        self.stream_access_unlocked(n, s, as_nr, va, data)
     }
 
-    /// A memory access of a stream that a suspend drains: as [`Self::stream_access`], through a
-    /// locked region too.
+    /// A memory access of a stream, through a locked region too (what a suspend draining the
+    /// stream's work does; [`Self::stream_access`] after its checks).
     fn stream_access_unlocked(
         &mut self,
         n: usize,
