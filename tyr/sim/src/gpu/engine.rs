@@ -6,8 +6,8 @@ use pin_init::{init, init_array_from_fn};
 
 use super::{AccessError, Data, Gpu};
 use ::csf::{
-    Condition, ExceptionType, FlushMode, Instr, OtherFlushMode, Reg, Reg64, Slot, SlotMask, SyncOp,
-    SyncScope, WaitCondition,
+    ExceptionType, FlushMode, Instr, OtherFlushMode, Reg, Reg64, Slot, SlotMask, SyncOp, SyncScope,
+    WaitCondition,
 };
 
 use crate::csf::{self, cs, csg, exception, glb, heap, ring, suspend};
@@ -1363,17 +1363,8 @@ impl<M: PhysMemory> Gpu<M> {
                 value,
                 offset,
             } => {
-                let v = get32(self, reg(value)?) as i32;
-                let taken = match condition {
-                    Condition::Lequal => v <= 0,
-                    Condition::Greater => v > 0,
-                    Condition::Equal => v == 0,
-                    Condition::Nequal => v != 0,
-                    Condition::Less => v < 0,
-                    Condition::Gequal => v >= 0,
-                    Condition::Always => true,
-                };
-                if taken {
+                // The register, as a signed 32-bit value, against 0.
+                if condition.holds(get32(self, reg(value)?) as i32) {
                     return Ok(Step::Branch { offset });
                 }
             }
@@ -1770,11 +1761,7 @@ impl<M: PhysMemory> Gpu<M> {
             });
         }
         let mem = self.stream_read(n, s, as_nr, va, len)?;
-        let go = match cond {
-            WaitCondition::Lequal => mem <= value,
-            WaitCondition::Greater => mem > value,
-        };
-        if !go {
+        if !cond.satisfied(mem, value) {
             let mut status = (cond as u32) << cs::STATUS_WAIT_SYNC_COND_SHIFT;
             if wide {
                 status |= cs::STATUS_WAIT_SYNC_64B;
