@@ -5,7 +5,8 @@
 //! Linux builds its third-party Rust crates (`zerocopy`, `pin-init`) from `rust/` with explicit
 //! `rustc` rules in `rust/Makefile`, not with Cargo. The crate family goes in the same way:
 //!
-//! 1. The user's tree (`--kdir`, default: what `shared/tools/linux-src` prints) is never written.
+//! 1. The user's tree (`--kdir`, default: Debian's `linux-source-7.2`, which the tool fetches and
+//!    unpacks once into `~/.cache/linux-src`, see [`crate::debian`]) is never written.
 //!    The tool owns an overlay of it under `~/.cache/gpukit/kernel/<version>-<hash>/src`: a tree
 //!    of hard links (a copy where links are impossible) made once, plus the files the tool adds
 //!    or replaces. Objects go to `.../build` (`make O=`), so the overlay stays clean.
@@ -31,6 +32,8 @@ use std::time::Instant;
 use crate::workspace::{Cmd, Workspace};
 use crate::Tally;
 
+/// The Linux series the crates are built into when no `--kdir` is given.
+const LINUX_SERIES: &str = "7.2";
 /// `LLVM=` suffix of the Clang/LLVM toolchain the kernel is built with.
 const LLVM_SUFFIX: &str = "-19";
 /// Parallel make jobs (the machines have two cores, shared).
@@ -257,24 +260,10 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(ws: &Workspace, opts: &Options) -> Result<Self, String> {
+    fn new(opts: &Options) -> Result<Self, String> {
         let kdir = match &opts.kdir {
             Some(d) => d.clone(),
-            None => {
-                let tool = ws.root.join("../shared/tools/linux-src");
-                let tool = if tool.exists() {
-                    tool
-                } else {
-                    PathBuf::from("/work/shared/tools/linux-src")
-                };
-                let out = Command::new(&tool)
-                    .output()
-                    .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
-                if !out.status.success() {
-                    return Err(format!("{} failed", tool.display()));
-                }
-                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-            }
+            None => crate::debian::linux_source(LINUX_SERIES)?,
         };
         let kdir =
             fs::canonicalize(&kdir).map_err(|e| format!("kernel tree {}: {e}", kdir.display()))?;
@@ -852,8 +841,27 @@ const CHECKERS: &[&str] = &[
 /// Writes the kunitconfig, the TCG QEMU configuration and the QEMU wrapper.
 fn kunit_files(l: &Layout) -> Result<(), String> {
     let config = match l.flavour {
-        Flavour::Test => KUNITCONFIG,
-        Flavour::Bench => BENCHCONFIG,
+        Flavour::Test => {
+            // The Arm firmware image built into the kernel (`EXTRA_FIRMWARE`), so that Tyr's
+            // `request_firmware` finds it in the KUnit boot, which has no root file system, as
+            // in the userspace boots. The image is copied next to the build so that a later
+            // fetch into the cache cannot change what an unchanged configuration built in.
+            let fw = crate::debian::firmware_dir()?;
+            let dir = l.cache.join("firmware");
+            let to = dir.join(crate::debian::G610_FIRMWARE);
+            let bytes = fs::read(fw.join(crate::debian::G610_FIRMWARE))
+                .map_err(|e| format!("firmware image: {e}"))?;
+            fs::create_dir_all(to.parent().expect("a file in a directory"))
+                .map_err(|e| format!("{}: {e}", to.display()))?;
+            sync_file(&to, &bytes)?;
+            format!(
+                "{KUNITCONFIG}CONFIG_FW_LOADER=y\nCONFIG_EXTRA_FIRMWARE=\"{}\"\n\
+                 CONFIG_EXTRA_FIRMWARE_DIR=\"{}\"\n",
+                crate::debian::G610_FIRMWARE,
+                dir.display()
+            )
+        }
+        Flavour::Bench => BENCHCONFIG.to_string(),
     };
     sync_file(&l.cache.join("kunitconfig"), config.as_bytes())?;
     sync_file(
@@ -1058,7 +1066,7 @@ fn build_inner(
 ) -> Result<(Layout, CacheLock), String> {
     install_tools(with_qemu)?;
     feature_guard(ws)?;
-    let l = Layout::new(ws, opts)?;
+    let l = Layout::new(opts)?;
     let lock = CacheLock::take(&l.cache)?;
     let first = !l.build.join("vmlinux").exists();
     ensure_overlay(&l)?;

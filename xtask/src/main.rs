@@ -10,6 +10,7 @@
 //! cargo xtask demo               run every example of the library crates (release mode)
 //! cargo xtask bench [--quick] [--write-docs]  every crate's peer comparison, one line each
 //! cargo xtask fuzz <target> [--time S]  run one fuzz target of fuzz/ from its corpus (--list)
+//! cargo xtask firmware           fetch Debian's Mali CSF firmware into the cache, print its directory
 //! cargo xtask csdump [--base ADDR] <file|->  disassemble a Mali v10 command stream (csf's example)
 //! cargo xtask csdump --demo               run the Mali-G610 demo, disassembling its chain's job 1
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
@@ -24,6 +25,7 @@
 
 mod bench;
 mod codegen;
+mod debian;
 mod fuzz;
 mod kernel;
 mod setup;
@@ -53,6 +55,8 @@ fn usage() -> ExitCode {
            demo               run every example of the library crates, in release mode\n  \
            bench [--quick] [--write-docs]  every crate's peer comparison, one line each\n  \
            fuzz <target> [--time S]  run a fuzz target of fuzz/ (default 300 s); --list names them\n  \
+           firmware           fetch the Arm Mali CSF firmware (Debian's firmware-misc-nonfree)\n  \
+                              into ~/.cache/gpukit/firmware once; print that directory\n  \
            csdump [--base ADDR] <file|->  disassemble a Mali v10 command stream (little-endian\n  \
                               64-bit words; - reads stdin; ADDR is the first word's GPU address)\n  \
            csdump --demo              run the Mali-G610 demo, disassembling its chain's job 1\n  \
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Some("codegen") => codegen::run(&ws, args.iter().any(|a| a == "--bless")),
         Some("fuzz") => fuzz::command(&ws, &args[1..]),
         Some("csdump") => csdump(&args[1..]),
+        Some("firmware") => debian::firmware_dir().map(|d| println!("{}", d.display())),
         Some("kernel-build") => {
             kernel::Options::parse(&args[1..]).and_then(|o| kernel::build(&ws, &o))
         }
@@ -185,6 +190,18 @@ fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
     steps.push(Step {
         name: "setup (rustup components, targets, toolchains)".into(),
         run: Box::new(|_| setup::run()),
+    });
+    // The real Arm firmware image, which the driver's tests and the demo load from the
+    // directory named by `TYR_FIRMWARE_DIR` (every later step inherits it): CI parses and loads
+    // the image silicon would run, not only the project's own.
+    steps.push(Step {
+        name: format!("firmware (Debian's firmware-misc-nonfree: {})", debian::G610_FIRMWARE),
+        run: Box::new(|_| {
+            let dir = debian::firmware_dir()?;
+            eprintln!("ci: TYR_FIRMWARE_DIR={}", dir.display());
+            std::env::set_var("TYR_FIRMWARE_DIR", &dir);
+            Ok(())
+        }),
     });
     steps.push(Step {
         name: "cargo fmt --check".into(),
