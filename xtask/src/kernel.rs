@@ -855,7 +855,7 @@ fn kunit_files(l: &Layout) -> Result<(), String> {
                 .map_err(|e| format!("{}: {e}", to.display()))?;
             sync_file(&to, &bytes)?;
             format!(
-                "{KUNITCONFIG}CONFIG_FW_LOADER=y\nCONFIG_EXTRA_FIRMWARE=\"{}\"\n\
+                "{KUNITCONFIG}CONFIG_FW_LOADER=y\nCONFIG_RUST_FW_LOADER_ABSTRACTIONS=y\nCONFIG_EXTRA_FIRMWARE=\"{}\"\n\
                  CONFIG_EXTRA_FIRMWARE_DIR=\"{}\"\n",
                 crate::debian::G610_FIRMWARE,
                 dir.display()
