@@ -26,6 +26,8 @@
 //!
 //! Loading a firmware image into its sections is not done here: the simulated MCU needs none.
 
+pub mod image;
+
 use core::time::Duration;
 
 use register::io::poll::read_poll_timeout;
