@@ -827,13 +827,15 @@ impl Backend for KernelBackend {
             return Err(Error::Invalid);
         }
         buf[..bytes.len()].copy_from_slice(bytes);
-        let name =
-            core::ffi::CStr::from_bytes_with_nul(&buf[..=bytes.len()]).map_err(|_| Error::Invalid)?;
+        let name = core::ffi::CStr::from_bytes_with_nul(&buf[..=bytes.len()])
+            .map_err(|_| Error::Invalid)?;
         match ::kernel::firmware::Firmware::request_nowarn(name, self.dma.0.device()) {
             Ok(f) => Ok(KernelFirmware::File(f)),
             // The simulated GPU needs no Arm file: its MCU's own image serves.
             Err(_) => {
-                pr_info!("tyr: no {path} from the firmware loader: the simulated MCU's own image\n");
+                pr_info!(
+                    "tyr: no {path} from the firmware loader: the simulated MCU's own image\n"
+                );
                 Ok(KernelFirmware::Builtin(&mali_sim::firmware::IMAGE))
             }
         }

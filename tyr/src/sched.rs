@@ -1861,7 +1861,10 @@ impl<B: Backend> DevInner<B> {
         }
         // Groups are about to run: the GPU must be powered (see `crate::pm`).
         let reload = || self.firmware.reload(&self.backend, false, false);
-        match self.pm.wake(&self.backend, &self.gpu_info, self.fw.base, reload) {
+        match self
+            .pm
+            .wake(&self.backend, &self.gpu_info, self.fw.base, reload)
+        {
             Ok(true) => {}
             // Suspended: the groups wait for the resume.
             Ok(false) => return,

@@ -59,9 +59,12 @@ fn probe_succeeds_and_logs_like_tyr() {
     // reached: keep it up, and powered, for what follows.
     let pm = &dev.shared().pm;
     pm.set_idle_timeout(std::time::Duration::from_secs(3600));
-    assert_eq!(pm.wake(&dev.backend, &dev.gpu_info, dev.fw.base, || {
-        dev.firmware.reload(&dev.backend, false, false)
-    }), Ok(true));
+    assert_eq!(
+        pm.wake(&dev.backend, &dev.gpu_info, dev.fw.base, || {
+            dev.firmware.reload(&dev.backend, false, false)
+        }),
+        Ok(true)
+    );
     let gpu = dev.backend.gpu();
     assert_eq!(gpu.read32(regs::L2_READY_LO), 1);
     // The MCU runs, with the firmware interface mapped in address space 0.

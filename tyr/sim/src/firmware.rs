@@ -273,7 +273,11 @@ impl Flashed {
                 let data = image
                     .get(ds as usize..de as usize)
                     .ok_or(FlashError::BadEntry)?;
-                if va_end < va_start || data.len() as u64 > u64::from(va_end - va_start) {
+                if va_end < va_start {
+                    return Err(FlashError::BadEntry);
+                }
+                // Protected-mode sections are not the MCU's to check.
+                if flags & SECTION_PROT == 0 && data.len() as u64 > u64::from(va_end - va_start) {
                     return Err(FlashError::BadEntry);
                 }
                 if flags & SECTION_PROT == 0 && va_end > va_start {
@@ -377,6 +381,19 @@ mod tests {
             &IMAGE[BUILD_AT + 9..BUILD_AT + 9 + GIT_SHA.len()],
             GIT_SHA.as_bytes()
         );
+    }
+
+    /// With `MALI_SIM_WRITE_FIRMWARE=<dir>`, writes [`IMAGE`] as
+    /// `<dir>/arm/mali/arch10.8/mali_csffw.bin` (a firmware directory for a driver that reads
+    /// files, and the seed of the `fw_image` fuzz corpus).
+    #[test]
+    fn the_sim_image_is_written_on_demand() {
+        let Some(dir) = std::env::var_os("MALI_SIM_WRITE_FIRMWARE") else {
+            return;
+        };
+        let d = std::path::Path::new(&dir).join("arm/mali/arch10.8");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("mali_csffw.bin"), IMAGE).unwrap();
     }
 
     #[test]

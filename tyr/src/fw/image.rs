@@ -269,10 +269,9 @@ impl fmt::Display for ImageError {
                 f,
                 "firmware section at {SHARED_REGION_VA:#x} must be shared"
             ),
-            ImageError::Overlap { first, second } => write!(
-                f,
-                "firmware sections at {first:#x} and {second:#x} overlap"
-            ),
+            ImageError::Overlap { first, second } => {
+                write!(f, "firmware sections at {first:#x} and {second:#x} overlap")
+            }
             ImageError::TooManySections => {
                 write!(f, "firmware has more than {MAX_SECTIONS} sections")
             }
@@ -509,12 +508,13 @@ fn iface<'a>(bytes: &'a [u8], e: &Entry<'a>) -> Result<Iface<'a>, ImageError> {
     if va_end == va_start {
         return Ok(Iface::Empty);
     }
-    let data = bytes
-        .get(d_start as usize..d_end as usize)
-        .ok_or(ImageError::SectionDataPastEnd {
-            end: d_end,
-            len: bytes.len(),
-        })?;
+    let data =
+        bytes
+            .get(d_start as usize..d_end as usize)
+            .ok_or(ImageError::SectionDataPastEnd {
+                end: d_end,
+                len: bytes.len(),
+            })?;
     Ok(Iface::Section(Section {
         flags: fl,
         va_start,
@@ -533,7 +533,10 @@ fn build_info<'a>(bytes: &'a [u8], e: &Entry<'a>) -> Result<BuildInfo<'a>, Image
         le32(e.body, 0).ok_or(short)? as usize,
         le32(e.body, 4).ok_or(short)? as usize,
     );
-    let meta = match start.checked_add(size).and_then(|end| bytes.get(start..end)) {
+    let meta = match start
+        .checked_add(size)
+        .and_then(|end| bytes.get(start..end))
+    {
         Some(m) if m.len() > GIT_SHA_PREFIX.len() => m,
         _ => return Ok(BuildInfo::Corrupt),
     };
@@ -713,8 +716,11 @@ pub mod build {
                 body.extend_from_slice(&w.to_le_bytes());
             }
             body.extend_from_slice(name);
-            self.entries
-                .push((u32::from(entry::IFACE), body, Some((12, data.to_vec(), false))));
+            self.entries.push((
+                u32::from(entry::IFACE),
+                body,
+                Some((12, data.to_vec(), false)),
+            ));
             self
         }
 
@@ -787,7 +793,12 @@ mod tests {
     fn good() -> Builder {
         Builder::new()
             .section(RD | EX | CACHE_MODE_CACHED, (0x0, 0x1000), b"code", b"text")
-            .section(RD | WR | ZERO | CACHE_MODE_CACHED, (0x1000, 0x3000), b"data", b"")
+            .section(
+                RD | WR | ZERO | CACHE_MODE_CACHED,
+                (0x1000, 0x3000),
+                b"data",
+                b"",
+            )
             .section(
                 RD | WR | SHARED | ZERO | CACHE_MODE_CACHED_COHERENT,
                 (SHARED_REGION_VA, SHARED_REGION_VA + 0x1_0000),
@@ -912,9 +923,24 @@ mod tests {
         ));
         // An entry size that is not a multiple of 4, one of 0, one past the image.
         for (size, want) in [
-            (0x21u32, ImageError::EntryMisaligned { offset: HEADER_SIZE }),
-            (0, ImageError::EntryTooShort { offset: HEADER_SIZE }),
-            (0xfc, ImageError::EntryTooLong { offset: HEADER_SIZE }),
+            (
+                0x21u32,
+                ImageError::EntryMisaligned {
+                    offset: HEADER_SIZE,
+                },
+            ),
+            (
+                0,
+                ImageError::EntryTooShort {
+                    offset: HEADER_SIZE,
+                },
+            ),
+            (
+                0xfc,
+                ImageError::EntryTooLong {
+                    offset: HEADER_SIZE,
+                },
+            ),
         ] {
             let mut b = good().finish();
             b[HEADER_SIZE + 1] = size as u8;
@@ -923,12 +949,19 @@ mod tests {
         // An interface entry too short for its fields.
         assert_eq!(
             err(Builder::new().raw(entry::IFACE, 0, &[0; 8])),
-            ImageError::EntryTooShort { offset: HEADER_SIZE }
+            ImageError::EntryTooShort {
+                offset: HEADER_SIZE
+            }
         );
         // Too many sections.
         let mut b = good();
         for n in 0..MAX_SECTIONS as u32 {
-            b = b.section(RD, (0x10_0000 + n * 0x1000, 0x10_1000 + n * 0x1000), b"", b"");
+            b = b.section(
+                RD,
+                (0x10_0000 + n * 0x1000, 0x10_1000 + n * 0x1000),
+                b"",
+                b"",
+            );
         }
         assert_eq!(err(b), ImageError::TooManySections);
         assert_eq!(
@@ -957,7 +990,10 @@ mod tests {
             assert_eq!(Image::parse(&bytes).unwrap().build_info(), want);
         }
         let bytes = base().finish();
-        assert_eq!(Image::parse(&bytes).unwrap().build_info(), BuildInfo::Absent);
+        assert_eq!(
+            Image::parse(&bytes).unwrap().build_info(),
+            BuildInfo::Absent
+        );
     }
 
     /// Arm's image for arch 10.8 (Debian's `firmware-misc-nonfree`), when `TYR_FIRMWARE_DIR`
@@ -976,14 +1012,20 @@ mod tests {
         };
         let img = Image::parse(&bytes).unwrap();
         let h = img.header();
-        assert_eq!((h.major, h.minor, h.version_hash, h.size), (0, 3, 0x0105_0000, 792));
+        assert_eq!(
+            (h.major, h.minor, h.version_hash, h.size),
+            (0, 3, 0x0105_0000, 792)
+        );
         assert_eq!((img.section_count(), img.protected_count()), (7, 1));
         let shared = img.shared();
         assert_eq!((shared.va_start, shared.va_end), (0x0400_0000, 0x0401_0000));
         assert_eq!((shared.data_offset, shared.data.len()), (0x43000, 0x2000));
         assert_eq!(shared.flags, 0xc000_001b);
         let flags: std::vec::Vec<_> = img.sections().map(|s| s.flags).collect();
-        assert_eq!(flags, [0x9, 0x9, 0x9, 0xd, 0x8000_000b, 0x8000_0009, 0xc000_001b]);
+        assert_eq!(
+            flags,
+            [0x9, 0x9, 0x9, 0xd, 0x8000_000b, 0x8000_0009, 0xc000_001b]
+        );
         assert_eq!(
             img.git_sha(),
             Some("95a25d71030715381f33105394285e1dcc860a65")
