@@ -444,6 +444,35 @@ mod tests {
         assert_eq!(r, Ok(()));
     }
 
+    /// Arm's image loads and the MCU accepts it, when `TYR_FIRMWARE_DIR` holds it; cold boots
+    /// after power-downs reload its writable section.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads a file")]
+    fn the_arm_image_loads_from_tyr_firmware_dir() {
+        let b = HostBackend::g610();
+        if !matches!(b.firmware().origin, crate::host::FirmwareOrigin::EnvDir(_)) {
+            std::println!("skipped: no Arm image in TYR_FIRMWARE_DIR");
+            return;
+        }
+        let parent = drm_ctx::device::Device::new("mali").unwrap();
+        let reg = driver::probe(&parent, b).unwrap();
+        let dev = reg.device();
+        assert_eq!(
+            dev.firmware.git_sha(),
+            Some("95a25d71030715381f33105394285e1dcc860a65")
+        );
+        assert_eq!(dev.firmware.sections().len(), 7);
+        let pm = &dev.shared().pm;
+        pm.set_idle_timeout(core::time::Duration::from_secs(3600));
+        let (b, info, base) = (&dev.backend, &dev.gpu_info, dev.fw.base);
+        for _ in 0..2 {
+            let _ = pm.power_down(b, info, base, || true);
+            let reload = || dev.firmware.reload(b, false, false);
+            assert_eq!(pm.wake(b, info, base, reload), Ok(true));
+            assert_eq!(b.gpu().with(|g| g.firmware_check()), None);
+        }
+    }
+
     /// Every kind of bad image is refused at probe with `EINVAL`, its reason logged, no panic.
     #[test]
     #[cfg_attr(miri, ignore = "a probe per image")]
