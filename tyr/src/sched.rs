@@ -1104,6 +1104,7 @@ impl<B: Backend> DevInner<B> {
     /// The state of a device the probe found (`gpu_info`) whose firmware published
     /// `csif_info` and its interface blocks `fw`, with the objects created before registration
     /// and the MCU's VM (address space 0, reserved).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         backend: B,
         gpu_info: gpu::GpuInfo,

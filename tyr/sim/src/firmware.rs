@@ -260,7 +260,7 @@ impl Flashed {
         while at < size {
             let ehdr = le32(image, at).ok_or(FlashError::BadEntry)?;
             let len = ((ehdr >> 8) & 0xff) as usize;
-            if len < 4 || len % 4 != 0 || at + len > size {
+            if len < 4 || !len.is_multiple_of(4) || at + len > size {
                 return Err(FlashError::BadEntry);
             }
             if ehdr as u8 == ENTRY_IFACE {

@@ -192,7 +192,7 @@ impl<B: Backend> Firmware<B> {
     ) -> Result<Self> {
         dev_info!(b, "Firmware image '{path}': {} bytes", file.len());
         let (count, shared_size) = {
-            let img = Image::parse(&*file).map_err(|e| {
+            let img = Image::parse(&file).map_err(|e| {
                 dev_err!(b, "Invalid firmware image '{path}': {e}");
                 Error::Invalid
             })?;
@@ -233,10 +233,10 @@ impl<B: Backend> Firmware<B> {
         }
         let mut sections = env::Vec::try_with_capacity(count)?;
         let mut shared = 0;
-        let img = Image::parse(&*file).map_err(|_| Error::Invalid)?;
+        let img = Image::parse(&file).map_err(|_| Error::Invalid)?;
         for (i, s) in img.sections().enumerate() {
             let obj = new_obj(s.size() as usize, 1 + i as u64)?;
-            if s.va_start as u64 == MCU_SHARED_REGION_START {
+            if u64::from(s.va_start) == MCU_SHARED_REGION_START {
                 shared = i;
             }
             sections.try_push(FwSection {
@@ -311,7 +311,7 @@ impl<B: Backend> Firmware<B> {
 
     /// The firmware's git sha, if its build information has a readable one.
     pub fn git_sha(&self) -> Option<&str> {
-        Image::parse(&*self.file).ok()?.git_sha()
+        Image::parse(&self.file).ok()?.git_sha()
     }
 
     /// A line describing the image: `<path> (<size> bytes, header <major>.<minor>, git sha
@@ -322,7 +322,7 @@ impl<B: Backend> Firmware<B> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let fw = self.0;
                 write!(f, "{} ({} bytes", fw.path, fw.file.len())?;
-                if let Ok(img) = Image::parse(&*fw.file) {
+                if let Ok(img) = Image::parse(&fw.file) {
                     let h = img.header();
                     write!(f, ", header {}.{}", h.major, h.minor)?;
                 }
