@@ -118,6 +118,16 @@ fn run() -> Result<(), String> {
     for line in dev.backend.log_lines() {
         println!("tyr: {line}");
     }
+    let who = match dev.backend.firmware().origin {
+        tyr::host::FirmwareOrigin::Simulator => "gpukit simulated MCU image",
+        _ => "Arm",
+    };
+    println!(
+        "firmware: {} ({who}, {} sections, git sha {})",
+        dev.firmware.path(),
+        dev.firmware.sections().len(),
+        dev.firmware.git_sha().unwrap_or("unknown")
+    );
     let umd = Umd::open(dev).map_err(e("open"))?;
     let info: GpuInfo = umd
         .dev_query(DRM_PANTHOR_DEV_QUERY_GPU_INFO)

@@ -21,6 +21,7 @@
 //!   `drm_ctx::drm::syncobj::FenceRef`s over a [`Fence`](drm_ctx::drm::syncobj::Fence) the
 //!   backend implements (the host: `FenceRef::from_arc` of its job fences), `struct dma_fence`s
 //!   in Linux.
+//! - **Firmware files**: the MCU's image, by path ([`Backend::request_firmware`]).
 //! - **Logging**: the `dev_info!`/`dev_err!` of the environment.
 //! - **Interrupts and deferred work**: the environment calls the driver's
 //!   [`Events`] when an interrupt line is asserted (the threaded interrupt handler) and when the
@@ -357,6 +358,9 @@ pub trait Backend: Send + Sync + 'static {
     type Alloc: drm_ctx::mem::Allocator;
     /// The locks of the driver's state that is not `std`-only (power management).
     type Locks: LockFamily;
+    /// A firmware file ([`request_firmware`](Self::request_firmware)), kept as long as the
+    /// driver keeps the firmware it loaded: `struct firmware` in Linux.
+    type Firmware: core::ops::Deref<Target = [u8]> + Send + Sync + 'static;
 
     /// The register window.
     fn io(&self) -> &Self::Io;
@@ -436,6 +440,16 @@ pub trait Backend: Send + Sync + 'static {
     /// either when it returns (unless it is called from one); in the kernel one already under
     /// way finishes, holding the driver alive until it does.
     fn stop_events(&self);
+
+    /// The firmware file at `path` in the environment's firmware directory (what
+    /// `request_firmware` finds in Linux): for the MCU,
+    /// `arm/mali/arch<major>.<minor>/mali_csffw.bin` ([`crate::fw::firmware_path`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`](crate::Error::NotFound) (or the environment's error) if there is
+    /// no such file.
+    fn request_firmware(&self, path: &str) -> Result<Self::Firmware>;
 
     /// Writes a log line.
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>);

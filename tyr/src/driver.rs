@@ -18,7 +18,7 @@ use drm_ctx::device;
 use drm_ctx::drm::{self, gem, ioctl, AnyCtx};
 
 use crate::backend::Backend;
-use crate::fw::{start_mcu, FwIface};
+use crate::fw::{start_mcu, Firmware, FwIface};
 use crate::ioctl::*;
 use crate::sched;
 use crate::{dev_info, env, gpu, uapi, Result};
@@ -36,30 +36,38 @@ pub use crate::sched::{DevInner, TyrData};
 
 /// Probes the GPU of `backend` and registers a DRM device for it under `parent`.
 ///
-/// While the device is still unregistered, the firmware interface region is allocated as a GEM
-/// object, mapped for the MCU in address space 0, and the MCU is started to learn the
+/// The firmware image is asked from the backend ([`Backend::request_firmware`]) and checked;
+/// while the device is still unregistered, its sections are loaded into GEM objects and mapped
+/// for the MCU in address space 0 (see [`crate::fw`]), and the MCU is started to learn the
 /// command-stream interface; registration comes last.
 ///
 /// # Errors
 ///
 /// The probe's errors ([`Error::TimedOut`](crate::Error::TimedOut),
-/// [`Error::UnknownGpu`](crate::Error::UnknownGpu)), the MCU's, and
+/// [`Error::UnknownGpu`](crate::Error::UnknownGpu)), the backend's if it has no firmware,
+/// [`Error::Invalid`](crate::Error::Invalid) for a firmware image the driver refuses, the
+/// MCU's ([`Error::NoDevice`](crate::Error::NoDevice) if it refuses its image), and
 /// allocation failures.
 pub fn probe<B: Backend>(
     parent: &device::Device,
     backend: B,
 ) -> Result<drm::Registration<TyrDriver<B>>> {
     let gpu_info = gpu::probe(&backend)?;
+    let (path, file) = Firmware::request(&backend, &gpu_info)?;
     let unreg =
         drm::UnregisteredDevice::<TyrDriver<B>>::new_with_in::<B::DrmAlloc>(parent, |init| {
-            let fw = gem::Object::<TyrBo<B>, AnyCtx>::new_for_init(
-                init,
-                FW_INTERFACE_SIZE,
-                BoArgs::new(backend.dma().clone(), 1, uapi::DRM_PANTHOR_BO_NO_MMAP, 0),
-            )?;
+            let firmware = Firmware::load(&backend, path, file, |size, id| {
+                gem::Object::<TyrBo<B>, AnyCtx>::new_for_init(
+                    init,
+                    size,
+                    BoArgs::new(backend.dma().clone(), id, uapi::DRM_PANTHOR_BO_NO_MMAP, 0),
+                )
+                .map_err(Into::into)
+            })?;
             // Made before the MCU runs: if it fails there is nothing to stop.
             let pm = crate::pm::Pm::new(&backend)?;
-            let (mcu_vm, csif_info) = start_mcu(&backend, &gpu_info, &fw)?;
+            let (mcu_vm, csif_info) = start_mcu(&backend, &gpu_info, &firmware)?;
+            let fw = firmware.shared().obj.clone();
             let fw_iface = FwIface::read(
                 backend.dma(),
                 fw.dma_addr(),
@@ -71,7 +79,7 @@ pub fn probe<B: Backend>(
             let mut fw_objects = env::Vec::new();
             fw_objects.try_push(fw)?;
             Ok(TyrData::new(DevInner::new(
-                backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm,
+                backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm, firmware,
             )?)?)
         })?;
     let reg = drm::Registration::new(unreg, 0)?;

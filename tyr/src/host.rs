@@ -558,6 +558,8 @@ pub struct HostBackend {
     echo: bool,
     /// The simulated GPU's operating points.
     opps: [u64; sim::OPP_COUNT],
+    /// The firmware file the driver gets, and where it came from.
+    firmware: HostFirmware,
 }
 
 impl fmt::Debug for HostBackend {
@@ -573,9 +575,35 @@ impl Drop for HostBackend {
 }
 
 impl HostBackend {
-    /// A backend over a new simulated GPU with configuration `cfg`.
-    pub fn new(cfg: Config) -> Self {
-        Self::with_gpu(SharedGpu::new(Gpu::new(cfg)))
+    /// A backend over a new simulated GPU with configuration `cfg`, with the firmware image
+    /// [`HostFirmware::find`] chooses for it: the driver loads it and the MCU is given it
+    /// (`cfg.firmware`, unless `cfg` already names one).
+    pub fn new(mut cfg: Config) -> Self {
+        let fw = HostFirmware::find(cfg.identity.gpu_id);
+        if cfg.firmware.is_none() {
+            cfg.firmware = sim::firmware::Flashed::new(&fw.bytes).ok();
+        }
+        Self::with_gpu_and_firmware(SharedGpu::new(Gpu::new(cfg)), fw)
+    }
+
+    /// A backend over a new simulated GPU with configuration `cfg` whose driver is given the
+    /// image `driver` and whose MCU the image `mcu` (`None`: an MCU that checks only the
+    /// shared region). Tests give the two different images to see the MCU refuse.
+    pub fn with_images(mut cfg: Config, driver: Vec<u8>, mcu: Option<&[u8]>) -> Self {
+        cfg.firmware = mcu.and_then(|m| sim::firmware::Flashed::new(m).ok());
+        let fw = HostFirmware {
+            path: mcu_firmware_path(cfg.identity.gpu_id),
+            bytes: driver.into(),
+            origin: FirmwareOrigin::Given,
+        };
+        Self::with_gpu_and_firmware(SharedGpu::new(Gpu::new(cfg)), fw)
+    }
+
+    /// A backend over a new simulated GPU with configuration `cfg`, driver and MCU both given
+    /// the image `image`.
+    pub fn with_firmware(cfg: Config, image: Vec<u8>) -> Self {
+        let mcu = image.clone();
+        Self::with_images(cfg, image, Some(&mcu))
     }
 
     /// A backend over a new, fault-free Mali-G610.
@@ -583,10 +611,16 @@ impl HostBackend {
         Self::new(Config::g610())
     }
 
-    /// A backend over an existing simulated GPU.
+    /// A backend over an existing simulated GPU (whose MCU has the image its configuration
+    /// names, if any), the driver given the image [`HostFirmware::find`] chooses.
     pub fn with_gpu(gpu: SharedGpu) -> Self {
+        let fw = HostFirmware::find(gpu.with(|g| g.config().identity.gpu_id));
+        Self::with_gpu_and_firmware(gpu, fw)
+    }
+
+    fn with_gpu_and_firmware(gpu: SharedGpu, firmware: HostFirmware) -> Self {
         let opps = gpu.with(|g| g.config().timings.opp_table);
-        HostBackend {
+        let b = HostBackend {
             opps,
             io: ModelRegion::new(SimModel::new(gpu.clone())),
             clock: SimClock(gpu.clone()),
@@ -597,7 +631,22 @@ impl HostBackend {
             gpu,
             log: Mutex::new(LogRing::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
+            firmware,
+        };
+        // The backend's choice, not the driver's log: on the echo channel only.
+        if b.echo {
+            std::eprintln!(
+                "tyr-host: firmware {} from {}",
+                b.firmware.path,
+                b.firmware.origin
+            );
         }
+        b
+    }
+
+    /// The firmware image the driver gets, and where it came from.
+    pub fn firmware(&self) -> &HostFirmware {
+        &self.firmware
     }
 
     /// The simulated GPU (for tests: walking its MMU, injecting faults).
@@ -638,6 +687,7 @@ impl Backend for HostBackend {
     type DrmAlloc = drm_ctx::mem::Global;
     type Alloc = drm_ctx::mem::Global;
     type Locks = crate::backend::StdLocks;
+    type Firmware = Arc<[u8]>;
 
     fn io(&self) -> &SimIo {
         &self.io
@@ -737,6 +787,14 @@ impl Backend for HostBackend {
         }
     }
 
+    fn request_firmware(&self, path: &str) -> Result<Arc<[u8]>> {
+        if path == self.firmware.path {
+            Ok(self.firmware.bytes.clone())
+        } else {
+            Err(Error::NotFound)
+        }
+    }
+
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {
         let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
         let line = log.push(args).as_str();
@@ -770,6 +828,115 @@ impl Backend for HostBackend {
             Err(Error::Invalid)
         }
     }
+}
+
+// ---------------------------------------------------------------- firmware
+
+/// Where the host backend's firmware image came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FirmwareOrigin {
+    /// The directory `TYR_FIRMWARE_DIR` names.
+    EnvDir(std::path::PathBuf),
+    /// The project's firmware cache, `$XDG_CACHE_HOME/gpukit/firmware` (or
+    /// `~/.cache/gpukit/firmware`), where `cargo xtask` puts Arm's image.
+    Cache(std::path::PathBuf),
+    /// The simulated MCU's own image ([`mali_sim::firmware::IMAGE`]).
+    Simulator,
+    /// An image the backend was made with ([`HostBackend::with_firmware`]).
+    Given,
+}
+
+impl fmt::Display for FirmwareOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FirmwareOrigin::EnvDir(d) => write!(f, "TYR_FIRMWARE_DIR ({})", d.display()),
+            FirmwareOrigin::Cache(d) => write!(f, "the firmware cache ({})", d.display()),
+            FirmwareOrigin::Simulator => write!(f, "the gpukit simulated MCU image (built in)"),
+            FirmwareOrigin::Given => write!(f, "the image the backend was made with"),
+        }
+    }
+}
+
+/// The firmware file the host backend hands the driver.
+#[derive(Clone, Debug)]
+pub struct HostFirmware {
+    /// Its path in the firmware directory (what the driver asks for).
+    pub path: String,
+    /// Its bytes.
+    pub bytes: Arc<[u8]>,
+    /// Where it came from.
+    pub origin: FirmwareOrigin,
+}
+
+impl HostFirmware {
+    /// The image for the GPU whose `GPU_ID` is `gpu_id`, from the first place that has it:
+    /// the directory `TYR_FIRMWARE_DIR` names, the project's firmware cache
+    /// (`$XDG_CACHE_HOME/gpukit/firmware`, or `~/.cache/gpukit/firmware`), else the simulated
+    /// MCU's own image, so that everything works offline. (Under Miri, always the last.)
+    /// Files are read once per process.
+    pub fn find(gpu_id: u32) -> Self {
+        let path = mcu_firmware_path(gpu_id);
+        let dirs = firmware_dirs();
+        for origin in dirs {
+            let dir = match &origin {
+                FirmwareOrigin::EnvDir(d) | FirmwareOrigin::Cache(d) => d,
+                _ => continue,
+            };
+            if let Some(bytes) = read_cached(&dir.join(&path)) {
+                return HostFirmware {
+                    path,
+                    bytes,
+                    origin,
+                };
+            }
+        }
+        HostFirmware {
+            path,
+            bytes: Arc::from(&mali_sim::firmware::IMAGE[..]),
+            origin: FirmwareOrigin::Simulator,
+        }
+    }
+}
+
+/// Where a firmware directory keeps the MCU image of the GPU whose `GPU_ID` is `gpu_id` (the
+/// name the driver asks for, `crate::fw::firmware_path`, which sits on a floor above).
+fn mcu_firmware_path(gpu_id: u32) -> String {
+    std::format!(
+        "arm/mali/arch{}.{}/mali_csffw.bin",
+        gpu_id >> 28,
+        (gpu_id >> 24) & 0xf
+    )
+}
+
+/// The firmware directories to look in, in order.
+fn firmware_dirs() -> Vec<FirmwareOrigin> {
+    let mut dirs = Vec::new();
+    if cfg!(miri) {
+        return dirs;
+    }
+    if let Some(d) = std::env::var_os("TYR_FIRMWARE_DIR") {
+        dirs.push(FirmwareOrigin::EnvDir(d.into()));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache")));
+    if let Some(c) = cache {
+        dirs.push(FirmwareOrigin::Cache(c.join("gpukit/firmware")));
+    }
+    dirs
+}
+
+/// The file at `p`, read once per process.
+fn read_cached(p: &std::path::Path) -> Option<Arc<[u8]>> {
+    type Cache = Mutex<Vec<(std::path::PathBuf, Option<Arc<[u8]>>)>>;
+    static FILES: Cache = Mutex::new(Vec::new());
+    let mut files = plock(&FILES);
+    if let Some((_, f)) = files.iter().find(|(q, _)| q == p) {
+        return f.clone();
+    }
+    let f = std::fs::read(p).ok().map(Arc::from);
+    files.push((p.to_path_buf(), f.clone()));
+    f
 }
 
 // ---------------------------------------------------------------- job fences in syncobjs

@@ -505,6 +505,26 @@ impl jobqueue::Executor for KernelExec {
     }
 }
 
+/// A firmware file in the kernel: the firmware loader's (`request_firmware`), or the
+/// simulated MCU's own image when the loader has none.
+pub enum KernelFirmware {
+    /// From the firmware loader.
+    File(::kernel::firmware::Firmware),
+    /// Built into the simulator ([`mali_sim::firmware::IMAGE`]).
+    Builtin(&'static [u8]),
+}
+
+impl core::ops::Deref for KernelFirmware {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            KernelFirmware::File(f) => f.data(),
+            KernelFirmware::Builtin(b) => b,
+        }
+    }
+}
+
 /// [`Backend`] over the simulated Mali-G610 compiled into the kernel.
 pub struct KernelBackend {
     device: Arc<SimDevice>,
@@ -712,6 +732,7 @@ impl Backend for KernelBackend {
     type DrmAlloc = drm_ctx::kernel::KernelAlloc;
     type Alloc = KernelAlloc;
     type Locks = KernelLocks;
+    type Firmware = KernelFirmware;
 
     fn io(&self) -> &SimIo {
         &self.io
@@ -797,6 +818,27 @@ impl Backend for KernelBackend {
 
     fn flush_id_page(&self) -> Option<CpuPage> {
         self.device.flush_page.cpu_page()
+    }
+
+    fn request_firmware(&self, path: &str) -> Result<KernelFirmware> {
+        let mut buf = [0u8; 64];
+        let bytes = path.as_bytes();
+        if bytes.len() >= buf.len() || bytes.contains(&0) {
+            return Err(Error::Invalid);
+        }
+        buf[..bytes.len()].copy_from_slice(bytes);
+        let name = core::ffi::CStr::from_bytes_with_nul(&buf[..=bytes.len()])
+            .map_err(|_| Error::Invalid)?;
+        match ::kernel::firmware::Firmware::request_nowarn(name, self.dma.0.device()) {
+            Ok(f) => Ok(KernelFirmware::File(f)),
+            // The simulated GPU needs no Arm file: its MCU's own image serves.
+            Err(_) => {
+                pr_info!(
+                    "tyr: no {path} from the firmware loader: the simulated MCU's own image\n"
+                );
+                Ok(KernelFirmware::Builtin(&mali_sim::firmware::IMAGE))
+            }
+        }
     }
 
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {

@@ -319,7 +319,16 @@ impl<L: LockFamily> Pm<L> {
     ///
     /// Returns whether the GPU is powered: `false` while the device is suspended (nothing is
     /// powered then; the scheduler leaves the groups waiting).
-    pub fn wake<B: Backend>(&self, b: &B, info: &gpu::GpuInfo, fw_base: u64) -> Result<bool> {
+    ///
+    /// `reload` runs before the MCU boots: it loads the firmware's writable sections again
+    /// ([`fw::Firmware::reload`]).
+    pub fn wake<B: Backend>(
+        &self,
+        b: &B,
+        info: &gpu::GpuInfo,
+        fw_base: u64,
+        reload: impl FnOnce(),
+    ) -> Result<bool> {
         self.gate.with(|s| {
             if s.suspended || self.is_holding() {
                 return Ok(false);
@@ -329,6 +338,7 @@ impl<L: LockFamily> Pm<L> {
             }
             gpu::power_on(b, &info.raw)?;
             let size = fw::FW_INTERFACE_SIZE as u64;
+            reload();
             fw::clear_requests(b.dma(), fw_base, size)?;
             fw::boot(b, fw_base, size)?;
             s.powered = true;

@@ -1075,8 +1075,10 @@ pub struct DevInner<B: Backend> {
     pub csif_info: uapi::CsifInfo,
     /// Objects created before registration (the firmware interface region).
     pub fw_objects: env::Vec<ARef<gem::Object<TyrBo<B>, AnyCtx>>, B::Alloc>,
-    /// The MCU's VM (address space 0), mapping the firmware interface region.
+    /// The MCU's VM (address space 0), mapping the firmware's sections.
     pub mcu_vm: LockOf<B, McuVm<B>>,
+    /// The firmware image and its sections (reloaded before cold boots).
+    pub firmware: crate::fw::Firmware<B>,
     pub(crate) slots: LockOf<B, AsSlots>,
     next_key: AtomicU64,
     /// Where the firmware's interface blocks are.
@@ -1102,6 +1104,7 @@ impl<B: Backend> DevInner<B> {
     /// The state of a device the probe found (`gpu_info`) whose firmware published
     /// `csif_info` and its interface blocks `fw`, with the objects created before registration
     /// and the MCU's VM (address space 0, reserved).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         backend: B,
         gpu_info: gpu::GpuInfo,
@@ -1110,6 +1113,7 @@ impl<B: Backend> DevInner<B> {
         mcu_vm: McuVm<B>,
         fw: FwIface<B::Alloc>,
         pm: crate::pm::Pm<B::Locks>,
+        firmware: crate::fw::Firmware<B>,
     ) -> Result<Self> {
         let mcu_vm = Lock::new(mcu_vm, crate::lock_class!(c"tyr_mcu_vm"))?;
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
@@ -1127,6 +1131,7 @@ impl<B: Backend> DevInner<B> {
             csif_info,
             fw_objects,
             mcu_vm,
+            firmware,
             next_key: AtomicU64::new(2),
             pm,
             backend,
@@ -1856,7 +1861,11 @@ impl<B: Backend> DevInner<B> {
             return;
         }
         // Groups are about to run: the GPU must be powered (see `crate::pm`).
-        match self.pm.wake(&self.backend, &self.gpu_info, self.fw.base) {
+        let reload = || self.firmware.reload(&self.backend, false, false);
+        match self
+            .pm
+            .wake(&self.backend, &self.gpu_info, self.fw.base, reload)
+        {
             Ok(true) => {}
             // Suspended: the groups wait for the resume.
             Ok(false) => return,
@@ -2037,6 +2046,10 @@ impl<B: Backend> DevInner<B> {
                     w.wr32(base + sin + cs::REQ, 0);
                 }
             }
+        }
+        if ok {
+            // The firmware's memory may be what went wrong: every section again.
+            self.firmware.reload(b, true, false);
         }
         let booted = ok
             && gpu::power_on(b, &self.gpu_info.raw).is_ok()

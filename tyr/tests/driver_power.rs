@@ -382,7 +382,12 @@ fn the_governor_follows_the_load_and_the_counters_stay_consistent() {
     pm.set_idle_timeout(std::time::Duration::from_secs(3600));
     // The GPU may have gone idle before the timeout changed: the governor only runs while it
     // is powered.
-    assert_eq!(pm.wake(&dev.backend, &dev.gpu_info, dev.fw.base), Ok(true));
+    assert_eq!(
+        pm.wake(&dev.backend, &dev.gpu_info, dev.fw.base, || {
+            dev.firmware.reload(&dev.backend, false, false)
+        }),
+        Ok(true)
+    );
     let rates = dev.backend.gpu().with(|g| g.config().timings.opp_table);
     let (slow, fast) = (rates[0], rates[rates.len() - 1]);
     let gpu_rate = || dev.backend.gpu().with(|g| g.gpu_clock_hz());

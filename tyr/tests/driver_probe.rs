@@ -23,8 +23,31 @@ fn probe_succeeds_and_logs_like_tyr() {
     // The firmware interface region was allocated before registration.
     assert_eq!(dev.fw_objects.len(), 1);
     assert_eq!(dev.fw_objects[0].size(), driver::FW_INTERFACE_SIZE);
+    // The firmware lines, panthor's: the image, its header and its git sha.
+    let (fw_lines, lines): (Vec<_>, Vec<_>) = dev
+        .backend
+        .log_lines()
+        .into_iter()
+        .partition(|l| l.starts_with("Firmware"));
+    let image = dev.backend.firmware();
     assert_eq!(
-        dev.backend.log_lines(),
+        fw_lines[0],
+        format!(
+            "Firmware image 'arm/mali/arch10.8/mali_csffw.bin': {} bytes",
+            image.bytes.len()
+        )
+    );
+    assert!(fw_lines[1].starts_with("Firmware header version 0.3, version hash "));
+    let sha = match image.origin {
+        tyr::host::FirmwareOrigin::Simulator => mali_sim::firmware::GIT_SHA,
+        _ => "95a25d71030715381f33105394285e1dcc860a65",
+    };
+    assert_eq!(
+        fw_lines.last().unwrap(),
+        &format!("Firmware git sha: {sha}")
+    );
+    assert_eq!(
+        lines,
         [
             "mali-g610 GPU_ID 0xa8670005 major 0x0 minor 0x0 status 0x5",
             "Features: L2:0x7120306 Tiler:0x809 Mem:0x301 MMU:0x2830 AS:0xff",
@@ -36,7 +59,12 @@ fn probe_succeeds_and_logs_like_tyr() {
     // reached: keep it up, and powered, for what follows.
     let pm = &dev.shared().pm;
     pm.set_idle_timeout(std::time::Duration::from_secs(3600));
-    assert_eq!(pm.wake(&dev.backend, &dev.gpu_info, dev.fw.base), Ok(true));
+    assert_eq!(
+        pm.wake(&dev.backend, &dev.gpu_info, dev.fw.base, || {
+            dev.firmware.reload(&dev.backend, false, false)
+        }),
+        Ok(true)
+    );
     let gpu = dev.backend.gpu();
     assert_eq!(gpu.read32(regs::L2_READY_LO), 1);
     // The MCU runs, with the firmware interface mapped in address space 0.

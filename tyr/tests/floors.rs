@@ -208,16 +208,26 @@ fn files_form_floors() {
     }
     let mut offences = Vec::new();
     let mut files = Vec::new();
+    // A module is `src/<m>.rs`, or a directory `src/<m>/` whose files all belong to it.
     for entry in std::fs::read_dir(&src).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
+            let m = path.file_stem().unwrap().to_str().unwrap().to_string();
+            files.push((m, path));
+        } else if path.is_dir() && path.join("mod.rs").exists() {
+            let m = path.file_name().unwrap().to_str().unwrap().to_string();
+            for f in std::fs::read_dir(&path).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|e| e == "rs") {
+                    files.push((m.clone(), f));
+                }
+            }
         }
     }
     files.sort();
     let mut seen = Vec::new();
-    for path in &files {
-        let module = path.file_stem().unwrap().to_str().unwrap().to_string();
+    for (module, path) in &files {
+        let module = module.clone();
         if module == "lib" {
             continue;
         }
@@ -245,7 +255,9 @@ fn files_form_floors() {
     }
     for m in floor_of.keys() {
         if !seen.iter().any(|s| s == m) {
-            offences.push(format!("floor module {m} has no file src/{m}.rs"));
+            offences.push(format!(
+                "floor module {m} has no file src/{m}.rs (or src/{m}/mod.rs)"
+            ));
         }
     }
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();

@@ -15,7 +15,14 @@ use crate::workspace::{Cmd, Workspace};
 use crate::MIRI_TOOLCHAIN;
 
 /// The fuzz targets (binaries of `fuzz/Cargo.toml`).
-pub(crate) const TARGETS: &[&str] = &["ioctl", "io_pgtable", "gpuvm", "jobqueue", "sync_ops"];
+pub(crate) const TARGETS: &[&str] = &[
+    "ioctl",
+    "io_pgtable",
+    "gpuvm",
+    "jobqueue",
+    "sync_ops",
+    "fw_image",
+];
 
 /// Seconds each target runs in `cargo xtask ci`.
 pub(crate) const CI_SECONDS: u32 = 30;

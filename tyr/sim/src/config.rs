@@ -22,6 +22,7 @@
 //! survive: an unknown GPU (via [`Identity::gpu_id`]), a reset that never completes or fails
 //! once, a power domain that never comes up.
 
+use super::firmware::Flashed;
 use super::mem::MemConfig;
 
 /// Identification and feature register values.
@@ -212,6 +213,9 @@ pub struct Config {
     pub faults: FaultInjection,
     /// Physical memory.
     pub memory: MemConfig,
+    /// The firmware image the MCU was given, as it keeps it (see [`crate::firmware`]);
+    /// `None` (the default) for an MCU that checks only that the shared region is mapped.
+    pub firmware: Option<Flashed>,
 }
 
 impl Config {
@@ -222,6 +226,7 @@ impl Config {
             timings: Timings::default(),
             faults: FaultInjection::default(),
             memory: MemConfig::default(),
+            firmware: None,
         }
     }
 }

@@ -22,13 +22,17 @@
 //!
 //! # The simulation (a documented subset)
 //!
-//! There is no firmware binary: the simulated MCU is a fixed state machine. When the driver
-//! enables the MCU (`MCU_CONTROL`), it writes the control blocks into the shared region,
+//! The simulated MCU runs no code: it is a fixed state machine. It is given an image in Arm's
+//! format (the board hands it the file the driver loads; the simulator has its own,
+//! [`crate::firmware::IMAGE`]) and, at every cold boot, checks that the driver mapped each of
+//! its sections in address space 0 as the image says and loaded its bytes there (see
+//! [`crate::firmware`]; an MCU given no image checks only the shared region). When the driver
+//! enables the MCU (`MCU_CONTROL`), it then writes the control blocks into the shared region,
 //! which the driver must have mapped (readable and writable, [`SHARED_REGION_SIZE`] bytes at
 //! [`SHARED_REGION_VA`]) in address space 0, and raises the global job interrupt; without
-//! that mapping `MCU_STATUS` reads `FATAL`. The layout below is the simulator's own (panthor
-//! reads the offsets from the control blocks, as the firmware publishes them); the field
-//! offsets inside each block are those of panthor's interface structures. Implemented:
+//! that mapping, or with a section of its image not in place, `MCU_STATUS` reads `FATAL`.
+//! The layout below is the simulator's own (panthor reads the offsets from the control
+//! blocks, as the firmware publishes them); the field offsets inside each block are those of panthor's interface structures. Implemented:
 //!
 //! - global: request bits 10:0 are acknowledged (with `GLB_HALT` halting the MCU, and
 //!   `COUNTER_EN`, a level, letting streams sample the counters with `STORE_STATE`), CSG

@@ -3,6 +3,7 @@
 //! The simulated GPU: register file, time, interrupts, reset, power and MMU.
 
 mod engine;
+mod fwcheck;
 
 use core::mem::MaybeUninit;
 
@@ -264,6 +265,8 @@ pub struct Gpu<
     rung: FixedList<usize, RUNG_LOG>,
     bus_errors: FixedList<BusError, BUS_ERROR_LOG>,
     csf: engine::Csf,
+    /// The MCU's image check.
+    mcu_image: fwcheck::McuImage,
 }
 
 /// The "no coherency" protocol value of `COHERENCY_ENABLE`.
@@ -381,6 +384,7 @@ impl<M: PhysMemory> Gpu<M> {
             rung <- FixedList::init(),
             bus_errors <- FixedList::init(),
             csf <- engine::Csf::init(),
+            mcu_image: fwcheck::McuImage::default(),
         })
     }
 

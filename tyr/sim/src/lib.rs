@@ -89,7 +89,7 @@
 
 #![no_std]
 // `Gpu::init` initialises every field through one `pin_init::init!`, a recursive macro.
-#![recursion_limit = "256"]
+#![recursion_limit = "512"]
 // The overview links to the host conveniences, which only exist with `std`.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
 
@@ -109,6 +109,7 @@ pub mod regs;
 
 mod config;
 mod error;
+pub mod firmware;
 pub mod frames;
 mod gpu;
 mod list;

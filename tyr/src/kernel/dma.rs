@@ -82,6 +82,11 @@ pub struct DmaBus {
 }
 
 impl DmaBus {
+    /// The device the bus allocates for (the GPU's).
+    pub(crate) fn device(&self) -> &Device {
+        &self.dev
+    }
+
     /// A bus for `dev`, whose DMA masks are set to `pa_bits` bits; with `page_limit`, at most
     /// that many pages are allocated at once (to exercise the driver's out-of-memory paths).
     ///

@@ -316,7 +316,7 @@ mod tests {
         assert!(!pm.is_powered() && !booted());
         assert_eq!(b.io().read(L2_READY_LO).ready().get(), 0);
         assert_eq!(pm.power_down(&b, &info, region.addr, || true), Ok(false));
-        assert_eq!(pm.wake(&b, &info, region.addr), Ok(true));
+        assert_eq!(pm.wake(&b, &info, region.addr, || {}), Ok(true));
         assert!(pm.is_powered() && booted());
         assert_eq!(b.io().read(L2_READY_LO).ready().get(), 1);
         assert_eq!(faults(), 0);

@@ -323,6 +323,11 @@ impl<M: PhysMemory> Gpu<M> {
 
     /// Called when the MCU finishes starting: publishes the interface blocks.
     pub(super) fn mcu_boot(&mut self) {
+        // The MCU first checks the image it was given is in place (see `crate::firmware`).
+        if self.check_firmware().is_err() {
+            self.mcu_crash();
+            return;
+        }
         match self.publish_interfaces() {
             Ok(()) => {
                 self.csf.booted = true;

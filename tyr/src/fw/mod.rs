@@ -26,6 +26,12 @@
 //!
 //! Loading a firmware image into its sections is not done here: the simulated MCU needs none.
 
+pub mod image;
+mod load;
+
+pub(crate) use load::start_mcu;
+pub use load::{firmware_path, Firmware, FwPath, FwSection};
+
 use core::time::Duration;
 
 use register::io::poll::read_poll_timeout;
@@ -269,26 +275,19 @@ pub fn boot<B: Backend>(b: &B, base: u64, size: u64) -> Result<uapi::CsifInfo> {
     })
 }
 
-pub(crate) use shared::start_mcu;
 pub use shared::FwIface;
 
 /// What the DRM driver adds: the MCU's VM and the addresses of the interface blocks.
 mod shared {
-    use drm_ctx::drm::{gem, AnyCtx};
     use drm_ctx::mem::Allocator;
-    use drm_ctx::types::ARef;
 
     use super::{
-        boot, CSF_GROUP_CONTROL_OFFSET, CSF_STREAM_CONTROL_OFFSET, GLB_GROUP_STRIDE, MAX_CSGS,
+        CSF_GROUP_CONTROL_OFFSET, CSF_STREAM_CONTROL_OFFSET, GLB_GROUP_STRIDE, MAX_CSGS,
         MAX_CS_PER_CSG, MCU_SHARED_REGION_START,
     };
-    use crate::backend::{Backend, DmaMemory, Words};
+    use crate::backend::{DmaMemory, Words};
     use crate::csf::{cs, csg, glb};
-    use crate::gem::{FwBoRef, McuVm, TyrBo};
-    use crate::gpu;
-    use crate::mmu::{self, MCU_AS};
-    use crate::vm::{self, BindReq, VmLayout};
-    use crate::{env, uapi, Error, Result};
+    use crate::{env, Error, Result};
 
     /// Where the firmware's interface blocks are, as offsets in the firmware region (the
     /// tables in memory from `A`).
@@ -357,29 +356,6 @@ mod shared {
                 cs: css,
             })
         }
-    }
-
-    /// Maps the firmware interface region for the MCU in address space 0 and starts the MCU.
-    pub(crate) fn start_mcu<B: Backend>(
-        backend: &B,
-        gpu_info: &gpu::GpuInfo,
-        fw: &ARef<gem::Object<TyrBo<B>, AnyCtx>>,
-    ) -> Result<(McuVm<B>, uapi::CsifInfo)> {
-        let layout = VmLayout::new(gpu_info.va_bits(), 0)?;
-        let mut vm = McuVm::<B>::new(1, backend.dma().clone(), layout, gpu_info.pa_bits())?;
-        let obj = FwBoRef(fw.clone());
-        let size = fw.size() as u64;
-        let map = BindReq::Map {
-            va: MCU_SHARED_REGION_START,
-            size,
-            obj: &obj,
-            offset: 0,
-            flags: uapi::DRM_PANTHOR_VM_BIND_OP_MAP_NOEXEC,
-        };
-        vm.bind(&[map], &mut vm::NoMmu).map_err(|(_, e)| e)?;
-        mmu::enable(backend, MCU_AS, &vm.as_regs()?)?;
-        let csif = boot(backend, fw.dma_addr(), size)?;
-        Ok((vm, csif))
     }
 
     #[cfg(all(test, feature = "host"))]
