@@ -58,7 +58,8 @@ use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::{PollClock, StdPollClock};
 
 use crate::backend::{
-    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, LogLevel, WeakEvents, PAGE_SIZE,
+    Backend, CpuClock, DmaMemory, DmaRegion, EventSink, Events, IrqLine, LogLevel, WeakEvents,
+    PAGE_SIZE,
 };
 use crate::{env, Error, Result};
 use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
@@ -70,6 +71,9 @@ use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 pub struct SimModel {
     gpu: SharedGpu,
     revoked: Arc<Revoked>,
+    /// The event thread to wake after a write (which may have started something in the
+    /// simulated hardware), if the model belongs to a backend.
+    kick: Option<Arc<EventShared>>,
 }
 
 /// Whether the MMIO is revoked, and the accesses made since.
@@ -85,6 +89,7 @@ impl SimModel {
         SimModel {
             gpu,
             revoked: Arc::new(Revoked::default()),
+            kick: None,
         }
     }
 
@@ -145,24 +150,159 @@ impl DeviceModel for SimModel {
                 gpu.write32(offset & !3, new);
             }
         }
+        if let Some(k) = &self.kick {
+            k.kick();
+        }
     }
 }
 
 /// The simulator's time as a [`PollClock`]: sleeping advances the simulation.
 #[derive(Clone, Debug)]
-pub struct SimClock(pub SharedGpu);
+pub struct SimClock {
+    gpu: SharedGpu,
+    /// The event thread to wake after a sleep (which may have raised an interrupt).
+    kick: Option<Arc<EventShared>>,
+}
+
+impl SimClock {
+    /// The time of `gpu`.
+    pub fn new(gpu: SharedGpu) -> Self {
+        SimClock { gpu, kick: None }
+    }
+}
 
 impl PollClock for SimClock {
     fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.now_ns())
+        Duration::from_nanos(self.gpu.now_ns())
     }
 
     fn sleep(&self, duration: Duration) {
-        self.0
+        self.gpu
             .advance(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+        if let Some(k) = &self.kick {
+            k.kick();
+        }
     }
 
     fn relax(&self) {}
+}
+
+/// How a [`HostBackend`] keeps the time of the driver's deadlines
+/// ([`Backend::timer_clock`]), and so how its event thread runs the simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostTime {
+    /// Real time, as in the kernel (the default): the deadlines are on the host's monotonic
+    /// clock ([`HostTimerClock`]), and the event thread paces the simulation so that its time
+    /// never runs ahead of real time: when nothing is due before real time reaches the next
+    /// simulated event, it sleeps until then (or until a register write, a wake-up or a timer
+    /// comes). Simulated time may fall behind real time (the host computes the GPU slower than
+    /// silicon runs it); it catches up whenever the GPU has nothing to do.
+    #[default]
+    Real,
+    /// Simulated time, for tests that go through long timeouts: the deadlines are on the
+    /// simulation's time, and the event thread lets it jump to the next hardware event or
+    /// timer, so that a job times out as soon as the host has computed the 5 s of simulated
+    /// time before it. Deterministic, but unlike anything the kernel does: a job that waits
+    /// for the CPU can time out long before the CPU got to it.
+    Simulated,
+}
+
+/// The clock of a [`HostBackend`]'s deadlines ([`Backend::timer_clock`]): the host's
+/// monotonic clock from when the backend was made, standing still while the system sleeps
+/// ([`Backend::system_sleep`], as the kernel's monotonic clock stops in a system suspend),
+/// or, with [`HostTime::Simulated`], the simulation's time. Sleeping on it sleeps the thread
+/// either way (it never runs the simulation).
+#[derive(Clone, Debug)]
+pub struct HostTimerClock(TimerSource);
+
+#[derive(Clone, Debug)]
+enum TimerSource {
+    Real(Arc<RealClock>),
+    Sim(SharedGpu),
+}
+
+/// The host's monotonic clock less the time the system slept.
+#[derive(Debug)]
+struct RealClock {
+    origin: std::time::Instant,
+    sleep: Mutex<Slept>,
+}
+
+#[derive(Debug, Default)]
+struct Slept {
+    /// Since when the system sleeps (elapsed since the origin), if it does.
+    since: Option<Duration>,
+    /// How long it slept before.
+    total: Duration,
+}
+
+impl RealClock {
+    fn now(&self) -> Duration {
+        let s = plock(&self.sleep);
+        let at = s.since.unwrap_or_else(|| self.origin.elapsed());
+        at.saturating_sub(s.total)
+    }
+
+    fn set_asleep(&self, asleep: bool) {
+        let mut s = plock(&self.sleep);
+        let t = self.origin.elapsed();
+        match (asleep, s.since) {
+            (true, None) => s.since = Some(t),
+            (false, Some(since)) => {
+                s.total = s.total.saturating_add(t.saturating_sub(since));
+                s.since = None;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl HostTimerClock {
+    fn real() -> Self {
+        HostTimerClock(TimerSource::Real(Arc::new(RealClock {
+            origin: std::time::Instant::now(),
+            sleep: Mutex::new(Slept::default()),
+        })))
+    }
+
+    /// Whether the clock is real time ([`HostTime::Real`]).
+    pub fn is_real(&self) -> bool {
+        matches!(self.0, TimerSource::Real(_))
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.now().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+impl PollClock for HostTimerClock {
+    fn now(&self) -> Duration {
+        match &self.0 {
+            TimerSource::Real(c) => c.now(),
+            TimerSource::Sim(gpu) => Duration::from_nanos(gpu.now_ns()),
+        }
+    }
+
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
+
+/// The CPU clock `id` (`clock_gettime`), zero if the host does not have it.
+fn clock_gettime(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call.
+    let r = unsafe { libc::clock_gettime(id, &mut ts) };
+    if r != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// DMA memory from the simulator's physical memory.
@@ -303,7 +443,7 @@ unsafe impl DmaMemory for SimDma {
 
 impl jobqueue::Clock for SimClock {
     fn now(&self) -> jobqueue::Instant {
-        jobqueue::Instant::from_nanos(self.0.now_ns())
+        jobqueue::Instant::from_nanos(self.gpu.now_ns())
     }
 }
 
@@ -329,6 +469,29 @@ struct EventState {
 struct EventShared {
     state: Mutex<EventState>,
     cv: Condvar,
+    /// The event thread is about to wait or waits: a change to the simulated GPU from another
+    /// thread (a register write, a poll loop's sleep) must wake it ([`kick`](Self::kick)).
+    sleeping: AtomicBool,
+}
+
+impl fmt::Debug for EventShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventShared").finish_non_exhaustive()
+    }
+}
+
+impl EventShared {
+    /// Wakes the event thread if it waits: the simulated GPU changed under it.
+    ///
+    /// The thread sets `sleeping` under the state lock and then looks at the GPU once more
+    /// before it waits; a change made before that look is seen by it, one made after it
+    /// finds `sleeping` set and takes the lock, which the thread holds until it waits.
+    fn kick(&self) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            drop(plock(&self.state));
+            self.cv.notify_all();
+        }
+    }
 }
 
 impl Wake for EventShared {
@@ -343,7 +506,7 @@ impl Wake for EventShared {
 }
 
 /// The host's workqueue: waking it runs the driver's work item on the backend's event thread;
-/// timers are in simulated time.
+/// timers are instants of the backend's [`HostTimerClock`].
 #[derive(Clone)]
 pub struct HostExec {
     shared: Arc<EventShared>,
@@ -381,10 +544,24 @@ impl Executor for HostExec {
 /// How long the idle event thread sleeps before looking again.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 
-/// The event thread, the host's executor of the simulated GPU: interrupts first, then work,
-/// then simulated time, which [`Gpu::step`] moves one event (or up to the next timer) at a
-/// time. A kernel work item would run the same turn.
-fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
+/// Waits for the simulation shorter than this are spent yielding the CPU rather than
+/// sleeping: a thread's sleep lasts at least the host's timer slack (50 us on Linux), far
+/// longer than the gaps between a command-stream engine's steps (100 ns of simulated time).
+const SPIN_BELOW: Duration = Duration::from_micros(20);
+
+/// The event thread, the host's executor of the simulated GPU: interrupts first, then work
+/// (after a wake-up or when a timer of the executor is due on `timer`, the driver's
+/// deadlines' clock), then simulated time, which [`Gpu::step`] moves one event (or up to a
+/// limit) at a time. A kernel work item runs the same turn.
+///
+/// On real time ([`HostTime::Real`]) the steps are paced: the thread lets simulated time move
+/// by no more real time than has passed (time another thread moves it by, a poll loop's
+/// sleeps or a test's `advance`, is taken as it is), and waits for real time to reach the
+/// next simulated event or timer. On simulated time it jumps to them.
+fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
+    let paced = timer.is_real();
+    // Simulated and real time at the last point the pacing measures from.
+    let mut anchor = (gpu.now_ns(), timer.now_ns());
     loop {
         let sink = {
             let s = plock(&shared.state);
@@ -404,7 +581,7 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
                 again = true;
                 return;
             }
-            let now = gpu.now_ns();
+            let now = timer.now_ns();
             let run = {
                 let mut s = plock(&shared.state);
                 if !s.asleep && s.timer.is_some_and(|t| t <= now) {
@@ -425,22 +602,75 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
             continue;
         }
         drop(sink);
-        let timer = {
+        let deadline = {
             let s = plock(&shared.state);
             s.timer.filter(|_| !s.asleep)
         };
-        match gpu.step(timer) {
-            // A line came up (a register write from another thread): served next turn.
-            sim::Progress::Irq(_) | sim::Progress::Advanced { .. } => {}
-            sim::Progress::Idle => {
-                let s = plock(&shared.state);
-                // A wake-up or a timer that came in since is served at once.
-                if !s.pending && !s.stop && (s.timer.is_none() || s.asleep) {
-                    let _ = shared.cv.wait_timeout(s, IDLE_WAIT);
-                }
+        if !paced {
+            // Simulated time: the timer is in simulated nanoseconds, the step jumps to it.
+            match gpu.step(deadline) {
+                // A line came up (a register write from another thread): served next turn.
+                sim::Progress::Irq(_) | sim::Progress::Advanced { .. } => {}
+                sim::Progress::Idle => idle_wait(&gpu, &shared, None, IDLE_WAIT),
             }
+            continue;
         }
+        // Real time: step up to the simulated time that corresponds to now.
+        let now = timer.now_ns();
+        let next = {
+            let mut g = gpu.lock();
+            let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            if g.now_ns() > limit {
+                // Moved by another thread: pace from here.
+                anchor = (g.now_ns(), now);
+            }
+            let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            if !g.asserted_lines().is_empty() {
+                continue;
+            }
+            let next = g.next_event_ns();
+            if g.now_ns() < limit || next.is_some_and(|e| e <= limit) {
+                g.step(Some(limit));
+                continue;
+            }
+            next
+        };
+        // Caught up with real time: wait for it to reach the next event or timer.
+        let until_event = next.map(|e| {
+            let at = anchor.1.saturating_add(e.saturating_sub(anchor.0));
+            Duration::from_nanos(at.saturating_sub(now))
+        });
+        let until_timer = deadline.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+        let wait = [until_event, until_timer]
+            .into_iter()
+            .flatten()
+            .fold(IDLE_WAIT, Duration::min);
+        if wait < SPIN_BELOW {
+            thread::yield_now();
+            continue;
+        }
+        idle_wait(&gpu, &shared, Some(next), wait);
     }
+}
+
+/// Waits up to `wait` for a wake-up, a timer, a stop or (through
+/// [`EventShared::kick`]) a change to the simulated GPU. `seen` is the next simulated event
+/// the caller computed the wait from (`None`: the caller does not pace, and only a raised
+/// interrupt line counts as a change).
+fn idle_wait(gpu: &SharedGpu, shared: &EventShared, seen: Option<Option<u64>>, wait: Duration) {
+    let s = plock(&shared.state);
+    shared.sleeping.store(true, Ordering::SeqCst);
+    // A change made before `sleeping` was set is seen here; one made after it kicks.
+    let changed = {
+        let g = gpu.lock();
+        !g.asserted_lines().is_empty() || seen.is_some_and(|n| n != g.next_event_ns())
+    };
+    // A wake-up or a timer that came in since is served at once.
+    let timer_set = s.timer.is_some() && !s.asleep && seen.is_none();
+    if !changed && !s.pending && !s.stop && !timer_set {
+        let _ = shared.cv.wait_timeout(s, wait);
+    }
+    shared.sleeping.store(false, Ordering::SeqCst);
 }
 
 struct EventThread {
@@ -550,6 +780,7 @@ pub struct HostBackend {
     gpu: SharedGpu,
     io: SimIo,
     clock: SimClock,
+    timer: HostTimerClock,
     sys_clock: StdPollClock,
     dma: SimDma,
     exec: HostExec,
@@ -583,21 +814,48 @@ impl HostBackend {
         Self::new(Config::g610())
     }
 
-    /// A backend over an existing simulated GPU.
+    /// A backend over an existing simulated GPU, on real time ([`HostTime::Real`]).
     pub fn with_gpu(gpu: SharedGpu) -> Self {
         let opps = gpu.with(|g| g.config().timings.opp_table);
+        let exec = HostExec::new();
+        let kick = Some(exec.shared.clone());
+        let mut model = SimModel::new(gpu.clone());
+        model.kick = kick.clone();
         HostBackend {
             opps,
-            io: ModelRegion::new(SimModel::new(gpu.clone())),
-            clock: SimClock(gpu.clone()),
+            io: ModelRegion::new(model),
+            clock: SimClock {
+                gpu: gpu.clone(),
+                kick,
+            },
+            timer: HostTimerClock::real(),
             sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
-            exec: HostExec::new(),
+            exec,
             thread: Mutex::new(None),
             gpu,
             log: Mutex::new(LogRing::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
         }
+    }
+
+    /// The backend with its deadlines on `time` (before the driver is probed on it: the
+    /// driver's timers are instants of the clock it finds).
+    ///
+    /// ```
+    /// use tyr::backend::Backend;
+    /// use tyr::host::{HostBackend, HostTime};
+    ///
+    /// let b = HostBackend::g610().with_time(HostTime::Simulated);
+    /// assert!(!b.timer_clock().is_real());
+    /// ```
+    pub fn with_time(mut self, time: HostTime) -> Self {
+        self.stop_events();
+        self.timer = match time {
+            HostTime::Real => HostTimerClock::real(),
+            HostTime::Simulated => HostTimerClock(TimerSource::Sim(self.gpu.clone())),
+        };
+        self
     }
 
     /// The simulated GPU (for tests: walking its MMU, injecting faults).
@@ -630,6 +888,7 @@ impl HostBackend {
 impl Backend for HostBackend {
     type Io = SimIo;
     type Clock = SimClock;
+    type TimerClock = HostTimerClock;
     type SysClock = StdPollClock;
     type Exec = HostExec;
     type Dma = SimDma;
@@ -645,6 +904,17 @@ impl Backend for HostBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn timer_clock(&self) -> &HostTimerClock {
+        &self.timer
+    }
+
+    fn cpu_time(&self, clock: CpuClock) -> Duration {
+        clock_gettime(match clock {
+            CpuClock::Monotonic => libc::CLOCK_MONOTONIC,
+            CpuClock::MonotonicRaw => libc::CLOCK_MONOTONIC_RAW,
+        })
     }
 
     fn sys_clock(&self) -> &StdPollClock {
@@ -703,9 +973,10 @@ impl Backend for HostBackend {
         }
         let gpu = self.gpu.clone();
         let shared = self.exec.shared.clone();
+        let timer = self.timer.clone();
         let handle = thread::Builder::new()
             .name("tyr-events".into())
-            .spawn(move || event_loop(gpu, shared));
+            .spawn(move || event_loop(gpu, shared, timer));
         match handle {
             Ok(handle) => {
                 let id = handle.thread().id();
@@ -759,6 +1030,9 @@ impl Backend for HostBackend {
     }
 
     fn system_sleep(&self, asleep: bool) {
+        if let TimerSource::Real(c) = &self.timer.0 {
+            c.set_asleep(asleep);
+        }
         plock(&self.exec.shared.state).asleep = asleep;
         self.exec.shared.cv.notify_all();
     }
