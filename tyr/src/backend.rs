@@ -519,7 +519,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The system goes to sleep (`true`) or wakes up: while it sleeps, time does not pass for
     /// the driver's timers (as the kernel's monotonic clock stops in a system suspend). The
-    /// default does nothing; the host backend stops moving simulated time through timers.
+    /// default does nothing (the kernel's clock stops by itself); the host backend's timer
+    /// clock stands still meanwhile and its timers do not fire.
     fn system_sleep(&self, asleep: bool) {
         let _ = asleep;
     }

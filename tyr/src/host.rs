@@ -9,8 +9,13 @@
 //!   the simulated register file. The simulated bus carries aligned 32-bit accesses only, so
 //!   64-bit accesses are split into their `_LO` and `_HI` halves (low half first, as the
 //!   kernel's `gpu_write64` does) and narrower ones are done on the containing word.
-//! - Time is the simulator's: [`SimClock`] reads the simulated time and its `sleep` advances
-//!   it, so poll loops are deterministic.
+//! - The hardware's time is the simulator's: [`SimClock`] reads the simulated time and its
+//!   `sleep` advances it, so poll loops are deterministic. The driver's deadlines (job
+//!   timeouts, the scheduler's tick, the idle power-down) are on [`HostTimerClock`]: by
+//!   default ([`HostTime::Real`]) the host's monotonic clock, real time as in the kernel; a
+//!   test may put them on simulated time ([`HostBackend::with_time`] with
+//!   [`HostTime::Simulated`]) to go through long timeouts at once. `TIMESTAMP_INFO`'s CPU
+//!   timestamps are the host's `CLOCK_MONOTONIC` and `CLOCK_MONOTONIC_RAW`.
 //! - DMA memory comes from the simulator's physical memory ([`SimDma`]), whose CPU pointers
 //!   stay valid until freed.
 //! - Log lines are printed (with `TYR_LOG` set) and the latest [`LOG_LINES`] kept for tests
@@ -19,12 +24,19 @@
 //!   kernel.
 //! - Interrupts and deferred work run on one event thread per backend ([`HostExec`] is its
 //!   workqueue side), the host's executor of the simulated GPU. The thread calls the driver's
-//!   interrupt handler while a line is asserted and its work item after a wake-up; when
-//!   neither has anything to do it calls the simulator's executor entry point,
-//!   [`Gpu::step`], which lets simulated time jump to the next hardware event or timer, so
-//!   jobs run and time out as fast as the host computes them. The simulator does not depend
-//!   on the thread: any executor that makes the same calls (a kernel work item, a test's
-//!   loop) drives it the same way.
+//!   interrupt handler while a line is asserted and its work item after a wake-up or when a
+//!   timer is due; when neither has anything to do it calls the simulator's executor entry
+//!   point, [`Gpu::step`]. On real time the steps are paced: simulated time never runs ahead of
+//!   real time by the thread's doing (it may fall behind while the host computes the GPU), and
+//!   when the next simulated event lies ahead the thread sleeps until real time reaches it,
+//!   woken earlier by a register write, a poll loop's sleep, a wake-up or a timer. So a job
+//!   blocked on memory only the CPU writes waits in real time, and sees the write within the
+//!   simulated firmware's poll of sync waits (`Timings::sync_poll_ns`, 1 ms), while the CPU
+//!   cost of an idle or blocked GPU stays at one wake-up per poll interval (at most one per
+//!   20 ms when nothing is scheduled). On simulated time ([`HostTime::Simulated`]) the steps
+//!   jump to the next hardware event or timer, so jobs run and time out as fast as the host
+//!   computes them. The simulator does not depend on the thread: any executor that makes the
+//!   same calls (a kernel work item, a test's loop) drives it the same way.
 //!
 //! # Examples
 //!
