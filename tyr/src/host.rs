@@ -27,7 +27,8 @@
 //!   interrupt handler while a line is asserted and its work item after a wake-up or when a
 //!   timer is due; when neither has anything to do it calls the simulator's executor entry
 //!   point, [`Gpu::step`]. On real time the steps are paced: simulated time never runs ahead of
-//!   real time by the thread's doing (it may fall behind while the host computes the GPU), and
+//!   real time by more than `PACE_LEAD` (0.5 ms, less than a thread's sleep is worth) by the
+//!   thread's doing (it may fall behind while the host computes the GPU), and
 //!   when the next simulated event lies ahead the thread sleeps until real time reaches it,
 //!   woken earlier by a register write, a poll loop's sleep, a wake-up or a timer. So a job
 //!   blocked on memory only the CPU writes waits in real time, and sees the write within the
@@ -163,7 +164,7 @@ impl DeviceModel for SimModel {
             }
         }
         if let Some(k) = &self.kick {
-            k.kick();
+            k.kick(&self.gpu);
         }
     }
 }
@@ -192,7 +193,7 @@ impl PollClock for SimClock {
         self.gpu
             .advance(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
         if let Some(k) = &self.kick {
-            k.kick();
+            k.kick(&self.gpu);
         }
     }
 
@@ -205,7 +206,8 @@ impl PollClock for SimClock {
 pub enum HostTime {
     /// Real time, as in the kernel (the default): the deadlines are on the host's monotonic
     /// clock ([`HostTimerClock`]), and the event thread paces the simulation so that its time
-    /// never runs ahead of real time: when nothing is due before real time reaches the next
+    /// never runs ahead of real time (by more than 0.5 ms, the gaps not worth a thread's sleep):
+    /// when nothing is due before real time reaches the next
     /// simulated event, it sleeps until then (or until a register write, a wake-up or a timer
     /// comes). Simulated time may fall behind real time (the host computes the GPU slower than
     /// silicon runs it); it catches up whenever the GPU has nothing to do.
@@ -484,6 +486,9 @@ struct EventShared {
     /// The event thread is about to wait or waits: a change to the simulated GPU from another
     /// thread (a register write, a poll loop's sleep) must wake it ([`kick`](Self::kick)).
     sleeping: AtomicBool,
+    /// While it waits: the simulated time of the next event it waits for (`u64::MAX` for
+    /// none). Only an event before it, or a raised interrupt line, needs a kick.
+    waits_for: AtomicU64,
 }
 
 impl fmt::Debug for EventShared {
@@ -498,8 +503,13 @@ impl EventShared {
     /// The thread sets `sleeping` under the state lock and then looks at the GPU once more
     /// before it waits; a change made before that look is seen by it, one made after it
     /// finds `sleeping` set and takes the lock, which the thread holds until it waits.
-    fn kick(&self) {
+    fn kick(&self, gpu: &SharedGpu) {
         if self.sleeping.load(Ordering::SeqCst) {
+            let waits_for = self.waits_for.load(Ordering::SeqCst);
+            let (lines, next) = gpu.with(|g| (g.asserted_lines(), g.next_event_ns()));
+            if lines.is_empty() && next.is_none_or(|n| n >= waits_for) {
+                return;
+            }
             drop(plock(&self.state));
             self.cv.notify_all();
         }
@@ -556,10 +566,12 @@ impl Executor for HostExec {
 /// How long the idle event thread sleeps before looking again.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 
-/// Waits for the simulation shorter than this are spent yielding the CPU rather than
-/// sleeping: a thread's sleep lasts at least the host's timer slack (50 us on Linux), far
-/// longer than the gaps between a command-stream engine's steps (100 ns of simulated time).
-const SPIN_BELOW: Duration = Duration::from_micros(20);
+/// How far ahead of real time the event thread may run the simulation rather than sleep: a
+/// thread's sleep lasts at least the host's timer slack (50 us on Linux) and costs two
+/// context switches, far more than the gaps between a command-stream engine's steps (100 ns
+/// of simulated time), so events that close are run at once. Simulated time is never more than
+/// this ahead of real time by the event thread's doing.
+const PACE_LEAD: Duration = Duration::from_micros(500);
 
 /// The event thread, the host's executor of the simulated GPU: interrupts first, then work
 /// (after a wake-up or when a timer of the executor is due on `timer`, the driver's
@@ -567,7 +579,7 @@ const SPIN_BELOW: Duration = Duration::from_micros(20);
 /// limit) at a time. A kernel work item runs the same turn.
 ///
 /// On real time ([`HostTime::Real`]) the steps are paced: the thread lets simulated time move
-/// by no more real time than has passed (time another thread moves it by, a poll loop's
+/// by no more real time than has passed (plus [`PACE_LEAD`]) (time another thread moves it by, a poll loop's
 /// sleeps or a test's `advance`, is taken as it is), and waits for real time to reach the
 /// next simulated event or timer. On simulated time it jumps to them.
 fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
@@ -637,12 +649,17 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
                 anchor = (g.now_ns(), now);
             }
             let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            let lead = limit.saturating_add(PACE_LEAD.as_nanos() as u64);
             if !g.asserted_lines().is_empty() {
                 continue;
             }
             let next = g.next_event_ns();
-            if g.now_ns() < limit || next.is_some_and(|e| e <= limit) {
+            if g.now_ns() < limit {
                 g.step(Some(limit));
+                continue;
+            }
+            if next.is_some_and(|e| e <= lead) {
+                g.step(None);
                 continue;
             }
             next
@@ -650,15 +667,14 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
         // Caught up with real time: wait for it to reach the next event or timer.
         let until_event = next.map(|e| {
             let at = anchor.1.saturating_add(e.saturating_sub(anchor.0));
-            Duration::from_nanos(at.saturating_sub(now))
+            Duration::from_nanos(at.saturating_sub(now)).saturating_sub(PACE_LEAD)
         });
         let until_timer = deadline.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         let wait = [until_event, until_timer]
             .into_iter()
             .flatten()
             .fold(IDLE_WAIT, Duration::min);
-        if wait < SPIN_BELOW {
-            thread::yield_now();
+        if wait.is_zero() {
             continue;
         }
         idle_wait(&gpu, &shared, Some(next), wait);
@@ -671,6 +687,8 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
 /// interrupt line counts as a change).
 fn idle_wait(gpu: &SharedGpu, shared: &EventShared, seen: Option<Option<u64>>, wait: Duration) {
     let s = plock(&shared.state);
+    let waits_for = seen.flatten().unwrap_or(u64::MAX);
+    shared.waits_for.store(waits_for, Ordering::SeqCst);
     shared.sleeping.store(true, Ordering::SeqCst);
     // A change made before `sleeping` was set is seen here; one made after it kicks.
     let changed = {
