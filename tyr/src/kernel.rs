@@ -340,10 +340,10 @@ struct PumpState {
 /// run other work.
 const PUMP_BUDGET: usize = 256;
 
-/// Gaps shorter than this between real time and the next simulated event are waited out by
-/// running the pump again at once rather than as delayed work (whose delay is at least a
-/// jiffy).
-const PUMP_SPIN_NS: u64 = 50_000;
+/// How far ahead of real time the pump may run the simulation rather than queue itself as
+/// delayed work (whose delay is at least a jiffy): the gaps between a command-stream engine's
+/// steps (100 ns of simulated time) are run through at once. As the host's event thread does.
+const PUMP_LEAD_NS: u64 = 500_000;
 
 /// The longest delay the pump queues itself with. A delayed work item that is pending cannot
 /// be brought forward, so a pump that wants to run sooner than one it queued earlier runs
@@ -357,8 +357,8 @@ const PUMP_MAX_DELAY_MS: u32 = 10;
 /// simulated GPU is asserted, then the driver's work ([`Events::work`]) if the executor was
 /// woken or a deadline of `wake_at` has come (on [`KtimeClock`]), and otherwise steps the
 /// simulator ([`Gpu::step`]) towards its next event, never past the simulated time that
-/// corresponds to `ktime_get` now: simulated time never runs ahead of real time by the pump's
-/// doing (time a poll loop's sleeps move it by is taken as it is, and the pacing goes on from
+/// corresponds to `ktime_get` now (plus [`PUMP_LEAD_NS`]): simulated time never runs ahead of
+/// real time by more than that by the pump's doing (time a poll loop's sleeps move it by is taken as it is, and the pacing goes on from
 /// there). When the next event or deadline lies ahead in real time, the pump queues itself as
 /// delayed work for then (its second work item, at most [`PUMP_MAX_DELAY_MS`] ahead); when
 /// nothing is scheduled and nothing is owed the work item ends, and a wake-up, a deadline or a
@@ -471,8 +471,11 @@ impl WorkItem<1> for EventPump {
                 let next = gpu.next_event_ns();
                 if !gpu.asserted_lines().is_empty() {
                     PumpNext::Again
-                } else if gpu.now_ns() < limit || next.is_some_and(|e| e <= limit) {
+                } else if gpu.now_ns() < limit {
                     let _ = gpu.step(Some(limit));
+                    PumpNext::Again
+                } else if next.is_some_and(|e| e <= limit.saturating_add(PUMP_LEAD_NS)) {
+                    let _ = gpu.step(None);
                     PumpNext::Again
                 } else {
                     PumpNext::Wait(next)
@@ -484,7 +487,12 @@ impl WorkItem<1> for EventPump {
                 continue;
             };
             // Caught up with real time: wait for it to reach the next event or deadline.
-            let event_at = next.map(|e| anchor.1.saturating_add(e.saturating_sub(anchor.0)));
+            let event_at = next.map(|e| {
+                anchor
+                    .1
+                    .saturating_add(e.saturating_sub(anchor.0))
+                    .saturating_sub(PUMP_LEAD_NS)
+            });
             let at = [event_at, timer].into_iter().flatten().min();
             if this.pending.load(Ordering::Acquire) {
                 continue;
@@ -495,7 +503,7 @@ impl WorkItem<1> for EventPump {
                 return;
             };
             let wait = at.saturating_sub(now);
-            if wait < PUMP_SPIN_NS {
+            if wait == 0 {
                 continue;
             }
             let ms = u32::try_from(wait.div_ceil(1_000_000))
