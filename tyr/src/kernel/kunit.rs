@@ -410,10 +410,11 @@ mod tests {
         jobqueue::Executor::wake_at(b.executor(), jobqueue::Instant::from_nanos(ns));
         wait_for(|| handler.works.load(Ordering::Relaxed) > works)?;
         assert!(clock.now() >= at);
-        // The pump never ran simulated time ahead of real time (nothing else moved it here).
+        // The pump never ran simulated time ahead of real time by more than its lead (nothing
+        // else moved it here).
         let real = clock.now().saturating_sub(start);
         let simulated = core::time::Duration::from_nanos(b.device().with(|g| g.now_ns()));
-        assert!(simulated <= real);
+        assert!(simulated <= real + core::time::Duration::from_millis(1));
         b.set_events(None);
         Ok(())
     }
