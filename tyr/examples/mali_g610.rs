@@ -318,15 +318,18 @@ fn run() -> Result<(), String> {
     println!(
         "throughput: {sync_binds:.0} synchronous binds/s, {async_binds:.0} asynchronous binds/s, {submits:.0} submits/s ({SUBMITS} jobs, counter checked)"
     );
-    // Idle now: the GPU powers down after the idle timeout (simulated time).
+    // Idle now: the GPU powers down after the idle timeout (the driver's clock: real time).
     let pm = &dev.shared().pm;
-    let gpu = dev.backend.gpu().clone();
     let until = Instant::now();
     while pm.is_powered() && until.elapsed().as_secs() < 10 {
         std::thread::yield_now();
     }
     check(!pm.is_powered(), "the idle GPU did not power down")?;
-    let now = std::time::Duration::from_nanos(gpu.now_ns());
+    let now = {
+        use register::io::poll::PollClock as _;
+        use tyr::backend::Backend as _;
+        dev.backend.timer_clock().now()
+    };
     let st = pm.stats(now);
     let ms = |ns: u64| ns as f64 / 1e6;
     let opps: Vec<String> = st.opp_ns[..st.opp_count]
@@ -334,7 +337,7 @@ fn run() -> Result<(), String> {
         .map(|&(hz, ns)| format!("{} MHz {:.2} ms", hz / 1_000_000, ms(ns)))
         .collect();
     println!(
-        "power: GPU powered {:.2} ms of {:.2} ms (simulated), {} power-downs, {} power-ups, {} clock changes; time per clock rate: {}",
+        "power: GPU powered {:.2} ms of {:.2} ms (real time), {} power-downs, {} power-ups, {} clock changes; time per clock rate: {}",
         ms(st.powered_ns),
         ms(now.as_nanos() as u64),
         st.power_downs,
@@ -348,7 +351,7 @@ fn run() -> Result<(), String> {
         "the time per clock rate does not add up to the powered time",
     )?;
     check(
-        gpu.with(|g| g.power_faults()) == 0,
+        dev.backend.gpu().with(|g| g.power_faults()) == 0,
         "the driver powered the GPU in the wrong order",
     )?;
     drop(umd);

@@ -11,9 +11,22 @@
 //! - **DMA memory** ([`DmaMemory`]): zeroed, page-granular memory with a device address the GPU
 //!   uses and a CPU view the driver writes page tables through (`dma_alloc_coherent` in Linux).
 //! - **Interrupts**: whether an interrupt line is asserted ([`IrqLine`]).
-//! - **Time**: a [`PollClock`] for the poll loops that wait for the hardware (the GPU's time:
-//!   over a simulated GPU, the simulation's), and the system's monotonic clock
-//!   ([`Backend::sys_clock`]) for the waits on the CPU's side, for the driver's own work item.
+//! - **Time**, three clocks:
+//!   - the hardware's ([`Backend::clock`]), a [`PollClock`] for the poll loops that wait for
+//!     register state (over a simulated GPU, the simulation's time, which their sleeps
+//!     advance);
+//!   - the driver's deadlines' ([`Backend::timer_clock`]): the job timeout, the scheduler's
+//!     tick, the idle power-down and the governor's periods, and the executor's timers
+//!     ([`jobqueue::Executor::wake_at`]). It is the clock the kernel would measure them on
+//!     (`ktime_get`, whose `jiffies` panthor's delayed works count), on the host `Instant`,
+//!     never the simulation's: a job that waits for something the CPU does must not time out
+//!     because the simulated GPU had nothing to do and its time jumped ahead. A host test may
+//!     put it on simulated time instead (`host::HostTime::Simulated`), to go through long
+//!     timeouts without waiting for them;
+//!   - the system's monotonic clock ([`Backend::sys_clock`]) for the waits on the CPU's side,
+//!     for the driver's own work item;
+//!
+//!   and the CPU clocks userspace reads ([`Backend::cpu_time`]), for `TIMESTAMP_INFO`.
 //! - **DRM core**: the memory the DRM core allocates devices and GEM objects from
 //!   ([`drm_ctx::mem::Allocator`]); the DRM core itself is `drm-ctx`'s.
 //! - **Fences**: the job queues' fences ([`Backend::Fence`]) and their conversions to and from
@@ -59,6 +72,16 @@ pub enum LogLevel {
     Info,
     /// An error (`dev_err!`).
     Err,
+}
+
+/// A CPU clock userspace can read (`DEV_QUERY(TIMESTAMP_INFO)` samples one next to the GPU's
+/// timestamp, as `DRM_PANTHOR_TIMESTAMP_CPU_*` asks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CpuClock {
+    /// `CLOCK_MONOTONIC` (`ktime_get_ts64` in the kernel).
+    Monotonic,
+    /// `CLOCK_MONOTONIC_RAW` (`ktime_get_raw_ts64`): the same clock without NTP's slewing.
+    MonotonicRaw,
 }
 
 /// Size of a DMA page.
@@ -335,8 +358,11 @@ impl<E: Events + 'static, A: drm_ctx::mem::Allocator> EventSink for WeakEvents<E
 pub trait Backend: Send + Sync + 'static {
     /// The MMIO region of the GPU.
     type Io: Io + IoKnownSize + IoCapable<u32> + IoCapable<u64>;
-    /// The clock poll loops and job timeouts use.
+    /// The clock poll loops use (the hardware's time).
     type Clock: PollClock + Clone + Send + Sync + 'static;
+    /// The clock of the driver's deadlines and the executor's timers
+    /// ([`timer_clock`](Self::timer_clock)).
+    type TimerClock: PollClock + Clone + Send + Sync + 'static;
     /// The system's monotonic clock ([`sys_clock`](Self::sys_clock)).
     type SysClock: PollClock + Send + Sync + 'static;
     /// The workqueue the job queues run on.
@@ -365,8 +391,22 @@ pub trait Backend: Send + Sync + 'static {
     /// The register window.
     fn io(&self) -> &Self::Io;
 
-    /// The clock.
+    /// The hardware's clock: what poll loops for register state read and sleep on. Over a
+    /// simulated GPU, the simulation's time.
     fn clock(&self) -> &Self::Clock;
+
+    /// The clock of the deadlines the driver sets itself: the job timeout, the scheduler's
+    /// tick, the idle power-down, the governor's periods. The executor's timers
+    /// ([`jobqueue::Executor::wake_at`]) are instants of this clock, and the job queues
+    /// measure their timeouts on it. In the kernel `ktime_get` (the clock behind the `jiffies`
+    /// panthor's delayed works count), on the host the monotonic clock by default: real time,
+    /// whatever the simulated GPU does. Sleeping on it waits for real (it does not run the
+    /// hardware).
+    fn timer_clock(&self) -> &Self::TimerClock;
+
+    /// The time of the CPU clock `clock`, as userspace reads it (`clock_gettime`): the
+    /// kernel's `ktime_get_ts64` or `ktime_get_raw_ts64`, the host's own clocks.
+    fn cpu_time(&self, clock: CpuClock) -> core::time::Duration;
 
     /// The system's monotonic clock (in the kernel, `ktime_get` and `fsleep`), which a thread
     /// measures and sleeps on while it waits for something the CPU does: for the driver's work
@@ -493,7 +533,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The system goes to sleep (`true`) or wakes up: while it sleeps, time does not pass for
     /// the driver's timers (as the kernel's monotonic clock stops in a system suspend). The
-    /// default does nothing; the host backend stops moving simulated time through timers.
+    /// default does nothing (the kernel's clock stops by itself); the host backend's timer
+    /// clock stands still meanwhile and its timers do not fire.
     fn system_sleep(&self, asleep: bool) {
         let _ = asleep;
     }

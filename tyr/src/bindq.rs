@@ -172,7 +172,7 @@ impl<B: Backend, D: BindDevice<B>> JqBackend for BindHw<B, D> {
 pub type BindQueue<B, D> = jobqueue::Queue<
     BindHw<B, D>,
     <B as Backend>::Exec,
-    SchedClock<<B as Backend>::Clock>,
+    SchedClock<<B as Backend>::TimerClock>,
     JOB_SLOTS,
 >;
 
@@ -232,7 +232,7 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
                 slot,
                 BindHw { dev: weak },
                 backend.executor().clone(),
-                SchedClock(backend.clock().clone()),
+                SchedClock(backend.timer_clock().clone()),
                 BIND_CONFIG,
             )
             .map_err(|_| Error::Invalid)

@@ -362,7 +362,7 @@ impl<B: Backend> DevInner<B> {
                     slot,
                     ring,
                     this.backend.executor().clone(),
-                    sched::SchedClock(this.backend.clock().clone()),
+                    sched::SchedClock(this.backend.timer_clock().clone()),
                     config,
                 )
                 .map_err(|_| Error::Invalid)

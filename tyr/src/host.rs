@@ -9,8 +9,13 @@
 //!   the simulated register file. The simulated bus carries aligned 32-bit accesses only, so
 //!   64-bit accesses are split into their `_LO` and `_HI` halves (low half first, as the
 //!   kernel's `gpu_write64` does) and narrower ones are done on the containing word.
-//! - Time is the simulator's: [`SimClock`] reads the simulated time and its `sleep` advances
-//!   it, so poll loops are deterministic.
+//! - The hardware's time is the simulator's: [`SimClock`] reads the simulated time and its
+//!   `sleep` advances it, so poll loops are deterministic. The driver's deadlines (job
+//!   timeouts, the scheduler's tick, the idle power-down) are on [`HostTimerClock`]: by
+//!   default ([`HostTime::Real`]) the host's monotonic clock, real time as in the kernel; a
+//!   test may put them on simulated time ([`HostBackend::with_time`] with
+//!   [`HostTime::Simulated`]) to go through long timeouts at once. `TIMESTAMP_INFO`'s CPU
+//!   timestamps are the host's `CLOCK_MONOTONIC` and `CLOCK_MONOTONIC_RAW`.
 //! - DMA memory comes from the simulator's physical memory ([`SimDma`]), whose CPU pointers
 //!   stay valid until freed.
 //! - Log lines are printed (with `TYR_LOG` set) and the latest [`LOG_LINES`] kept for tests
@@ -19,12 +24,20 @@
 //!   kernel.
 //! - Interrupts and deferred work run on one event thread per backend ([`HostExec`] is its
 //!   workqueue side), the host's executor of the simulated GPU. The thread calls the driver's
-//!   interrupt handler while a line is asserted and its work item after a wake-up; when
-//!   neither has anything to do it calls the simulator's executor entry point,
-//!   [`Gpu::step`], which lets simulated time jump to the next hardware event or timer, so
-//!   jobs run and time out as fast as the host computes them. The simulator does not depend
-//!   on the thread: any executor that makes the same calls (a kernel work item, a test's
-//!   loop) drives it the same way.
+//!   interrupt handler while a line is asserted and its work item after a wake-up or when a
+//!   timer is due; when neither has anything to do it calls the simulator's executor entry
+//!   point, [`Gpu::step`]. On real time the steps are paced: simulated time never runs ahead of
+//!   real time by more than `PACE_LEAD` (0.5 ms, less than a thread's sleep is worth) by the
+//!   thread's doing (it may fall behind while the host computes the GPU), and
+//!   when the next simulated event lies ahead the thread sleeps until real time reaches it,
+//!   woken earlier by a register write, a poll loop's sleep, a wake-up or a timer. So a job
+//!   blocked on memory only the CPU writes waits in real time, and sees the write within the
+//!   simulated firmware's poll of sync waits (`Timings::sync_poll_ns`, 1 ms), while the CPU
+//!   cost of an idle or blocked GPU stays at one wake-up per poll interval (at most one per
+//!   20 ms when nothing is scheduled). On simulated time ([`HostTime::Simulated`]) the steps
+//!   jump to the next hardware event or timer, so jobs run and time out as fast as the host
+//!   computes them. The simulator does not depend on the thread: any executor that makes the
+//!   same calls (a kernel work item, a test's loop) drives it the same way.
 //!
 //! # Examples
 //!
@@ -58,7 +71,8 @@ use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::{PollClock, StdPollClock};
 
 use crate::backend::{
-    Backend, DmaMemory, DmaRegion, EventSink, Events, IrqLine, LogLevel, WeakEvents, PAGE_SIZE,
+    Backend, CpuClock, DmaMemory, DmaRegion, EventSink, Events, IrqLine, LogLevel, WeakEvents,
+    PAGE_SIZE,
 };
 use crate::{env, Error, Result};
 use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
@@ -70,6 +84,9 @@ use mali_sim::{self as sim, Config, Gpu, PhysAddr, SharedGpu, SimMemory};
 pub struct SimModel {
     gpu: SharedGpu,
     revoked: Arc<Revoked>,
+    /// The event thread to wake after a write (which may have started something in the
+    /// simulated hardware), if the model belongs to a backend.
+    kick: Option<Arc<EventShared>>,
 }
 
 /// Whether the MMIO is revoked, and the accesses made since.
@@ -85,6 +102,7 @@ impl SimModel {
         SimModel {
             gpu,
             revoked: Arc::new(Revoked::default()),
+            kick: None,
         }
     }
 
@@ -145,24 +163,160 @@ impl DeviceModel for SimModel {
                 gpu.write32(offset & !3, new);
             }
         }
+        if let Some(k) = &self.kick {
+            k.kick(&self.gpu);
+        }
     }
 }
 
 /// The simulator's time as a [`PollClock`]: sleeping advances the simulation.
 #[derive(Clone, Debug)]
-pub struct SimClock(pub SharedGpu);
+pub struct SimClock {
+    gpu: SharedGpu,
+    /// The event thread to wake after a sleep (which may have raised an interrupt).
+    kick: Option<Arc<EventShared>>,
+}
+
+impl SimClock {
+    /// The time of `gpu`.
+    pub fn new(gpu: SharedGpu) -> Self {
+        SimClock { gpu, kick: None }
+    }
+}
 
 impl PollClock for SimClock {
     fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.now_ns())
+        Duration::from_nanos(self.gpu.now_ns())
     }
 
     fn sleep(&self, duration: Duration) {
-        self.0
+        self.gpu
             .advance(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+        if let Some(k) = &self.kick {
+            k.kick(&self.gpu);
+        }
     }
 
     fn relax(&self) {}
+}
+
+/// How a [`HostBackend`] keeps the time of the driver's deadlines
+/// ([`Backend::timer_clock`]), and so how its event thread runs the simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostTime {
+    /// Real time, as in the kernel (the default): the deadlines are on the host's monotonic
+    /// clock ([`HostTimerClock`]), and the event thread paces the simulation so that its time
+    /// never runs ahead of real time (by more than 0.5 ms, the gaps not worth a thread's sleep):
+    /// when nothing is due before real time reaches the next
+    /// simulated event, it sleeps until then (or until a register write, a wake-up or a timer
+    /// comes). Simulated time may fall behind real time (the host computes the GPU slower than
+    /// silicon runs it); it catches up whenever the GPU has nothing to do.
+    #[default]
+    Real,
+    /// Simulated time, for tests that go through long timeouts: the deadlines are on the
+    /// simulation's time, and the event thread lets it jump to the next hardware event or
+    /// timer, so that a job times out as soon as the host has computed the 5 s of simulated
+    /// time before it. Deterministic, but unlike anything the kernel does: a job that waits
+    /// for the CPU can time out long before the CPU got to it.
+    Simulated,
+}
+
+/// The clock of a [`HostBackend`]'s deadlines ([`Backend::timer_clock`]): the host's
+/// monotonic clock from when the backend was made, standing still while the system sleeps
+/// ([`Backend::system_sleep`], as the kernel's monotonic clock stops in a system suspend),
+/// or, with [`HostTime::Simulated`], the simulation's time. Sleeping on it sleeps the thread
+/// either way (it never runs the simulation).
+#[derive(Clone, Debug)]
+pub struct HostTimerClock(TimerSource);
+
+#[derive(Clone, Debug)]
+enum TimerSource {
+    Real(Arc<RealClock>),
+    Sim(SharedGpu),
+}
+
+/// The host's monotonic clock less the time the system slept.
+#[derive(Debug)]
+struct RealClock {
+    origin: std::time::Instant,
+    sleep: Mutex<Slept>,
+}
+
+#[derive(Debug, Default)]
+struct Slept {
+    /// Since when the system sleeps (elapsed since the origin), if it does.
+    since: Option<Duration>,
+    /// How long it slept before.
+    total: Duration,
+}
+
+impl RealClock {
+    fn now(&self) -> Duration {
+        let s = plock(&self.sleep);
+        let at = s.since.unwrap_or_else(|| self.origin.elapsed());
+        at.saturating_sub(s.total)
+    }
+
+    fn set_asleep(&self, asleep: bool) {
+        let mut s = plock(&self.sleep);
+        let t = self.origin.elapsed();
+        match (asleep, s.since) {
+            (true, None) => s.since = Some(t),
+            (false, Some(since)) => {
+                s.total = s.total.saturating_add(t.saturating_sub(since));
+                s.since = None;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl HostTimerClock {
+    fn real() -> Self {
+        HostTimerClock(TimerSource::Real(Arc::new(RealClock {
+            origin: std::time::Instant::now(),
+            sleep: Mutex::new(Slept::default()),
+        })))
+    }
+
+    /// Whether the clock is real time ([`HostTime::Real`]).
+    pub fn is_real(&self) -> bool {
+        matches!(self.0, TimerSource::Real(_))
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.now().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+impl PollClock for HostTimerClock {
+    fn now(&self) -> Duration {
+        match &self.0 {
+            TimerSource::Real(c) => c.now(),
+            TimerSource::Sim(gpu) => Duration::from_nanos(gpu.now_ns()),
+        }
+    }
+
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
+
+/// The CPU clock `id` (`clock_gettime`), zero if the host does not have it.
+fn clock_gettime(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call.
+    let r = unsafe { libc::clock_gettime(id, &mut ts) };
+    if r != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// DMA memory from the simulator's physical memory.
@@ -303,7 +457,7 @@ unsafe impl DmaMemory for SimDma {
 
 impl jobqueue::Clock for SimClock {
     fn now(&self) -> jobqueue::Instant {
-        jobqueue::Instant::from_nanos(self.0.now_ns())
+        jobqueue::Instant::from_nanos(self.gpu.now_ns())
     }
 }
 
@@ -329,6 +483,37 @@ struct EventState {
 struct EventShared {
     state: Mutex<EventState>,
     cv: Condvar,
+    /// The event thread is about to wait or waits: a change to the simulated GPU from another
+    /// thread (a register write, a poll loop's sleep) must wake it ([`kick`](Self::kick)).
+    sleeping: AtomicBool,
+    /// While it waits: the simulated time of the next event it waits for (`u64::MAX` for
+    /// none). Only an event before it, or a raised interrupt line, needs a kick.
+    waits_for: AtomicU64,
+}
+
+impl fmt::Debug for EventShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventShared").finish_non_exhaustive()
+    }
+}
+
+impl EventShared {
+    /// Wakes the event thread if it waits: the simulated GPU changed under it.
+    ///
+    /// The thread sets `sleeping` under the state lock and then looks at the GPU once more
+    /// before it waits; a change made before that look is seen by it, one made after it
+    /// finds `sleeping` set and takes the lock, which the thread holds until it waits.
+    fn kick(&self, gpu: &SharedGpu) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            let waits_for = self.waits_for.load(Ordering::SeqCst);
+            let (lines, next) = gpu.with(|g| (g.asserted_lines(), g.next_event_ns()));
+            if lines.is_empty() && next.is_none_or(|n| n >= waits_for) {
+                return;
+            }
+            drop(plock(&self.state));
+            self.cv.notify_all();
+        }
+    }
 }
 
 impl Wake for EventShared {
@@ -343,7 +528,7 @@ impl Wake for EventShared {
 }
 
 /// The host's workqueue: waking it runs the driver's work item on the backend's event thread;
-/// timers are in simulated time.
+/// timers are instants of the backend's [`HostTimerClock`].
 #[derive(Clone)]
 pub struct HostExec {
     shared: Arc<EventShared>,
@@ -381,10 +566,26 @@ impl Executor for HostExec {
 /// How long the idle event thread sleeps before looking again.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 
-/// The event thread, the host's executor of the simulated GPU: interrupts first, then work,
-/// then simulated time, which [`Gpu::step`] moves one event (or up to the next timer) at a
-/// time. A kernel work item would run the same turn.
-fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
+/// How far ahead of real time the event thread may run the simulation rather than sleep: a
+/// thread's sleep lasts at least the host's timer slack (50 us on Linux) and costs two
+/// context switches, far more than the gaps between a command-stream engine's steps (100 ns
+/// of simulated time), so events that close are run at once. Simulated time is never more than
+/// this ahead of real time by the event thread's doing.
+const PACE_LEAD: Duration = Duration::from_micros(500);
+
+/// The event thread, the host's executor of the simulated GPU: interrupts first, then work
+/// (after a wake-up or when a timer of the executor is due on `timer`, the driver's
+/// deadlines' clock), then simulated time, which [`Gpu::step`] moves one event (or up to a
+/// limit) at a time. A kernel work item runs the same turn.
+///
+/// On real time ([`HostTime::Real`]) the steps are paced: the thread lets simulated time move
+/// by no more real time than has passed (plus [`PACE_LEAD`]) (time another thread moves it by, a poll loop's
+/// sleeps or a test's `advance`, is taken as it is), and waits for real time to reach the
+/// next simulated event or timer. On simulated time it jumps to them.
+fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
+    let paced = timer.is_real();
+    // Simulated and real time at the last point the pacing measures from.
+    let mut anchor = (gpu.now_ns(), timer.now_ns());
     loop {
         let sink = {
             let s = plock(&shared.state);
@@ -404,7 +605,7 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
                 again = true;
                 return;
             }
-            let now = gpu.now_ns();
+            let now = timer.now_ns();
             let run = {
                 let mut s = plock(&shared.state);
                 if !s.asleep && s.timer.is_some_and(|t| t <= now) {
@@ -425,22 +626,81 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>) {
             continue;
         }
         drop(sink);
-        let timer = {
+        let deadline = {
             let s = plock(&shared.state);
             s.timer.filter(|_| !s.asleep)
         };
-        match gpu.step(timer) {
-            // A line came up (a register write from another thread): served next turn.
-            sim::Progress::Irq(_) | sim::Progress::Advanced { .. } => {}
-            sim::Progress::Idle => {
-                let s = plock(&shared.state);
-                // A wake-up or a timer that came in since is served at once.
-                if !s.pending && !s.stop && (s.timer.is_none() || s.asleep) {
-                    let _ = shared.cv.wait_timeout(s, IDLE_WAIT);
-                }
+        if !paced {
+            // Simulated time: the timer is in simulated nanoseconds, the step jumps to it.
+            match gpu.step(deadline) {
+                // A line came up (a register write from another thread): served next turn.
+                sim::Progress::Irq(_) | sim::Progress::Advanced { .. } => {}
+                sim::Progress::Idle => idle_wait(&gpu, &shared, None, IDLE_WAIT),
             }
+            continue;
         }
+        // Real time: step up to the simulated time that corresponds to now.
+        let now = timer.now_ns();
+        let next = {
+            let mut g = gpu.lock();
+            let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            if g.now_ns() > limit {
+                // Moved by another thread: pace from here.
+                anchor = (g.now_ns(), now);
+            }
+            let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            let lead = limit.saturating_add(PACE_LEAD.as_nanos() as u64);
+            if !g.asserted_lines().is_empty() {
+                continue;
+            }
+            let next = g.next_event_ns();
+            if g.now_ns() < limit {
+                g.step(Some(limit));
+                continue;
+            }
+            if next.is_some_and(|e| e <= lead) {
+                g.step(None);
+                continue;
+            }
+            next
+        };
+        // Caught up with real time: wait for it to reach the next event or timer.
+        let until_event = next.map(|e| {
+            let at = anchor.1.saturating_add(e.saturating_sub(anchor.0));
+            Duration::from_nanos(at.saturating_sub(now)).saturating_sub(PACE_LEAD)
+        });
+        let until_timer = deadline.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+        let wait = [until_event, until_timer]
+            .into_iter()
+            .flatten()
+            .fold(IDLE_WAIT, Duration::min);
+        if wait.is_zero() {
+            continue;
+        }
+        idle_wait(&gpu, &shared, Some(next), wait);
     }
+}
+
+/// Waits up to `wait` for a wake-up, a timer, a stop or (through
+/// [`EventShared::kick`]) a change to the simulated GPU. `seen` is the next simulated event
+/// the caller computed the wait from (`None`: the caller does not pace, and only a raised
+/// interrupt line counts as a change).
+fn idle_wait(gpu: &SharedGpu, shared: &EventShared, seen: Option<Option<u64>>, wait: Duration) {
+    let s = plock(&shared.state);
+    let waits_for = seen.flatten().unwrap_or(u64::MAX);
+    shared.waits_for.store(waits_for, Ordering::SeqCst);
+    shared.sleeping.store(true, Ordering::SeqCst);
+    // A change made before `sleeping` was set is seen here; one made after it kicks.
+    let changed = {
+        let g = gpu.lock();
+        !g.asserted_lines().is_empty() || seen.is_some_and(|n| n != g.next_event_ns())
+    };
+    // A wake-up or a timer that came in since is served at once.
+    let timer_set = s.timer.is_some() && !s.asleep && seen.is_none();
+    if !changed && !s.pending && !s.stop && !timer_set {
+        let _ = shared.cv.wait_timeout(s, wait);
+    }
+    shared.sleeping.store(false, Ordering::SeqCst);
 }
 
 struct EventThread {
@@ -550,6 +810,7 @@ pub struct HostBackend {
     gpu: SharedGpu,
     io: SimIo,
     clock: SimClock,
+    timer: HostTimerClock,
     sys_clock: StdPollClock,
     dma: SimDma,
     exec: HostExec,
@@ -612,7 +873,8 @@ impl HostBackend {
     }
 
     /// A backend over an existing simulated GPU (whose MCU has the image its configuration
-    /// names, if any), the driver given the image [`HostFirmware::find`] chooses.
+    /// names, if any), on real time ([`HostTime::Real`]), the driver given the image
+    /// [`HostFirmware::find`] chooses.
     pub fn with_gpu(gpu: SharedGpu) -> Self {
         let fw = HostFirmware::find(gpu.with(|g| g.config().identity.gpu_id));
         Self::with_gpu_and_firmware(gpu, fw)
@@ -620,13 +882,21 @@ impl HostBackend {
 
     fn with_gpu_and_firmware(gpu: SharedGpu, firmware: HostFirmware) -> Self {
         let opps = gpu.with(|g| g.config().timings.opp_table);
+        let exec = HostExec::new();
+        let kick = Some(exec.shared.clone());
+        let mut model = SimModel::new(gpu.clone());
+        model.kick = kick.clone();
         let b = HostBackend {
             opps,
-            io: ModelRegion::new(SimModel::new(gpu.clone())),
-            clock: SimClock(gpu.clone()),
+            io: ModelRegion::new(model),
+            clock: SimClock {
+                gpu: gpu.clone(),
+                kick,
+            },
+            timer: HostTimerClock::real(),
             sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
-            exec: HostExec::new(),
+            exec,
             thread: Mutex::new(None),
             gpu,
             log: Mutex::new(LogRing::new()),
@@ -647,6 +917,25 @@ impl HostBackend {
     /// The firmware image the driver gets, and where it came from.
     pub fn firmware(&self) -> &HostFirmware {
         &self.firmware
+    }
+
+    /// The backend with its deadlines on `time` (before the driver is probed on it: the
+    /// driver's timers are instants of the clock it finds).
+    ///
+    /// ```
+    /// use tyr::backend::Backend;
+    /// use tyr::host::{HostBackend, HostTime};
+    ///
+    /// let b = HostBackend::g610().with_time(HostTime::Simulated);
+    /// assert!(!b.timer_clock().is_real());
+    /// ```
+    pub fn with_time(mut self, time: HostTime) -> Self {
+        self.stop_events();
+        self.timer = match time {
+            HostTime::Real => HostTimerClock::real(),
+            HostTime::Simulated => HostTimerClock(TimerSource::Sim(self.gpu.clone())),
+        };
+        self
     }
 
     /// The simulated GPU (for tests: walking its MMU, injecting faults).
@@ -679,6 +968,7 @@ impl HostBackend {
 impl Backend for HostBackend {
     type Io = SimIo;
     type Clock = SimClock;
+    type TimerClock = HostTimerClock;
     type SysClock = StdPollClock;
     type Exec = HostExec;
     type Dma = SimDma;
@@ -695,6 +985,17 @@ impl Backend for HostBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn timer_clock(&self) -> &HostTimerClock {
+        &self.timer
+    }
+
+    fn cpu_time(&self, clock: CpuClock) -> Duration {
+        clock_gettime(match clock {
+            CpuClock::Monotonic => libc::CLOCK_MONOTONIC,
+            CpuClock::MonotonicRaw => libc::CLOCK_MONOTONIC_RAW,
+        })
     }
 
     fn sys_clock(&self) -> &StdPollClock {
@@ -753,9 +1054,10 @@ impl Backend for HostBackend {
         }
         let gpu = self.gpu.clone();
         let shared = self.exec.shared.clone();
+        let timer = self.timer.clone();
         let handle = thread::Builder::new()
             .name("tyr-events".into())
-            .spawn(move || event_loop(gpu, shared));
+            .spawn(move || event_loop(gpu, shared, timer));
         match handle {
             Ok(handle) => {
                 let id = handle.thread().id();
@@ -817,6 +1119,9 @@ impl Backend for HostBackend {
     }
 
     fn system_sleep(&self, asleep: bool) {
+        if let TimerSource::Real(c) = &self.timer.0 {
+            c.set_asleep(asleep);
+        }
         plock(&self.exec.shared.state).asleep = asleep;
         self.exec.shared.cv.notify_all();
     }

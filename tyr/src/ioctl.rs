@@ -441,8 +441,12 @@ pub(crate) fn group_priority_permit<B: Backend>(file: &File<B>, prio: u8) -> Res
 }
 
 /// Fills a `TIMESTAMP_INFO` query as panthor does (flags 0 asks for what the first version
-/// returned).
+/// returned): the GPU's timestamp, then the CPU clock the flags name
+/// ([`Backend::cpu_time`]: `CLOCK_MONOTONIC` or `CLOCK_MONOTONIC_RAW`, the kernel's clocks, as
+/// userspace's `clock_gettime` reads them), then the cycle counter, in that order and one
+/// right after the other; the duration of the three is measured on the system's clock.
 fn query_timestamp<B: Backend>(b: &B, info: &mut uapi::TimestampInfo) -> Result {
+    use crate::backend::CpuClock;
     use uapi::*;
     let flags = match info.flags {
         0 => {
@@ -458,12 +462,16 @@ fn query_timestamp<B: Backend>(b: &B, info: &mut uapi::TimestampInfo) -> Result 
         | DRM_PANTHOR_TIMESTAMP_GPU_CYCLE_COUNT
         | DRM_PANTHOR_TIMESTAMP_FREQ
         | DRM_PANTHOR_TIMESTAMP_DURATION;
-    let cpu = flags & DRM_PANTHOR_TIMESTAMP_CPU_TYPE_MASK;
-    if flags & !valid != 0 || cpu > 2 << 1 {
+    let cpu = match flags & DRM_PANTHOR_TIMESTAMP_CPU_TYPE_MASK {
+        DRM_PANTHOR_TIMESTAMP_CPU_NONE => None,
+        DRM_PANTHOR_TIMESTAMP_CPU_MONOTONIC => Some(CpuClock::Monotonic),
+        DRM_PANTHOR_TIMESTAMP_CPU_MONOTONIC_RAW => Some(CpuClock::MonotonicRaw),
+        _ => return Err(Error::Invalid),
+    };
+    if flags & !valid != 0 {
         return Err(Error::Invalid);
     }
     let io = b.io();
-    let start = b.clock().now();
     info.timestamp_frequency = if flags & DRM_PANTHOR_TIMESTAMP_FREQ != 0 {
         b.timestamp_frequency()
     } else {
@@ -474,27 +482,26 @@ fn query_timestamp<B: Backend>(b: &B, info: &mut uapi::TimestampInfo) -> Result 
     } else {
         0
     };
+    let sys = b.sys_clock();
+    let start = sys.now();
     info.current_timestamp = if flags & DRM_PANTHOR_TIMESTAMP_GPU != 0 {
         io.read(TIMESTAMP).into_raw()
     } else {
         0
     };
+    let cpu_ts = cpu.map(|c| b.cpu_time(c));
     info.cycle_count = if flags & DRM_PANTHOR_TIMESTAMP_GPU_CYCLE_COUNT != 0 {
         io.read(CYCLE_COUNT).into_raw()
     } else {
         0
     };
-    let now = b.clock().now();
-    (info.cpu_timestamp_sec, info.cpu_timestamp_nsec) = if cpu != 0 {
-        (now.as_secs(), u64::from(now.subsec_nanos()))
-    } else {
-        (0, 0)
-    };
     info.duration_nsec = if flags & DRM_PANTHOR_TIMESTAMP_DURATION != 0 {
-        u32::try_from(now.saturating_sub(start).as_nanos()).unwrap_or(u32::MAX)
+        u32::try_from(sys.now().saturating_sub(start).as_nanos()).unwrap_or(u32::MAX)
     } else {
         0
     };
+    (info.cpu_timestamp_sec, info.cpu_timestamp_nsec) =
+        cpu_ts.map_or((0, 0), |t| (t.as_secs(), u64::from(t.subsec_nanos())));
     info.flags = flags;
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! the job timeout, and the job fence as a syncobj holds it.
 //!
 //! GPU queues (`sched`) and bind queues (`bindq`), on the floors above, are both `jobqueue`
-//! queues of [`JOB_SLOTS`] jobs on the backend's clock with the backend's fences
+//! queues of [`JOB_SLOTS`] jobs on the clock of the driver's deadlines
+//! ([`Backend::timer_clock`](crate::backend::Backend::timer_clock)) with the backend's fences
 //! ([`Backend::Fence`](crate::backend::Backend::Fence)), and both publish their jobs' done
 //! fences to syncobjs through the backend
 //! ([`Backend::syncobj_fence`](crate::backend::Backend::syncobj_fence)), so that userspace
@@ -16,10 +17,15 @@ use register::io::poll::PollClock;
 
 /// Job slots of one queue (jobs committed and not yet retired).
 pub const JOB_SLOTS: usize = 64;
-/// How long a job may stay on the ring before it times out (GPU time).
-pub const JOB_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a queue may go without progress before its job times out: panthor's
+/// `JOB_TIMEOUT_MS`, 5 s, measured as panthor measures it, on the kernel's clock
+/// ([`Backend::timer_clock`](crate::backend::Backend::timer_clock): real time, never the
+/// simulated GPU's), from the later of the job reaching the ring and the queue's last
+/// completed job, and only while the group may run (see `sched`'s `GroupState::timeout_clock`).
+pub const JOB_TIMEOUT: Duration = Duration::from_millis(5000);
 
-/// The scheduler's clock: the backend's, in nanoseconds.
+/// The scheduler's clock: the clock of the driver's deadlines
+/// ([`Backend::timer_clock`](crate::backend::Backend::timer_clock)), in nanoseconds.
 #[derive(Clone, Debug)]
 pub struct SchedClock<C>(pub C);
 

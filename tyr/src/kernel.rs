@@ -12,10 +12,13 @@
 //!   the simulated register file, split into the aligned 32-bit accesses the simulated bus
 //!   carries (as the host backend does).
 //! - The simulated GPU lives in `vmalloc` memory (it is about 74 KB), behind a kernel `Mutex`.
-//! - Time is the simulator's ([`SimClock`]): poll loops read it and their sleeps advance it, so
-//!   a reset or a power transition completes exactly when the simulated hardware says. A wait
-//!   for the CPU's side (a system suspend waiting for the work item) uses the kernel's
-//!   monotonic clock instead ([`KernelPollClock`], `fsleep`).
+//! - The hardware's time is the simulator's ([`SimClock`]): poll loops read it and their
+//!   sleeps advance it, so a reset or a power transition completes exactly when the simulated
+//!   hardware says. The driver's deadlines (job timeouts, the scheduler's tick, the idle
+//!   power-down) and the executor's timers are on the kernel's monotonic clock
+//!   ([`KtimeClock`], `ktime_get`), as panthor's are, and so is a wait for the CPU's side (a
+//!   system suspend waiting for the work item: [`KernelPollClock`], `fsleep`).
+//!   `TIMESTAMP_INFO`'s CPU timestamps are `ktime_get_ts64` and `ktime_get_raw_ts64`.
 //! - DMA memory is the DMA API's, coherent blocks on the GPU's `struct device` ([`KernelDma`]),
 //!   and the simulated GPU's bus reaches exactly those blocks at their DMA addresses
 //!   ([`dma::DmaBus`]): its MMU walks the driver's real page-table pages.
@@ -23,7 +26,8 @@
 //!   (`system_dfl_wq`), the [`EventPump`], the kernel's executor of the simulated GPU as the
 //!   event thread is the host's: it calls the driver's interrupt handler while a line is
 //!   asserted, its work when the executor is woken or a deadline has come, and otherwise steps
-//!   the simulator.
+//!   the simulator, never further than real time: when the next simulated event or deadline
+//!   lies ahead of `ktime_get`, the pump queues itself again as delayed work for then.
 //! - Log lines go to the kernel log (`pr_info!`/`pr_err!`).
 //!
 //! - The driver's locks ([`KernelLocks`]) are kernel mutexes, and its containers
@@ -54,19 +58,23 @@ use ::kernel::alloc::VBox;
 use ::kernel::device::Device;
 use ::kernel::prelude::*;
 use ::kernel::sync::{new_spinlock, Arc, ArcBorrow, Mutex, SpinLock};
-use ::kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+use ::kernel::time::{delay::fsleep, ClockSource, Delta, Monotonic};
+use ::kernel::workqueue::{
+    impl_has_delayed_work, impl_has_work, new_delayed_work, new_work, DelayedWork, Work, WorkItem,
+};
 use ::kernel::{new_mutex, pr_err, pr_info};
 
 use drm_ctx::drm::gem::CpuPage;
 use jobqueue::kernel::KernelFence;
 use mali_sim::kernel::KernelFrames;
-use mali_sim::{Config, FrameAlloc, Gpu, IrqLine as SimIrqLine, Progress};
+use mali_sim::{Config, FrameAlloc, Gpu, IrqLine as SimIrqLine};
 use register::io::model::{AccessWidth, DeviceModel, ModelRegion};
 use register::io::poll::PollClock;
 use register::kernel::KernelPollClock;
 
 use crate::backend::{
-    Backend, EventSink, Events, IrqLine, Lock, LockClass, LockFamily, LogLevel, WeakEvents,
+    Backend, CpuClock, EventSink, Events, IrqLine, Lock, LockClass, LockFamily, LogLevel,
+    WeakEvents,
 };
 use crate::{Error, Result};
 use dma::{BusMemory, DmaBus, KernelDma};
@@ -298,9 +306,33 @@ impl PollClock for SimClock {
     fn relax(&self) {}
 }
 
+/// The kernel's monotonic clock (`ktime_get`, nanoseconds since boot) as the clock of the
+/// driver's deadlines ([`Backend::timer_clock`]): the clock panthor's `jiffies` follow.
+/// Sleeping on it is `fsleep`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KtimeClock;
+
+impl KtimeClock {
+    fn now_ns() -> u64 {
+        u64::try_from(Monotonic::ktime_get()).unwrap_or(0)
+    }
+}
+
+impl PollClock for KtimeClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(Self::now_ns())
+    }
+
+    fn sleep(&self, duration: Duration) {
+        fsleep(Delta::from_nanos(
+            i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
+        ));
+    }
+}
+
 /// What the event pump owes the driver besides interrupts.
 struct PumpState {
-    /// The earliest deadline asked for with `wake_at`, in simulated nanoseconds.
+    /// The earliest deadline asked for with `wake_at`, in [`KtimeClock`] nanoseconds.
     timer: Option<u64>,
 }
 
@@ -308,19 +340,42 @@ struct PumpState {
 /// run other work.
 const PUMP_BUDGET: usize = 256;
 
+/// How far ahead of real time the pump may run the simulation rather than queue itself as
+/// delayed work (whose delay is at least a jiffy): the gaps between a command-stream engine's
+/// steps (100 ns of simulated time) are run through at once. As the host's event thread does.
+const PUMP_LEAD_NS: u64 = 500_000;
+
+/// The longest delay the pump queues itself with. A delayed work item that is pending cannot
+/// be brought forward, so a pump that wants to run sooner than one it queued earlier runs
+/// late by at most this.
+const PUMP_MAX_DELAY_MS: u32 = 10;
+
 /// The executor of the simulated GPU in the kernel: a work item on the system workqueue that
 /// does what the host backend's event thread does.
 ///
 /// Each turn it calls the driver's interrupt handler ([`Events::irq`]) while a line of the
 /// simulated GPU is asserted, then the driver's work ([`Events::work`]) if the executor was
-/// woken or a deadline of `wake_at` has come, and otherwise steps the simulator
-/// ([`Gpu::step`]) to its next event or to that deadline, so simulated time jumps ahead as it
-/// does on the host. When the simulator is idle and nothing is owed the work item ends; a
-/// wake-up, a deadline or a register write queues it again.
+/// woken or a deadline of `wake_at` has come (on [`KtimeClock`]), and otherwise steps the
+/// simulator ([`Gpu::step`]) towards its next event, never past the simulated time that
+/// corresponds to `ktime_get` now (plus [`PUMP_LEAD_NS`]): simulated time never runs ahead of
+/// real time by more than that by the pump's doing (time a poll loop's sleeps move it by is taken as it is, and the pacing goes on from
+/// there). When the next event or deadline lies ahead in real time, the pump queues itself as
+/// delayed work for then (its second work item, at most [`PUMP_MAX_DELAY_MS`] ahead); when
+/// nothing is scheduled and nothing is owed the work item ends, and a wake-up, a deadline or a
+/// register write queues it again. A stream blocked on a sync wait keeps an event scheduled
+/// (the simulated firmware polls the memory it waits for, `Timings::sync_poll_ns`), so a CPU
+/// write to that memory is seen within a poll interval.
 #[pin_data]
 pub struct EventPump {
     #[pin]
     work: Work<EventPump, 1>,
+    /// The pump's later run, when it waits for real time to reach the simulation's next event.
+    #[pin]
+    later: DelayedWork<EventPump, 2>,
+    /// Simulated and real ([`KtimeClock`]) nanoseconds at the point the pacing measures
+    /// from; only the pump's run uses them (a work item does not run twice at once).
+    anchor_sim: AtomicU64,
+    anchor_ktime: AtomicU64,
     #[pin]
     events: SpinLock<Option<Arc<dyn EventSink>>>,
     #[pin]
@@ -335,6 +390,27 @@ pub struct EventPump {
 
 impl_has_work! {
     impl HasWork<Self, 1> for EventPump { self.work }
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 2> for EventPump { self.later }
+}
+
+impl WorkItem<2> for EventPump {
+    type Pointer = Arc<EventPump>;
+
+    fn run(this: Arc<EventPump>) {
+        // The pump itself runs as its first work item, never twice at once.
+        EventPump::schedule(this);
+    }
+}
+
+/// What the pump does after a look at the simulated GPU.
+enum PumpNext {
+    /// Turn again at once.
+    Again,
+    /// Caught up with real time: the next simulated event, if any, is after now.
+    Wait(Option<u64>),
 }
 
 impl WorkItem<1> for EventPump {
@@ -356,7 +432,7 @@ impl WorkItem<1> for EventPump {
                     again = true;
                     return;
                 }
-                let now = this.device.with(|gpu| gpu.now_ns());
+                let now = KtimeClock::now_ns();
                 let due = {
                     let mut s = this.state.lock();
                     let due = s.timer.is_some_and(|t| t <= now);
@@ -380,14 +456,67 @@ impl WorkItem<1> for EventPump {
                 continue;
             }
             let timer = this.state.lock().timer;
-            if let Progress::Idle = this.device.with(|gpu| gpu.step(timer)) {
-                let s = this.state.lock();
-                // Anything that came in since was queued with the pump (a wake-up queues it
-                // after setting `pending`); nothing did: done.
-                if !this.pending.load(Ordering::Acquire) && s.timer.is_none() {
-                    return;
+            let now = KtimeClock::now_ns();
+            let mut anchor = (
+                this.anchor_sim.load(Ordering::Relaxed),
+                this.anchor_ktime.load(Ordering::Relaxed),
+            );
+            let next = this.device.with(|gpu| {
+                let limit = |a: (u64, u64)| a.0.saturating_add(now.saturating_sub(a.1));
+                if gpu.now_ns() > limit(anchor) {
+                    // Moved by a poll loop: pace from here.
+                    anchor = (gpu.now_ns(), now);
                 }
+                let limit = limit(anchor);
+                let next = gpu.next_event_ns();
+                if !gpu.asserted_lines().is_empty() {
+                    PumpNext::Again
+                } else if gpu.now_ns() < limit {
+                    let _ = gpu.step(Some(limit));
+                    PumpNext::Again
+                } else if next.is_some_and(|e| e <= limit.saturating_add(PUMP_LEAD_NS)) {
+                    let _ = gpu.step(None);
+                    PumpNext::Again
+                } else {
+                    PumpNext::Wait(next)
+                }
+            });
+            this.anchor_sim.store(anchor.0, Ordering::Relaxed);
+            this.anchor_ktime.store(anchor.1, Ordering::Relaxed);
+            let PumpNext::Wait(next) = next else {
+                continue;
+            };
+            // Caught up with real time: wait for it to reach the next event or deadline.
+            let event_at = next.map(|e| {
+                anchor
+                    .1
+                    .saturating_add(e.saturating_sub(anchor.0))
+                    .saturating_sub(PUMP_LEAD_NS)
+            });
+            let at = [event_at, timer].into_iter().flatten().min();
+            if this.pending.load(Ordering::Acquire) {
+                continue;
             }
+            let Some(at) = at else {
+                // Nothing scheduled: anything that comes in later (a wake-up, a deadline, a
+                // register write) queues the pump again.
+                return;
+            };
+            let wait = at.saturating_sub(now);
+            if wait == 0 {
+                continue;
+            }
+            let ms = u32::try_from(wait.div_ceil(1_000_000))
+                .unwrap_or(u32::MAX)
+                .min(PUMP_MAX_DELAY_MS);
+            let delay = ::kernel::time::msecs_to_jiffies(ms);
+            // Already pending (queued by an earlier run for a later time, or the same): that
+            // one runs the pump, at most `PUMP_MAX_DELAY_MS` late.
+            let _ = jobqueue::kernel::default_workqueue()
+                .enqueue_delayed::<Arc<Self>, 2>(this.clone(), delay);
+            // A wake-up or register write since the look above queued the pump's first work
+            // item (it is not queued while it runs): nothing is lost by ending here.
+            return;
         }
         EventPump::schedule(this);
     }
@@ -460,6 +589,9 @@ impl KernelExec {
         let pump = Arc::pin_init(
             pin_init!(EventPump {
                 work <- new_work!("tyr::kernel::EventPump::work"),
+                later <- new_delayed_work!("tyr::kernel::EventPump::later"),
+                anchor_sim: AtomicU64::new(0),
+                anchor_ktime: AtomicU64::new(KtimeClock::now_ns()),
                 events <- new_spinlock!(None, "tyr::kernel::EventPump::events"),
                 state <- new_spinlock!(
                     PumpState { timer: None },
@@ -530,6 +662,7 @@ pub struct KernelBackend {
     device: Arc<SimDevice>,
     io: SimIo,
     clock: SimClock,
+    timer_clock: KtimeClock,
     sys_clock: KernelPollClock,
     dma: KernelDma,
     exec: KernelExec,
@@ -574,6 +707,7 @@ impl KernelBackend {
                 pump: exec.pump.clone(),
             }),
             clock: SimClock(device.clone()),
+            timer_clock: KtimeClock,
             sys_clock: KernelPollClock::new(),
             dma: KernelDma(bus),
             exec,
@@ -724,6 +858,7 @@ impl<T> core::ops::DerefMut for KernelGuard<'_, T> {
 impl Backend for KernelBackend {
     type Io = SimIo;
     type Clock = SimClock;
+    type TimerClock = KtimeClock;
     type SysClock = KernelPollClock;
     type Exec = KernelExec;
     type Dma = KernelDma;
@@ -740,6 +875,25 @@ impl Backend for KernelBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn timer_clock(&self) -> &KtimeClock {
+        &self.timer_clock
+    }
+
+    fn cpu_time(&self, clock: CpuClock) -> Duration {
+        let mut ts = ::kernel::bindings::timespec64::default();
+        match clock {
+            // SAFETY: `ts` is a valid, writable `timespec64` for the duration of the call,
+            // which reads the clock and may be called from any context but NMI.
+            CpuClock::Monotonic => unsafe { ::kernel::bindings::ktime_get_ts64(&mut ts) },
+            // SAFETY: As above.
+            CpuClock::MonotonicRaw => unsafe { ::kernel::bindings::ktime_get_raw_ts64(&mut ts) },
+        }
+        Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
     }
 
     fn sys_clock(&self) -> &KernelPollClock {

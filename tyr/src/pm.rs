@@ -207,7 +207,7 @@ impl<L: LockFamily> Pm<L> {
     ///
     /// [`crate::Error::NoMemory`] if the gate cannot be made.
     pub fn new<B: Backend>(b: &B) -> Result<Self> {
-        let now = b.clock().now();
+        let now = b.timer_clock().now();
         let mut dvfs = Dvfs {
             last_ns: ns(now),
             ..Dvfs::default()
@@ -343,7 +343,7 @@ impl<L: LockFamily> Pm<L> {
             fw::boot(b, fw_base, size)?;
             s.powered = true;
             s.idle_since = None;
-            s.on_since = ns(b.clock().now());
+            s.on_since = ns(b.timer_clock().now());
             s.dvfs.last_ns = s.on_since;
             s.power_ups = s.power_ups.wrapping_add(1);
             Ok(true)
@@ -385,7 +385,7 @@ impl<L: LockFamily> Pm<L> {
     /// by, the governor may change the rate. Returns when it wants the next report (ns), while
     /// the GPU is powered.
     pub fn sample<B: Backend>(&self, b: &B, busy: bool) -> Option<u64> {
-        let now = ns(b.clock().now());
+        let now = ns(b.timer_clock().now());
         self.gate.with(|s| Self::sample_locked(s, b, now, busy))
     }
 
@@ -466,7 +466,7 @@ impl<L: LockFamily> Pm<L> {
             }
             fw::halt(b, fw_base, fw::FW_INTERFACE_SIZE as u64)?;
             gpu::power_off(b, &info.raw)?;
-            let now = ns(b.clock().now());
+            let now = ns(b.timer_clock().now());
             // The powered time up to here counts at the current rate; a new window starts at
             // the next power-up.
             let d = &mut s.dvfs;

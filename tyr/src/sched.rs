@@ -136,8 +136,12 @@ pub const MAX_QUEUES: usize =
 pub(crate) const SYNCOBJ_SIZE: u64 = 16;
 
 /// A job queue of the driver.
-pub type JobQueue<B> =
-    jobqueue::Queue<RingHw<B>, <B as Backend>::Exec, SchedClock<<B as Backend>::Clock>, JOB_SLOTS>;
+pub type JobQueue<B> = jobqueue::Queue<
+    RingHw<B>,
+    <B as Backend>::Exec,
+    SchedClock<<B as Backend>::TimerClock>,
+    JOB_SLOTS,
+>;
 
 /// What a job carries from submission to the ring (`F`: the backend's fence).
 pub struct JobPayload<F> {
@@ -224,9 +228,9 @@ impl GroupState {
     }
 }
 
-/// The backend's clock in nanoseconds.
+/// The time of the driver's deadlines ([`Backend::timer_clock`]) in nanoseconds.
 fn now_ns<B: Backend>(b: &B) -> u64 {
-    u64::try_from(b.clock().now().as_nanos()).unwrap_or(u64::MAX)
+    u64::try_from(b.timer_clock().now().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Value of [`GroupState::slot`] for a group without a slot.
@@ -2126,7 +2130,7 @@ impl<B: Backend> DevInner<B> {
         }
         let seen = self.pm.activity();
         let idle = !self.gpu_has_work();
-        let now = register::io::poll::PollClock::now(self.backend.clock());
+        let now = register::io::poll::PollClock::now(self.backend.timer_clock());
         let (down, recheck) = self.pm.note_idle(now, idle);
         // The governor's utilisation report, and when it wants the next one.
         let governor = self.pm.sample(&self.backend, !idle);

@@ -125,6 +125,12 @@ pub struct CsifInfo {
 
 /// `TIMESTAMP_INFO` flag: fill the GPU timestamp.
 pub const DRM_PANTHOR_TIMESTAMP_GPU: u32 = 1 << 0;
+/// `TIMESTAMP_INFO` CPU timestamp type: none.
+pub const DRM_PANTHOR_TIMESTAMP_CPU_NONE: u32 = 0 << 1;
+/// `TIMESTAMP_INFO` CPU timestamp type: `CLOCK_MONOTONIC`.
+pub const DRM_PANTHOR_TIMESTAMP_CPU_MONOTONIC: u32 = 1 << 1;
+/// `TIMESTAMP_INFO` CPU timestamp type: `CLOCK_MONOTONIC_RAW`.
+pub const DRM_PANTHOR_TIMESTAMP_CPU_MONOTONIC_RAW: u32 = 2 << 1;
 /// `TIMESTAMP_INFO` flag mask of the CPU timestamp type.
 pub const DRM_PANTHOR_TIMESTAMP_CPU_TYPE_MASK: u32 = 7 << 1;
 /// `TIMESTAMP_INFO` flag: fill the timestamp offset.

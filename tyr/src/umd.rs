@@ -246,8 +246,13 @@ impl Umd {
 
     /// `DEV_QUERY` of `type_` into a `T`.
     pub fn dev_query<T: IoctlArg + Default>(&self, type_: u32) -> Result<T> {
-        let out = T::default();
-        let ptr = self.mem().alloc_bytes(ioctl::as_bytes(&out))?;
+        self.dev_query_in(type_, &T::default())
+    }
+
+    /// `DEV_QUERY` of `type_` whose object starts as `input` (a `TIMESTAMP_INFO` names in its
+    /// `flags` what to fill), read back.
+    pub fn dev_query_in<T: IoctlArg>(&self, type_: u32, input: &T) -> Result<T> {
+        let ptr = self.mem().alloc_bytes(ioctl::as_bytes(input))?;
         let mut q = DevQuery {
             type_,
             size: core::mem::size_of::<T>() as u32,

@@ -354,15 +354,17 @@ fn the_simulator_refuses_a_wrong_power_order_and_passes_the_drivers() {
     assert_eq!(gpu.with(|g| g.power_faults()), 1);
 }
 
-/// Waits (spinning: simulated time runs on its own meanwhile) until `f` holds for the
-/// driver's power accounting.
+/// Waits (spinning: time runs on its own meanwhile) until `f` holds for the driver's power
+/// accounting, which is on the clock of the driver's deadlines (real time).
 fn wait_stats(r: &Rig, what: &str, f: impl Fn(&tyr::pm::PmStats) -> bool) -> tyr::pm::PmStats {
+    use register::io::poll::PollClock as _;
+    use tyr::backend::Backend as _;
     let dev = r.reg.device();
     let pm = &dev.shared().pm;
-    let clock = dev.backend.gpu().clone();
+    let clock = dev.backend.timer_clock().clone();
     let start = std::time::Instant::now();
     loop {
-        let st = pm.stats(std::time::Duration::from_nanos(clock.now_ns()));
+        let st = pm.stats(clock.now());
         if f(&st) {
             return st;
         }
@@ -423,7 +425,12 @@ fn the_governor_follows_the_load_and_the_counters_stay_consistent() {
         instr::store_state(4, instr::STATE_CYCLE_COUNT, 8),
     ]);
     umd.write_stream(&s.bo, 0x1000, &long).unwrap();
-    let before = pm.stats(std::time::Duration::from_nanos(dev.backend.gpu().now_ns()));
+    let now = || {
+        use register::io::poll::PollClock as _;
+        use tyr::backend::Backend as _;
+        dev.backend.timer_clock().now()
+    };
+    let before = pm.stats(now());
     let d1 = umd.syncobj_create(false).unwrap();
     umd.submit(
         g,
@@ -432,7 +439,7 @@ fn the_governor_follows_the_load_and_the_counters_stay_consistent() {
     .unwrap();
     umd.wait(&[d1], WAIT).unwrap();
     assert_eq!(umd.group_state(g).unwrap(), (0, 0));
-    let during = pm.stats(std::time::Duration::from_nanos(dev.backend.gpu().now_ns()));
+    let during = pm.stats(now());
     let at_fast = |st: &tyr::pm::PmStats| st.opp_ns[st.opp_count - 1].1;
     assert!(
         at_fast(&during) > at_fast(&before) + 1_000_000,

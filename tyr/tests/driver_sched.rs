@@ -11,7 +11,7 @@ use drm_ctx::types::ARef;
 use mali_sim::Config;
 use tyr::csf::instr;
 use tyr::driver::{self, TyrDriver};
-use tyr::host::HostBackend;
+use tyr::host::{HostBackend, HostTime};
 use tyr::uapi::*;
 use tyr::umd::{Bo, Job, Umd};
 
@@ -33,8 +33,18 @@ struct Rig {
 }
 
 fn rig() -> Rig {
+    rig_on(HostBackend::new(Config::g610()))
+}
+
+/// A rig whose driver's deadlines are on simulated time: the hang tests go through the 5 s
+/// job timeout as fast as the host computes it (`tests/driver_time.rs` times it on real time).
+fn rig_simulated() -> Rig {
+    rig_on(HostBackend::new(Config::g610()).with_time(HostTime::Simulated))
+}
+
+fn rig_on(backend: HostBackend) -> Rig {
     let parent = device::Device::new("mali").unwrap();
-    let reg = driver::probe(&parent, HostBackend::new(Config::g610())).unwrap();
+    let reg = driver::probe(&parent, backend).unwrap();
     Rig {
         reg,
         _parent: parent,
@@ -211,7 +221,7 @@ fn many_groups_and_vms_share_the_eight_slots() {
 fn a_hanging_job_times_out_the_gpu_resets_and_innocent_groups_complete() {
     let modes: &[bool] = if cfg!(miri) { &[true] } else { &[false, true] };
     for &fail_reset_once in modes {
-        let r = rig();
+        let r = rig_simulated();
         let gpu = r.reg.device().backend.gpu().clone();
         let umd = Umd::open(r.reg.device()).unwrap();
         let s = space(&umd, 0x100_0000);

@@ -69,6 +69,14 @@ pub(crate) const STAGES: &[Stage] = &[
         cmdline: "gpukit.boot=tyr",
         kernel_lines: &["tyr: "],
     },
+    // Tyr's time against the kernel's: a job released by a CPU write 2 s later, a job that
+    // never progresses timed out after 5 s of real time, TIMESTAMP_INFO's CPU clocks.
+    Stage {
+        name: "tyr_time",
+        dir: "xtask/userspace",
+        cmdline: "gpukit.boot=tyr",
+        kernel_lines: &["tyr: "],
+    },
 ];
 
 /// The target the programs are built for: static executables without a C library to install.

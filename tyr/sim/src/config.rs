@@ -135,6 +135,16 @@ pub struct Timings {
     /// How long a command stream's loads, stores and `STORE_STATE`s take once they start (a
     /// sync operation writes its object as soon as its wait mask allows).
     pub cs_mem_ns: u64,
+    /// How often the firmware looks again at the memory a stream blocked on `SYNC_WAIT` waits
+    /// for, while nothing on the GPU's side (a sync operation of another stream) makes it look
+    /// sooner: a write the CPU makes to that memory is seen within this time. At least 1.
+    ///
+    /// The GPU cannot see a CPU store happen; it only reads memory. The simulated firmware
+    /// polls the waits it holds, so a stream blocked on a word userspace sets later (a host
+    /// `VkEvent`, a user-mode fence) goes on within one poll interval of the write, on
+    /// whatever executes the simulation (whose pacing keeps simulated time behind real time:
+    /// the interval is real time too, as far as the host keeps up).
+    pub sync_poll_ns: u64,
     /// Frequency of the system timestamp counter (`TIMESTAMP`), in Hz.
     pub timestamp_hz: u64,
     /// GPU clock frequency at reset, which drives `CYCLE_COUNT`, in Hz.
@@ -158,6 +168,9 @@ impl Default for Timings {
             cs_step_ns: 100,
             cs_work_ns: 2_000,
             cs_mem_ns: 200,
+            // 1 ms: a CPU write is seen within a millisecond, for a thousand wake-ups a
+            // second of the simulation's executor while a stream waits.
+            sync_poll_ns: 1_000_000,
             timestamp_hz: 24_000_000,
             gpu_clock_hz: 1_000_000_000,
             // A subset of the RK3588's G610 table.

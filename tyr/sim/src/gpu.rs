@@ -436,7 +436,8 @@ impl<M: PhysMemory> Gpu<M> {
     /// If an interrupt line is asserted, returns [`Progress::Irq`] without moving time, so
     /// that no event happens behind the back of an interrupt the driver has not seen. Otherwise
     /// moves simulated time to the next scheduled event or to `limit_ns` (the executor's own
-    /// next timer, in simulated nanoseconds), whichever comes first, completing everything
+    /// next timer, or the simulated time an executor that paces the GPU to real time lets it
+    /// reach), whichever comes first, completing everything
     /// due by then ([`Progress::Advanced`]; a limit at or before the current time completes
     /// what is due without moving time). With nothing scheduled and no limit, returns
     /// [`Progress::Idle`].

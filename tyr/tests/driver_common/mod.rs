@@ -9,7 +9,7 @@ use drm_ctx::drm::{self, gem, ioctl::IoctlArg, OpenOptions};
 use drm_ctx::{device, host::Client, types::ARef};
 use mali_sim::{AccessType, Config, SharedGpu};
 use tyr::driver::{self, TyrBo, TyrDevice, TyrDriver};
-use tyr::host::HostBackend;
+use tyr::host::{HostBackend, HostTime};
 use tyr::uapi::{self, *};
 
 pub type Drv = TyrDriver<HostBackend>;
@@ -28,8 +28,20 @@ pub fn rig() -> Rig {
 }
 
 pub fn rig_with(cfg: Config) -> Rig {
+    rig_on(HostBackend::new(cfg))
+}
+
+/// A rig whose driver's deadlines are on simulated time ([`HostTime::Simulated`]): the
+/// simulation jumps to the next event or timer, so a test goes through job timeouts (5 s)
+/// as fast as the host computes them.
+#[allow(dead_code)]
+pub fn rig_simulated(cfg: Config) -> Rig {
+    rig_on(HostBackend::new(cfg).with_time(HostTime::Simulated))
+}
+
+fn rig_on(backend: HostBackend) -> Rig {
     let parent = device::Device::new("mali").unwrap();
-    let reg = driver::probe(&parent, HostBackend::new(cfg)).unwrap();
+    let reg = driver::probe(&parent, backend).unwrap();
     let client = Client::open(reg.device(), OpenOptions::render()).unwrap();
     Rig {
         client,

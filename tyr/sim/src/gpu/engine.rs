@@ -747,8 +747,11 @@ impl<M: PhysMemory> Gpu<M> {
     // ------------------------------------------------------------ engine
 
     pub(super) fn kick_engine(&mut self) {
-        if self.csf.booted && self.csf.deadline.is_none() {
-            self.csf.deadline = self.after(self.cfg.timings.cs_step_ns.max(1));
+        if self.csf.booted {
+            // A step due sooner (one already scheduled) stays; a poll of blocked streams
+            // further away (`Timings::sync_poll_ns`) is brought forward.
+            let step = self.now.saturating_add(self.cfg.timings.cs_step_ns.max(1));
+            self.csf.deadline = Some(self.csf.deadline.map_or(step, |d| d.min(step)));
         }
     }
 
@@ -822,6 +825,10 @@ impl<M: PhysMemory> Gpu<M> {
         }
         if progressed || pending || (synced && blocked) {
             self.kick_engine();
+        } else if blocked {
+            // Only memory can unblock the waits now, and the CPU writes it without telling
+            // the GPU: look again in a poll interval (see `Timings::sync_poll_ns`).
+            self.csf.deadline = self.after(self.cfg.timings.sync_poll_ns.max(1));
         }
     }
 

@@ -561,6 +561,43 @@ fn sync_wait_blocks_until_the_value_is_reached() {
 }
 
 #[test]
+fn a_cpu_write_releases_a_sync_wait_within_a_poll_interval() {
+    let mut fw = Fw::boot();
+    let poll = fw.gpu.config().timings.sync_poll_ns;
+    fw.start_stream(0, 0);
+    fw.submit(
+        0,
+        &[
+            instr::move48(2, DATA),
+            instr::move48(4, DATA + 0x200),
+            instr::move48(6, 0),
+            instr::sync_wait64(Condition::Greater, 4, 6),
+            instr::move32(8, 0x55),
+            instr::store_multiple(8, 2, 0x300, 1),
+        ],
+    );
+    fw.run();
+    assert_eq!(fw.user_rd64(DATA + 0x300), 0);
+    // Blocked: the firmware looks at the word again every poll interval, nothing more often.
+    let next = fw.gpu.next_event_ns().expect("a poll of the blocked wait");
+    assert!(next > fw.gpu.now_ns() && next <= fw.gpu.now_ns() + poll);
+    // The CPU sets the word, with no doorbell: the next poll sees it.
+    fw.user_wr64(DATA + 0x200, 1);
+    let written = fw.gpu.now_ns();
+    while fw.user_rd64(DATA + 0x300) == 0 {
+        assert!(
+            fw.gpu.now_ns() <= written + poll + 100_000,
+            "the write was not seen"
+        );
+        fw.gpu.advance(10_000);
+    }
+    assert_eq!(fw.user_rd64(DATA + 0x300), 0x55);
+    // Nothing is blocked any more: no poll is left scheduled.
+    fw.run();
+    assert_eq!(fw.gpu.next_event_ns(), None);
+}
+
+#[test]
 fn unmapped_access_faults_the_stream() {
     let mut fw = Fw::boot();
     fw.start_stream(2, 0);

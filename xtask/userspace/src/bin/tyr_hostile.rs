@@ -12,9 +12,10 @@
 //! 3. **Too many jobs in one call**: 65 jobs (more than `JOB_SLOTS`, 64) in one
 //!    `GROUP_SUBMIT`: `EINVAL`, and the syncobj the jobs would signal has no fence.
 //! 4. **Many waits on one timeline point among many pending points**: a gate job keeps the
-//!    GPU busy (128 `CALL`s of 8192 `NOP`s, about 7 ms of simulated time, well inside the
-//!    500 ms job timeout; a job blocked on a word the CPU writes would not do: the simulator's
-//!    clock jumps to the timeout as soon as the GPU idles, and the kernel has no `sw_sync`);
+//!    GPU busy (128 `CALL`s of 8192 `NOP`s, about 7 ms of simulated time, seconds under TCG,
+//!    inside the 5 s job timeout of real time; written when a job blocked on a word the CPU
+//!    writes would time out at once, the simulator's clock jumping to the timeout while the
+//!    GPU idled, which it no longer does: see `tyr_time`);
 //!    504 jobs on 8 queues (4 groups of 2), each waiting on the gate and signalling its own
 //!    point of one timeline syncobj, are pending; a job with 63 wait ops on the last point
 //!    (and a signal: 64 sync ops, the most a job may have) is accepted while the last point
