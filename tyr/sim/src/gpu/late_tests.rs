@@ -69,7 +69,10 @@ fn wait_state_running(fw: &mut Fw) -> (u64, u64) {
 fn the_default_firmware_answers_in_tens_of_microseconds() {
     let t = Config::g610().timings;
     assert!(t.fw_ack_ns >= 10_000 && t.fw_ack_ns + t.fw_ack_jitter_ns <= 50_000);
-    assert!(t.fw_ack_jitter_ns > 0, "acknowledgements may come in any order");
+    assert!(
+        t.fw_ack_jitter_ns > 0,
+        "acknowledgements may come in any order"
+    );
 }
 
 #[test]
@@ -111,10 +114,18 @@ fn a_group_starts_when_the_firmware_gets_to_it() {
     assert!(!state_acked(&fw, 0));
     fw.submit(0, &[instr::move48(2, DATA), instr::move32(4, 7)]);
     fw.gpu.advance(9_999);
-    assert_eq!(fw.gpu.stream_instructions(0, 0), 0, "the group does not run yet");
+    assert_eq!(
+        fw.gpu.stream_instructions(0, 0),
+        0,
+        "the group does not run yet"
+    );
     fw.gpu.advance(1);
     assert!(state_acked(&fw, 0));
-    assert_ne!(fw.gpu.read32(regs::JOB_IRQ_RAWSTAT) & 1, 0, "the slot's interrupt");
+    assert_ne!(
+        fw.gpu.read32(regs::JOB_IRQ_RAWSTAT) & 1,
+        0,
+        "the slot's interrupt"
+    );
     fw.run();
     assert_eq!(fw.gpu.stream_instructions(0, 0), 2);
 }
@@ -199,7 +210,10 @@ fn a_terminated_group_runs_until_the_acknowledgement() {
     let before = fw.gpu.stream_instructions(0, 0);
     let (at_ack, took) = wait_state_running(&mut fw);
     assert!(took >= 20_000, "two hops of 10 us: {took}");
-    assert!(at_ack > before + 100, "ran {before} -> {at_ack} while pending");
+    assert!(
+        at_ack > before + 100,
+        "ran {before} -> {at_ack} while pending"
+    );
     // Acknowledged, the group no longer runs: its memory may go.
     unmap_callee(&mut fw);
     fw.gpu.advance(100_000);
@@ -235,7 +249,10 @@ fn a_suspend_saves_the_state_of_the_acknowledgement() {
     request_state(&mut fw, 0, csg::STATE_SUSPEND);
     let before = fw.gpu.stream_instructions(0, 0);
     let (saved, _) = wait_state_running(&mut fw);
-    assert!(saved > before + 100, "ran {before} -> {saved} until the suspend was served");
+    assert!(
+        saved > before + 100,
+        "ran {before} -> {saved} until the suspend was served"
+    );
     fw.gpu.advance(100_000);
     assert_eq!(fw.gpu.stream_instructions(0, 0), 0, "stopped and forgotten");
 }
