@@ -181,6 +181,10 @@ pub struct GroupState {
     pub run_since: AtomicU64,
     /// The slot the group was last suspended from.
     pub suspended_from: AtomicUsize,
+    /// The group was torn down but the firmware did not acknowledge its termination: its
+    /// memory (suspend buffer, rings, interface words) stays until the reset takes the slot
+    /// back from the firmware.
+    pub mem_held: AtomicBool,
 }
 
 /// Value of [`GroupState::run_since`] while the group's job-timeout time stands still.
@@ -1163,6 +1167,18 @@ impl<B: Backend> DevInner<B> {
             g.state.dead.store(true, Ordering::Release);
             self.teardown_group(&g, jobqueue::FenceError::CANCELED);
         }
+        if self
+            .sched
+            .live_groups()
+            .any(|g| g.state.mem_held.load(Ordering::Acquire))
+        {
+            // The firmware did not let go of some groups: a disabled MCU runs none of them,
+            // and their memory can go.
+            self.backend
+                .io()
+                .write_reg(MCU_CONTROL::zeroed().with_const_request::<{ mcu::DISABLED }>());
+            self.free_held_groups();
+        }
         self.sched.groups.guard().clear();
         {
             let mut slots = self.slots.guard();
@@ -1303,13 +1319,20 @@ impl<B: Backend> DevInner<B> {
 
     /// Stops a dead group for good: fails what is on its rings, cancels what is queued, takes
     /// its slot away and frees its memory. Idempotent.
+    ///
+    /// The memory goes only once the firmware has acknowledged the group's termination: until
+    /// then its streams may still run, reading the rings and writing the interface words and
+    /// the suspend buffer. If the acknowledgement does not come (see
+    /// [`unbind_group`](Self::unbind_group)), the group keeps its memory
+    /// ([`GroupState::mem_held`]) until the GPU reset that follows, or the device's
+    /// [`quiesce`](Self::quiesce), has stopped the firmware.
     pub(crate) fn teardown_group(&self, g: &Group<B>, first: FenceError) {
         // A concurrent teardown (work item and GROUP_DESTROY) finishes before this returns.
         let _serial = g.teardown.guard();
         if g.state.torn_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.unbind_group(g);
+        let terminated = self.unbind_group(g);
         let fatal = g.state.fatal_queues.load(Ordering::Acquire);
         for (i, q) in g.queues.iter().enumerate() {
             let mut jq = q.jq.guard();
@@ -1324,6 +1347,16 @@ impl<B: Backend> DevInner<B> {
             jq.run();
             jq.kill();
         }
+        if terminated.is_err() {
+            g.state.mem_held.store(true, Ordering::Release);
+            return;
+        }
+        self.free_group_mem(g);
+    }
+
+    /// Gives back what a torn-down group holds (suspend buffer, group memory, interface words,
+    /// its place among the device's groups), once the firmware no longer runs it.
+    fn free_group_mem(&self, g: &Group<B>) {
         // The group holds no slot: the firmware no longer writes its suspend buffer.
         self.put_suspend_buf(g.suspend_va);
         self.unmap_group_mem(&g.vm, g.mem_va, &g.mem);
@@ -1334,6 +1367,17 @@ impl<B: Backend> DevInner<B> {
             self.release_unpinned_as(&mut self.slots.guard(), g.vm_key);
         }
         self.sched.remove_group(g.key);
+    }
+
+    /// Frees the memory of the groups torn down while the firmware did not acknowledge their
+    /// termination ([`GroupState::mem_held`]), once the firmware is stopped (reset or
+    /// disabled).
+    fn free_held_groups(&self) {
+        for g in self.sched.live_groups() {
+            if g.state.mem_held.swap(false, Ordering::AcqRel) {
+                self.free_group_mem(&g);
+            }
+        }
     }
 
     /// Destroys a group (`GROUP_DESTROY`, file close).
@@ -1678,27 +1722,43 @@ impl<B: Backend> DevInner<B> {
         self.glb_doorbell(1 << n);
         ring_doorbell(&self.backend, n);
         // The firmware takes the group before the slot counts as running (panthor waits for
-        // its CSG updates too). One that does not within `SUSPEND_TIMEOUT` gets the GPU reset,
-        // which takes the slot back and restarts the group from its first unfinished job.
-        self.wait_csg_state(n, state, "start")
+        // its CSG updates too: the state and the priority). One that does not within
+        // `SUSPEND_TIMEOUT` gets the GPU reset, which takes the slot back and restarts the
+        // group from its first unfinished job.
+        let what = if state == csg::STATE_RESUME {
+            "resume"
+        } else {
+            "start"
+        };
+        self.wait_csg_acks(n, csg::STATE_MASK | csg::ENDPOINT_CONFIG, what)
     }
 
-    /// Waits up to [`SUSPEND_TIMEOUT`] for the firmware to acknowledge `state` on group slot
-    /// `n` (its output `REQ` state reads `state`). One that does not gets the GPU reset, which
-    /// takes every slot back.
+    /// Waits up to [`SUSPEND_TIMEOUT`] (panthor's 100 ms for CSG requests) for the firmware to
+    /// acknowledge the requests `mask` of group slot `n`: the bits of its output `ACK` equal
+    /// those of the input `REQ` (for the state field: the requested state is acknowledged).
+    /// One that does not gets the GPU reset, which takes every slot back.
+    ///
+    /// The wait polls on the backend's clock ([`Backend::clock`]): on the simulated GPU its
+    /// sleeps advance simulated time, so the firmware gets to the request meanwhile.
     ///
     /// # Errors
     ///
     /// [`Error::TimedOut`] if the acknowledgement did not come (the reset is asked for).
-    fn wait_csg_state(&self, n: usize, state: u32, what: &str) -> Result {
+    fn wait_csg_acks(&self, n: usize, mask: u32, what: &str) -> Result {
         let (w, base) = (self.fw_words(), self.fw.base);
-        let Some(&(_, cout)) = self.fw.csg.get(n) else {
+        let Some(&(cin, cout)) = self.fw.csg.get(n) else {
             return Err(Error::Invalid);
         };
         let acked = read_poll_timeout(
             self.backend.clock(),
-            || Ok::<_, Error>(w.rd32(base + cout + csg::REQ) & csg::STATE_MASK),
-            |&s| s == state,
+            || {
+                let (req, ack) = (
+                    w.rd32(base + cin + csg::REQ),
+                    w.rd32(base + cout + csg::REQ),
+                );
+                Ok::<_, Error>((req ^ ack) & mask)
+            },
+            |&pending| pending == 0,
             core::time::Duration::from_micros(10),
             SUSPEND_TIMEOUT,
         );
@@ -1722,11 +1782,20 @@ impl<B: Backend> DevInner<B> {
         self.backend.executor().waker().wake_by_ref();
     }
 
-    /// Takes `g`'s slot away (terminating its streams), if it has one.
-    fn unbind_group(&self, g: &Group<B>) {
+    /// Takes `g`'s slot away (terminating its streams), if it has one, and waits for the
+    /// firmware to acknowledge the termination (panthor's `CSG_STATE_TERMINATE` through
+    /// `csgs_upd_ctx_apply_locked`): until then the group's streams may still run and the
+    /// firmware may still write the group's memory. The slot is free once it has.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`] if the firmware did not acknowledge within [`SUSPEND_TIMEOUT`]: the
+    /// GPU reset is asked for, and the slot (with the address space the group pinned) stays
+    /// taken until it comes.
+    fn unbind_group(&self, g: &Group<B>) -> Result {
         let n = g.state.slot.swap(NO_SLOT, Ordering::AcqRel);
         if n == NO_SLOT {
-            return;
+            return Ok(());
         }
         g.state.stop_timeout_clock(now_ns(&self.backend));
         g.state.suspended.store(false, Ordering::Release);
@@ -1744,8 +1813,10 @@ impl<B: Backend> DevInner<B> {
                 w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
             }
             self.glb_doorbell(1 << n);
+            self.wait_csg_acks(n, csg::STATE_MASK, "termination")?;
         }
         self.release_slot(g, n);
+        Ok(())
     }
 
     /// Frees group slot `n`, which `g` held, and `g`'s pin on its address space.
@@ -1818,7 +1889,7 @@ impl<B: Backend> DevInner<B> {
             w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
         }
         self.glb_doorbell(1 << n);
-        self.wait_csg_state(n, csg::STATE_SUSPEND, "suspend")?;
+        self.wait_csg_acks(n, csg::STATE_MASK, "suspend")?;
         // Jobs that finished before the suspend signal now; the rest wait for the resume.
         for q in &g.queues {
             q.jq.guard().backend_mut().complete(dma);
@@ -1977,7 +2048,10 @@ impl<B: Backend> DevInner<B> {
     /// about to lose, and left on the ring of a group that asks for no slot.
     fn evict_if_idle(&self, g: &Group<B>, queues: &[GroupQueue<B>]) {
         match queues.split_first() {
-            None => self.unbind_group(g),
+            // A termination not acknowledged asks for the reset, which takes the slot back.
+            None => {
+                let _ = self.unbind_group(g);
+            }
             Some((q, rest)) => {
                 let mut jq = q.jq.guard();
                 jq.backend_mut().complete(self.backend.dma());
@@ -2037,6 +2111,9 @@ impl<B: Backend> DevInner<B> {
                     w.wr32(base + sin + cs::REQ, 0);
                 }
             }
+            // The firmware is gone: the memory of groups whose termination it did not
+            // acknowledge can go now.
+            self.free_held_groups();
         }
         let booted = ok
             && gpu::power_on(b, &self.gpu_info.raw).is_ok()
@@ -2131,12 +2208,14 @@ impl<B: Backend> DevInner<B> {
             if self.pm.activity() != seen {
                 return false;
             }
+            // A termination not acknowledged keeps the GPU up; the reset it asked for follows.
+            let mut terminated = true;
             for n in 0..self.fw.csg.len() {
                 if let Some(g) = self.group_in(n) {
-                    self.unbind_group(&g);
+                    terminated &= self.unbind_group(&g).is_ok();
                 }
             }
-            true
+            terminated
         });
         if let Err(e) = down {
             dev_err!(&self.backend, "GPU power-down failed: {e}; resetting");
@@ -2158,9 +2237,10 @@ impl<B: Backend> DevInner<B> {
     /// Takes `g` (which holds a slot) off the GPU without saving its state: its slot is
     /// terminated and every queue restarts, at its next start, from the first job it had not
     /// finished (as after a reset; the ring still holds those jobs).
-    fn unbind_for_replay(&self, g: &Group<B>) {
-        self.unbind_group(g);
+    fn unbind_for_replay(&self, g: &Group<B>) -> Result {
+        self.unbind_group(g)?;
         self.replay_marks(g);
+        Ok(())
     }
 
     /// Makes every queue of `g`, which holds no slot, restart from the first job it had not
@@ -2200,13 +2280,18 @@ impl<B: Backend> DevInner<B> {
             let Some(g) = self.group_in(n) else {
                 continue;
             };
-            if g.state.dead.load(Ordering::Acquire) || !self.published_pending(&g) {
-                self.unbind_group(&g);
+            let off = if g.state.dead.load(Ordering::Acquire) || !self.published_pending(&g) {
+                self.unbind_group(&g)
             } else if g.suspend_va == 0 {
-                self.unbind_for_replay(&g);
-            } else if self.suspend_group(n, &g).is_ok() {
-                self.sched.sleep_saves.fetch_add(1, Ordering::AcqRel);
+                self.unbind_for_replay(&g)
             } else {
+                let r = self.suspend_group(n, &g);
+                if r.is_ok() {
+                    self.sched.sleep_saves.fetch_add(1, Ordering::AcqRel);
+                }
+                r
+            };
+            if off.is_err() {
                 // The reset brings every group back, none of them resident.
                 self.sched
                     .shared
@@ -2224,19 +2309,24 @@ impl<B: Backend> DevInner<B> {
         // under the gate, where no queue lock may be taken; it restarts from its first
         // unfinished job.
         let (b, info, fw) = (&self.backend, &self.gpu_info, self.fw.base);
+        let mut terminated = Ok(());
         let down = self.pm.power_down(b, info, fw, || {
             for n in 0..self.fw.csg.len() {
                 if let Some(g) = self.group_in(n) {
-                    self.unbind_group(&g);
+                    if let Err(e) = self.unbind_group(&g) {
+                        terminated = Err(e);
+                    }
                     // Room for one group a slot was made above.
                     let _ = left.push_within_capacity(g);
                 }
             }
-            true
+            terminated.is_ok()
         });
         for g in &left {
             self.replay_marks(g);
         }
+        // A termination the firmware did not acknowledge fails the suspend (and resets).
+        terminated?;
         down?;
         self.pm.set_suspended(true);
         Ok(())

@@ -843,3 +843,76 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
     vmr.lock().unwrap().release_bind(res);
     umd.map(vm, &bo, 0x10_0000).unwrap();
 }
+
+/// A slow firmware (10 ms per request hop) and a group destroyed while its stream runs a long
+/// user stream. The firmware runs the group until it gets to the termination, and the stream
+/// comes back to its ring (the group's memory) meanwhile: the destroy must wait for the
+/// acknowledgement before it unmaps and frees the group's memory, or the GPU uses memory taken
+/// from it (a page fault here; on silicon, memory given to someone else).
+#[test]
+#[cfg_attr(miri, ignore = "a 400,000-instruction user stream")]
+fn a_group_destroyed_while_the_firmware_is_slow_frees_nothing_before_the_acknowledgement() {
+    use csf::{Condition, Instr, Reg};
+    const HOP_NS: u64 = 10_000_000;
+    let mut cfg = Config::g610();
+    cfg.timings.fw_ack_ns = HOP_NS;
+    cfg.timings.fw_ack_jitter_ns = 0;
+    let parent = device::Device::new("mali").unwrap();
+    let reg = driver::probe(&parent, HostBackend::new(cfg)).unwrap();
+    let dev = reg.device();
+    let gpu = dev.backend.gpu().clone();
+    let umd = Umd::open(dev).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    // 200,000 rounds of a two-instruction loop: 25,000 engine steps (2.5 ms), then the ring.
+    let prog = [
+        instr::move32(4, 200_000),
+        instr::add_imm32(4, 4, -1),
+        Instr::branch(Condition::Greater, Reg(4), -2).encode(),
+    ];
+    umd.write_stream(&s.bo, 0, &prog).unwrap();
+    let done = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(0, s.va, 24).signal(done)])
+        .unwrap();
+    let running = || {
+        gpu.with(|g| {
+            (0..8)
+                .map(|n| g.stream_instructions(n, 0))
+                .max()
+                .unwrap_or(0)
+        })
+    };
+    let wall = std::time::Instant::now();
+    while running() < 1_000 {
+        assert!(wall.elapsed().as_secs() < 60, "the loop never ran");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert!(running() < 300_000, "still in its loop when destroyed");
+    let bufs = dev.suspend_bufs_in_use();
+    let ifaces = dev.sched.ifaces_in_use();
+    let t0 = gpu.with(|g| g.now_ns());
+    umd.group_destroy(g).unwrap();
+    let t1 = gpu.with(|g| g.now_ns());
+    // Let the GPU settle: the firmware has served everything, the stream would have left its
+    // loop long ago.
+    while gpu.with(|g| g.fw_requests_pending() != 0 || g.now_ns() < t0 + 3 * HOP_NS) {
+        assert!(wall.elapsed().as_secs() < 60, "the firmware never settled");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let faults: Vec<String> = dev
+        .backend
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("fault"))
+        .collect();
+    assert!(
+        faults.is_empty(),
+        "the GPU used the group's memory after it was freed: {faults:?}"
+    );
+    assert!(gpu.with(|g| g.bus_errors().is_empty()));
+    // The destroy returned only after the acknowledgement (two hops), its memory freed then.
+    assert!(t1 - t0 >= 2 * HOP_NS, "destroy took {} ns", t1 - t0);
+    assert_eq!(dev.suspend_bufs_in_use(), bufs - 1);
+    assert_eq!(dev.sched.ifaces_in_use(), ifaces - 1);
+    assert_eq!(umd.vm_state(s.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
+}
