@@ -916,3 +916,64 @@ fn a_group_destroyed_while_the_firmware_is_slow_frees_nothing_before_the_acknowl
     assert_eq!(dev.sched.ifaces_in_use(), ifaces - 1);
     assert_eq!(umd.vm_state(s.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
 }
+
+/// A firmware that never acknowledges a group's termination: the destroy gives up after
+/// panthor's 100 ms, asks for the GPU reset and keeps the group's memory until the reset has
+/// taken the slot back from the firmware.
+#[test]
+#[cfg_attr(miri, ignore = "100 ms of simulated polling")]
+fn a_termination_never_acknowledged_keeps_the_memory_until_the_reset() {
+    use std::sync::atomic::Ordering;
+    let r = rig();
+    let dev = r.reg.device();
+    let gpu = dev.backend.gpu().clone();
+    gpu.with(|g| (0..8).for_each(|n| g.set_csg_ignores(n, 0, true)));
+    let umd = Umd::open(dev).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    // The stream blocks on a sync object that never passes 5: the group stays resident.
+    let prog = [
+        instr::move48(0, s.va + DATA),
+        instr::move48(2, 5),
+        instr::sync_wait64(instr::Condition::Greater, 0, 2),
+    ];
+    umd.write_stream(&s.bo, 0, &prog).unwrap();
+    umd.submit(g, &[Job::new(0, s.va, 24)]).unwrap();
+    let wall = std::time::Instant::now();
+    while gpu.with(|g| (0..8).all(|n| g.stream_instructions(n, 0) < 3)) {
+        assert!(wall.elapsed().as_secs() < 60, "the stream never ran");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let bufs = dev.suspend_bufs_in_use();
+    let t0 = gpu.with(|g| g.now_ns());
+    umd.group_destroy(g).unwrap();
+    assert!(
+        gpu.with(|g| g.now_ns()) - t0 >= 100_000_000,
+        "panthor's timeout"
+    );
+    assert!(dev
+        .backend
+        .log_lines()
+        .iter()
+        .any(|l| l.contains("did not acknowledge a termination")));
+    // Until the reset, the memory stays; the reset frees it.
+    let resets = &dev.sched.shared.resets;
+    if resets.load(Ordering::Acquire) == 0 {
+        assert_eq!(dev.suspend_bufs_in_use(), bufs, "held until the reset");
+    }
+    while resets.load(Ordering::Acquire) == 0 || dev.suspend_bufs_in_use() != bufs - 1 {
+        assert!(
+            wall.elapsed().as_secs() < 60,
+            "the reset never freed the group's memory"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert_eq!(dev.sched.group_count(), 0);
+    // The device goes on.
+    let g2 = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let (a, n) = add_stream(&umd, &s, 0x100, DATA + 0x10, 3);
+    let done = umd.syncobj_create(false).unwrap();
+    umd.submit(g2, &[Job::new(0, a, n).signal(done)]).unwrap();
+    umd.wait(&[done], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, done), Some(0));
+}
