@@ -71,7 +71,11 @@
 //!   `fatal_queues`) and the VM unusable, and kills the group's queues. Other groups and VMs
 //!   are untouched.
 //! - A group that is dead refuses new submissions with `EINVAL` (as panthor does for a group
-//!   that cannot run).
+//!   that cannot run). Its slot is terminated (`CSG_STATE_TERMINATE`) and its memory (suspend
+//!   buffer, rings, interface words) goes only once the firmware has acknowledged that: the
+//!   firmware answers late and runs the group's streams until then. A termination not
+//!   acknowledged within [`SUSPEND_TIMEOUT`] resets the GPU, and the memory goes after the
+//!   reset.
 //! - A stream whose tiler runs out of heap memory raises `TILER_OOM`: the interrupt handler
 //!   notes it, the work item grows the heap ([`crate::heap`]) and hands the new chunk to the
 //!   stream, or 0 when the heap may not grow (the stream then faults with `OUT_OF_MEMORY` and

@@ -1066,7 +1066,7 @@ impl Fw {
     }
 
     /// Requests `state` for CSG `n` with [`SUSPEND`] as its suspend buffer and waits for the
-    /// acknowledgement (the firmware answers within the doorbell).
+    /// acknowledgement (the firmware of [`Fw::boot_with`] answers within the doorbell).
     fn csg_state(&mut self, n: usize, state: u32) {
         let ci = Fw::shared(csf::csg_input(n));
         let co = Fw::shared(csf::csg_output(n));
