@@ -131,6 +131,7 @@ fn a_group_starts_when_the_firmware_gets_to_it() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; `memory_freed_before_...` runs the same paths.
 fn requests_rung_together_are_acknowledged_in_either_order() {
     let mut orders = [0u32; 3];
     for seed in 0..16 {
@@ -204,6 +205,7 @@ fn unmap_callee(fw: &mut Fw) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; `memory_freed_before_...` runs the same paths.
 fn a_terminated_group_runs_until_the_acknowledgement() {
     let mut fw = busy_group(10_000);
     request_state(&mut fw, 0, csg::STATE_TERMINATE);
@@ -236,6 +238,7 @@ fn memory_freed_before_the_acknowledgement_is_still_used() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // Slow under Miri; `memory_freed_before_...` runs the same paths.
 fn a_suspend_saves_the_state_of_the_acknowledgement() {
     let mut fw = busy_group(10_000);
     let root = PhysAddr(fw.gpu.read64(as_reg(0, regs::AS_TRANSTAB_LO)));
