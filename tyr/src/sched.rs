@@ -1101,6 +1101,11 @@ pub struct DevInner<B: Backend> {
     pub pm: crate::pm::Pm<B::Locks>,
     /// Where groups' suspend buffers are mapped for the MCU.
     pub(crate) suspend_window: LockOf<B, SuspendWindow<B::Dma>>,
+    /// Held while a request word of the firmware's interface is read, changed and written back
+    /// ([`update_word`](Self::update_word)), so that updates from the interrupt handler, the work
+    /// item and `GROUP_DESTROY` do not undo one another (panthor's interface locks in
+    /// `panthor_fw_update_reqs`/`panthor_fw_toggle_reqs`). A leaf: nothing is taken under it.
+    fw_req: LockOf<B, ()>,
     /// The hardware was stopped for good ([`quiesce`](Self::quiesce)): nothing touches it
     /// any more.
     quiesced: AtomicBool,
@@ -1123,6 +1128,7 @@ impl<B: Backend> DevInner<B> {
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
         Ok(DevInner {
             suspend_window: Lock::new(window, crate::lock_class!(c"tyr_suspend_window"))?,
+            fw_req: Lock::new((), crate::lock_class!(c"tyr_fw_req"))?,
             slots: Lock::new(
                 AsSlots::with_reserved(gpu_info.num_as(), 1),
                 crate::lock_class!(c"tyr_as_slots"),
@@ -1447,6 +1453,14 @@ impl<B: Backend> DevInner<B> {
         Words(self.backend.dma())
     }
 
+    /// Replaces the interface word at DMA address `addr` (a request word the driver shares
+    /// with other contexts) with `f` of its value, whole: under [`DevInner::fw_req`].
+    fn update_word(&self, addr: u64, f: impl FnOnce(u32) -> u32) {
+        let _whole = self.fw_req.guard();
+        let w = self.fw_words();
+        w.wr32(addr, f(w.rd32(addr)));
+    }
+
     /// The group in slot `n`.
     fn group_in(&self, n: usize) -> Option<GroupRef<B>> {
         let key = (*self.sched.slots.guard().get(n)?)?;
@@ -1464,7 +1478,7 @@ impl<B: Backend> DevInner<B> {
         let ack = w.rd32(base + cout + csg::REQ);
         let events = (req ^ ack) & (csg::SYNC_UPDATE | csg::IDLE);
         if events != 0 {
-            w.wr32(base + cin + csg::REQ, req ^ events);
+            self.update_word(base + cin + csg::REQ, |r| r ^ events);
         }
         let irq_req = w.rd32(base + cout + csg::CS_IRQ_REQ);
         let irq_ack = w.rd32(base + cin + csg::CS_IRQ_ACK);
@@ -1489,7 +1503,7 @@ impl<B: Backend> DevInner<B> {
             if ev == 0 {
                 continue;
             }
-            w.wr32(base + sin + cs::REQ, sreq ^ ev);
+            self.update_word(base + sin + cs::REQ, |r| r ^ ev);
             let (code, info) = if ev & cs::FAULT_EVENT != 0 {
                 (
                     w.rd32(base + sout + cs::FAULT) & 0xff,
@@ -1571,20 +1585,17 @@ impl<B: Backend> DevInner<B> {
             };
             w.wr64(base + sin + cs::HEAP_START, link);
             w.wr64(base + sin + cs::HEAP_END, link);
-            w.wr32(
-                base + sin + cs::REQ,
-                (sreq & !cs::TILER_OOM) | (sack & cs::TILER_OOM),
-            );
+            self.update_word(base + sin + cs::REQ, |r| {
+                (r & !cs::TILER_OOM) | (sack & cs::TILER_OOM)
+            });
             answered |= 1 << s;
         }
         if answered != 0 {
             // The streams' doorbell bits end up opposite to their acknowledgements.
-            let db = w.rd32(base + cin + csg::DOORBELL_REQ);
             let db_ack = w.rd32(base + cout + csg::DOORBELL_ACK);
-            w.wr32(
-                base + cin + csg::DOORBELL_REQ,
-                (db & !answered) | (!db_ack & answered),
-            );
+            self.update_word(base + cin + csg::DOORBELL_REQ, |db| {
+                (db & !answered) | (!db_ack & answered)
+            });
             self.glb_doorbell(1 << n);
         }
     }
@@ -1636,11 +1647,9 @@ impl<B: Backend> DevInner<B> {
     }
 
     fn glb_doorbell(&self, slot_bits: u32) {
-        let w = self.fw_words();
         let base = self.fw.base;
         let (gin, _) = self.fw.glb;
-        let db = w.rd32(base + gin + glb::DOORBELL_REQ);
-        w.wr32(base + gin + glb::DOORBELL_REQ, db ^ slot_bits);
+        self.update_word(base + gin + glb::DOORBELL_REQ, |db| db ^ slot_bits);
         if let Some(r) = DOORBELL::try_at(0) {
             self.backend
                 .io()
@@ -1684,11 +1693,9 @@ impl<B: Backend> DevInner<B> {
                 u32::from(q.priority) | (1 + n as u32) << cs::CONFIG_DOORBELL_SHIFT,
             );
             w.wr32(base + sin + cs::ACK_IRQ_MASK, 0);
-            let req = w.rd32(base + sin + cs::REQ);
-            w.wr32(
-                base + sin + cs::REQ,
-                (req & !cs::STATE_MASK) | cs::STATE_START,
-            );
+            self.update_word(base + sin + cs::REQ, |req| {
+                (req & !cs::STATE_MASK) | cs::STATE_START
+            });
             streams |= 1 << s;
         }
         w.wr32(base + cin + csg::CONFIG, as_slot as u32);
@@ -1709,14 +1716,11 @@ impl<B: Backend> DevInner<B> {
         } else {
             csg::STATE_START
         };
-        let req = w.rd32(base + cin + csg::REQ);
         // The state request, and a toggle of ENDPOINT_CONFIG for the new priority.
-        w.wr32(
-            base + cin + csg::REQ,
-            ((req & !csg::STATE_MASK) | state) ^ csg::ENDPOINT_CONFIG,
-        );
-        let db = w.rd32(base + cin + csg::DOORBELL_REQ);
-        w.wr32(base + cin + csg::DOORBELL_REQ, db ^ streams);
+        self.update_word(base + cin + csg::REQ, |req| {
+            ((req & !csg::STATE_MASK) | state) ^ csg::ENDPOINT_CONFIG
+        });
+        self.update_word(base + cin + csg::DOORBELL_REQ, |db| db ^ streams);
         g.state.slot.store(n, Ordering::Release);
         g.state
             .stamp
@@ -1804,17 +1808,13 @@ impl<B: Backend> DevInner<B> {
         g.state.stop_timeout_clock(now_ns(&self.backend));
         g.state.suspended.store(false, Ordering::Release);
         if let Some(&(cin, _)) = self.fw.csg.get(n) {
-            let w = self.fw_words();
             let base = self.fw.base;
-            let req = w.rd32(base + cin + csg::REQ);
-            w.wr32(
-                base + cin + csg::REQ,
-                (req & !csg::STATE_MASK) | csg::STATE_TERMINATE,
-            );
+            self.update_word(base + cin + csg::REQ, |req| {
+                (req & !csg::STATE_MASK) | csg::STATE_TERMINATE
+            });
             // The streams stop with the group; their requests say so too.
             for &(sin, _) in &self.fw.cs[n] {
-                let sreq = w.rd32(base + sin + cs::REQ);
-                w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+                self.update_word(base + sin + cs::REQ, |r| r & !cs::STATE_MASK);
             }
             self.glb_doorbell(1 << n);
             self.wait_csg_acks(n, csg::STATE_MASK, "termination")?;
@@ -1883,14 +1883,11 @@ impl<B: Backend> DevInner<B> {
                 stuck = false;
             }
         }
-        let req = w.rd32(base + cin + csg::REQ);
-        w.wr32(
-            base + cin + csg::REQ,
-            (req & !csg::STATE_MASK) | csg::STATE_SUSPEND,
-        );
+        self.update_word(base + cin + csg::REQ, |req| {
+            (req & !csg::STATE_MASK) | csg::STATE_SUSPEND
+        });
         for &(sin, _) in streams {
-            let sreq = w.rd32(base + sin + cs::REQ);
-            w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+            self.update_word(base + sin + cs::REQ, |r| r & !cs::STATE_MASK);
         }
         self.glb_doorbell(1 << n);
         self.wait_csg_acks(n, csg::STATE_MASK, "suspend")?;
