@@ -71,7 +71,11 @@
 //!   `fatal_queues`) and the VM unusable, and kills the group's queues. Other groups and VMs
 //!   are untouched.
 //! - A group that is dead refuses new submissions with `EINVAL` (as panthor does for a group
-//!   that cannot run).
+//!   that cannot run). Its slot is terminated (`CSG_STATE_TERMINATE`) and its memory (suspend
+//!   buffer, rings, interface words) goes only once the firmware has acknowledged that: the
+//!   firmware answers late and runs the group's streams until then. A termination not
+//!   acknowledged within [`SUSPEND_TIMEOUT`] resets the GPU, and the memory goes after the
+//!   reset.
 //! - A stream whose tiler runs out of heap memory raises `TILER_OOM`: the interrupt handler
 //!   notes it, the work item grows the heap ([`crate::heap`]) and hands the new chunk to the
 //!   stream, or 0 when the heap may not grow (the stream then faults with `OUT_OF_MEMORY` and
@@ -185,6 +189,10 @@ pub struct GroupState {
     pub run_since: AtomicU64,
     /// The slot the group was last suspended from.
     pub suspended_from: AtomicUsize,
+    /// The group was torn down but the firmware did not acknowledge its termination: its
+    /// memory (suspend buffer, rings, interface words) stays until the reset takes the slot
+    /// back from the firmware.
+    pub mem_held: AtomicBool,
 }
 
 /// Value of [`GroupState::run_since`] while the group's job-timeout time stands still.
@@ -1099,6 +1107,11 @@ pub struct DevInner<B: Backend> {
     pub pm: crate::pm::Pm<B::Locks>,
     /// Where groups' suspend buffers are mapped for the MCU.
     pub(crate) suspend_window: LockOf<B, SuspendWindow<B::Dma>>,
+    /// Held while a request word of the firmware's interface is read, changed and written back
+    /// ([`update_word`](Self::update_word)), so that updates from the interrupt handler, the work
+    /// item and `GROUP_DESTROY` do not undo one another (panthor's interface locks in
+    /// `panthor_fw_update_reqs`/`panthor_fw_toggle_reqs`). A leaf: nothing is taken under it.
+    fw_req: LockOf<B, ()>,
     /// The hardware was stopped for good ([`quiesce`](Self::quiesce)): nothing touches it
     /// any more.
     quiesced: AtomicBool,
@@ -1123,6 +1136,7 @@ impl<B: Backend> DevInner<B> {
         let window = SuspendWindow::new(&backend, fw.base, &mcu_vm);
         Ok(DevInner {
             suspend_window: Lock::new(window, crate::lock_class!(c"tyr_suspend_window"))?,
+            fw_req: Lock::new((), crate::lock_class!(c"tyr_fw_req"))?,
             slots: Lock::new(
                 AsSlots::with_reserved(gpu_info.num_as(), 1),
                 crate::lock_class!(c"tyr_as_slots"),
@@ -1171,6 +1185,18 @@ impl<B: Backend> DevInner<B> {
         for g in self.sched.live_groups() {
             g.state.dead.store(true, Ordering::Release);
             self.teardown_group(&g, jobqueue::FenceError::CANCELED);
+        }
+        if self
+            .sched
+            .live_groups()
+            .any(|g| g.state.mem_held.load(Ordering::Acquire))
+        {
+            // The firmware did not let go of some groups: a disabled MCU runs none of them,
+            // and their memory can go.
+            self.backend
+                .io()
+                .write_reg(MCU_CONTROL::zeroed().with_const_request::<{ mcu::DISABLED }>());
+            self.free_held_groups();
         }
         self.sched.groups.guard().clear();
         {
@@ -1312,13 +1338,20 @@ impl<B: Backend> DevInner<B> {
 
     /// Stops a dead group for good: fails what is on its rings, cancels what is queued, takes
     /// its slot away and frees its memory. Idempotent.
+    ///
+    /// The memory goes only once the firmware has acknowledged the group's termination: until
+    /// then its streams may still run, reading the rings and writing the interface words and
+    /// the suspend buffer. If the acknowledgement does not come (see
+    /// [`unbind_group`](Self::unbind_group)), the group keeps its memory
+    /// ([`GroupState::mem_held`]) until the GPU reset that follows, or the device's
+    /// [`quiesce`](Self::quiesce), has stopped the firmware.
     pub(crate) fn teardown_group(&self, g: &Group<B>, first: FenceError) {
         // A concurrent teardown (work item and GROUP_DESTROY) finishes before this returns.
         let _serial = g.teardown.guard();
         if g.state.torn_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.unbind_group(g);
+        let terminated = self.unbind_group(g);
         let fatal = g.state.fatal_queues.load(Ordering::Acquire);
         for (i, q) in g.queues.iter().enumerate() {
             let mut jq = q.jq.guard();
@@ -1333,6 +1366,16 @@ impl<B: Backend> DevInner<B> {
             jq.run();
             jq.kill();
         }
+        if terminated.is_err() {
+            g.state.mem_held.store(true, Ordering::Release);
+            return;
+        }
+        self.free_group_mem(g);
+    }
+
+    /// Gives back what a torn-down group holds (suspend buffer, group memory, interface words,
+    /// its place among the device's groups), once the firmware no longer runs it.
+    fn free_group_mem(&self, g: &Group<B>) {
         // The group holds no slot: the firmware no longer writes its suspend buffer.
         self.put_suspend_buf(g.suspend_va);
         self.unmap_group_mem(&g.vm, g.mem_va, &g.mem);
@@ -1343,6 +1386,17 @@ impl<B: Backend> DevInner<B> {
             self.release_unpinned_as(&mut self.slots.guard(), g.vm_key);
         }
         self.sched.remove_group(g.key);
+    }
+
+    /// Frees the memory of the groups torn down while the firmware did not acknowledge their
+    /// termination ([`GroupState::mem_held`]), once the firmware is stopped (reset or
+    /// disabled).
+    fn free_held_groups(&self) {
+        for g in self.sched.live_groups() {
+            if g.state.mem_held.swap(false, Ordering::AcqRel) {
+                self.free_group_mem(&g);
+            }
+        }
     }
 
     /// Destroys a group (`GROUP_DESTROY`, file close).
@@ -1408,6 +1462,14 @@ impl<B: Backend> DevInner<B> {
         Words(self.backend.dma())
     }
 
+    /// Replaces the interface word at DMA address `addr` (a request word the driver shares
+    /// with other contexts) with `f` of its value, whole: under [`DevInner::fw_req`].
+    fn update_word(&self, addr: u64, f: impl FnOnce(u32) -> u32) {
+        let _whole = self.fw_req.guard();
+        let w = self.fw_words();
+        w.wr32(addr, f(w.rd32(addr)));
+    }
+
     /// The group in slot `n`.
     fn group_in(&self, n: usize) -> Option<GroupRef<B>> {
         let key = (*self.sched.slots.guard().get(n)?)?;
@@ -1425,7 +1487,7 @@ impl<B: Backend> DevInner<B> {
         let ack = w.rd32(base + cout + csg::REQ);
         let events = (req ^ ack) & (csg::SYNC_UPDATE | csg::IDLE);
         if events != 0 {
-            w.wr32(base + cin + csg::REQ, req ^ events);
+            self.update_word(base + cin + csg::REQ, |r| r ^ events);
         }
         let irq_req = w.rd32(base + cout + csg::CS_IRQ_REQ);
         let irq_ack = w.rd32(base + cin + csg::CS_IRQ_ACK);
@@ -1450,7 +1512,7 @@ impl<B: Backend> DevInner<B> {
             if ev == 0 {
                 continue;
             }
-            w.wr32(base + sin + cs::REQ, sreq ^ ev);
+            self.update_word(base + sin + cs::REQ, |r| r ^ ev);
             let (code, info) = if ev & cs::FAULT_EVENT != 0 {
                 (
                     w.rd32(base + sout + cs::FAULT) & 0xff,
@@ -1532,20 +1594,17 @@ impl<B: Backend> DevInner<B> {
             };
             w.wr64(base + sin + cs::HEAP_START, link);
             w.wr64(base + sin + cs::HEAP_END, link);
-            w.wr32(
-                base + sin + cs::REQ,
-                (sreq & !cs::TILER_OOM) | (sack & cs::TILER_OOM),
-            );
+            self.update_word(base + sin + cs::REQ, |r| {
+                (r & !cs::TILER_OOM) | (sack & cs::TILER_OOM)
+            });
             answered |= 1 << s;
         }
         if answered != 0 {
             // The streams' doorbell bits end up opposite to their acknowledgements.
-            let db = w.rd32(base + cin + csg::DOORBELL_REQ);
             let db_ack = w.rd32(base + cout + csg::DOORBELL_ACK);
-            w.wr32(
-                base + cin + csg::DOORBELL_REQ,
-                (db & !answered) | (!db_ack & answered),
-            );
+            self.update_word(base + cin + csg::DOORBELL_REQ, |db| {
+                (db & !answered) | (!db_ack & answered)
+            });
             self.glb_doorbell(1 << n);
         }
     }
@@ -1597,11 +1656,9 @@ impl<B: Backend> DevInner<B> {
     }
 
     fn glb_doorbell(&self, slot_bits: u32) {
-        let w = self.fw_words();
         let base = self.fw.base;
         let (gin, _) = self.fw.glb;
-        let db = w.rd32(base + gin + glb::DOORBELL_REQ);
-        w.wr32(base + gin + glb::DOORBELL_REQ, db ^ slot_bits);
+        self.update_word(base + gin + glb::DOORBELL_REQ, |db| db ^ slot_bits);
         if let Some(r) = DOORBELL::try_at(0) {
             self.backend
                 .io()
@@ -1645,11 +1702,9 @@ impl<B: Backend> DevInner<B> {
                 u32::from(q.priority) | (1 + n as u32) << cs::CONFIG_DOORBELL_SHIFT,
             );
             w.wr32(base + sin + cs::ACK_IRQ_MASK, 0);
-            let req = w.rd32(base + sin + cs::REQ);
-            w.wr32(
-                base + sin + cs::REQ,
-                (req & !cs::STATE_MASK) | cs::STATE_START,
-            );
+            self.update_word(base + sin + cs::REQ, |req| {
+                (req & !cs::STATE_MASK) | cs::STATE_START
+            });
             streams |= 1 << s;
         }
         w.wr32(base + cin + csg::CONFIG, as_slot as u32);
@@ -1670,14 +1725,11 @@ impl<B: Backend> DevInner<B> {
         } else {
             csg::STATE_START
         };
-        let req = w.rd32(base + cin + csg::REQ);
         // The state request, and a toggle of ENDPOINT_CONFIG for the new priority.
-        w.wr32(
-            base + cin + csg::REQ,
-            ((req & !csg::STATE_MASK) | state) ^ csg::ENDPOINT_CONFIG,
-        );
-        let db = w.rd32(base + cin + csg::DOORBELL_REQ);
-        w.wr32(base + cin + csg::DOORBELL_REQ, db ^ streams);
+        self.update_word(base + cin + csg::REQ, |req| {
+            ((req & !csg::STATE_MASK) | state) ^ csg::ENDPOINT_CONFIG
+        });
+        self.update_word(base + cin + csg::DOORBELL_REQ, |db| db ^ streams);
         g.state.slot.store(n, Ordering::Release);
         g.state
             .stamp
@@ -1687,27 +1739,43 @@ impl<B: Backend> DevInner<B> {
         self.glb_doorbell(1 << n);
         ring_doorbell(&self.backend, n);
         // The firmware takes the group before the slot counts as running (panthor waits for
-        // its CSG updates too). One that does not within `SUSPEND_TIMEOUT` gets the GPU reset,
-        // which takes the slot back and restarts the group from its first unfinished job.
-        self.wait_csg_state(n, state, "start")
+        // its CSG updates too: the state and the priority). One that does not within
+        // `SUSPEND_TIMEOUT` gets the GPU reset, which takes the slot back and restarts the
+        // group from its first unfinished job.
+        let what = if state == csg::STATE_RESUME {
+            "resume"
+        } else {
+            "start"
+        };
+        self.wait_csg_acks(n, csg::STATE_MASK | csg::ENDPOINT_CONFIG, what)
     }
 
-    /// Waits up to [`SUSPEND_TIMEOUT`] for the firmware to acknowledge `state` on group slot
-    /// `n` (its output `REQ` state reads `state`). One that does not gets the GPU reset, which
-    /// takes every slot back.
+    /// Waits up to [`SUSPEND_TIMEOUT`] (panthor's 100 ms for CSG requests) for the firmware to
+    /// acknowledge the requests `mask` of group slot `n`: the bits of its output `ACK` equal
+    /// those of the input `REQ` (for the state field: the requested state is acknowledged).
+    /// One that does not gets the GPU reset, which takes every slot back.
+    ///
+    /// The wait polls on the backend's clock ([`Backend::clock`]): on the simulated GPU its
+    /// sleeps advance simulated time, so the firmware gets to the request meanwhile.
     ///
     /// # Errors
     ///
     /// [`Error::TimedOut`] if the acknowledgement did not come (the reset is asked for).
-    fn wait_csg_state(&self, n: usize, state: u32, what: &str) -> Result {
+    fn wait_csg_acks(&self, n: usize, mask: u32, what: &str) -> Result {
         let (w, base) = (self.fw_words(), self.fw.base);
-        let Some(&(_, cout)) = self.fw.csg.get(n) else {
+        let Some(&(cin, cout)) = self.fw.csg.get(n) else {
             return Err(Error::Invalid);
         };
         let acked = read_poll_timeout(
             self.backend.clock(),
-            || Ok::<_, Error>(w.rd32(base + cout + csg::REQ) & csg::STATE_MASK),
-            |&s| s == state,
+            || {
+                let (req, ack) = (
+                    w.rd32(base + cin + csg::REQ),
+                    w.rd32(base + cout + csg::REQ),
+                );
+                Ok::<_, Error>((req ^ ack) & mask)
+            },
+            |&pending| pending == 0,
             core::time::Duration::from_micros(10),
             SUSPEND_TIMEOUT,
         );
@@ -1731,30 +1799,37 @@ impl<B: Backend> DevInner<B> {
         self.backend.executor().waker().wake_by_ref();
     }
 
-    /// Takes `g`'s slot away (terminating its streams), if it has one.
-    fn unbind_group(&self, g: &Group<B>) {
+    /// Takes `g`'s slot away (terminating its streams), if it has one, and waits for the
+    /// firmware to acknowledge the termination (panthor's `CSG_STATE_TERMINATE` through
+    /// `csgs_upd_ctx_apply_locked`): until then the group's streams may still run and the
+    /// firmware may still write the group's memory. The slot is free once it has.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`] if the firmware did not acknowledge within [`SUSPEND_TIMEOUT`]: the
+    /// GPU reset is asked for, and the slot (with the address space the group pinned) stays
+    /// taken until it comes.
+    fn unbind_group(&self, g: &Group<B>) -> Result {
         let n = g.state.slot.swap(NO_SLOT, Ordering::AcqRel);
         if n == NO_SLOT {
-            return;
+            return Ok(());
         }
         g.state.stop_timeout_clock(now_ns(&self.backend));
         g.state.suspended.store(false, Ordering::Release);
         if let Some(&(cin, _)) = self.fw.csg.get(n) {
-            let w = self.fw_words();
             let base = self.fw.base;
-            let req = w.rd32(base + cin + csg::REQ);
-            w.wr32(
-                base + cin + csg::REQ,
-                (req & !csg::STATE_MASK) | csg::STATE_TERMINATE,
-            );
+            self.update_word(base + cin + csg::REQ, |req| {
+                (req & !csg::STATE_MASK) | csg::STATE_TERMINATE
+            });
             // The streams stop with the group; their requests say so too.
             for &(sin, _) in &self.fw.cs[n] {
-                let sreq = w.rd32(base + sin + cs::REQ);
-                w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+                self.update_word(base + sin + cs::REQ, |r| r & !cs::STATE_MASK);
             }
             self.glb_doorbell(1 << n);
+            self.wait_csg_acks(n, csg::STATE_MASK, "termination")?;
         }
         self.release_slot(g, n);
+        Ok(())
     }
 
     /// Frees group slot `n`, which `g` held, and `g`'s pin on its address space.
@@ -1817,17 +1892,14 @@ impl<B: Backend> DevInner<B> {
                 stuck = false;
             }
         }
-        let req = w.rd32(base + cin + csg::REQ);
-        w.wr32(
-            base + cin + csg::REQ,
-            (req & !csg::STATE_MASK) | csg::STATE_SUSPEND,
-        );
+        self.update_word(base + cin + csg::REQ, |req| {
+            (req & !csg::STATE_MASK) | csg::STATE_SUSPEND
+        });
         for &(sin, _) in streams {
-            let sreq = w.rd32(base + sin + cs::REQ);
-            w.wr32(base + sin + cs::REQ, sreq & !cs::STATE_MASK);
+            self.update_word(base + sin + cs::REQ, |r| r & !cs::STATE_MASK);
         }
         self.glb_doorbell(1 << n);
-        self.wait_csg_state(n, csg::STATE_SUSPEND, "suspend")?;
+        self.wait_csg_acks(n, csg::STATE_MASK, "suspend")?;
         // Jobs that finished before the suspend signal now; the rest wait for the resume.
         for q in &g.queues {
             q.jq.guard().backend_mut().complete(dma);
@@ -1990,7 +2062,10 @@ impl<B: Backend> DevInner<B> {
     /// about to lose, and left on the ring of a group that asks for no slot.
     fn evict_if_idle(&self, g: &Group<B>, queues: &[GroupQueue<B>]) {
         match queues.split_first() {
-            None => self.unbind_group(g),
+            // A termination not acknowledged asks for the reset, which takes the slot back.
+            None => {
+                let _ = self.unbind_group(g);
+            }
             Some((q, rest)) => {
                 let mut jq = q.jq.guard();
                 jq.backend_mut().complete(self.backend.dma());
@@ -2050,6 +2125,9 @@ impl<B: Backend> DevInner<B> {
                     w.wr32(base + sin + cs::REQ, 0);
                 }
             }
+            // The firmware is gone: the memory of groups whose termination it did not
+            // acknowledge can go now.
+            self.free_held_groups();
         }
         if ok {
             // The firmware's memory may be what went wrong: every section again.
@@ -2148,12 +2226,14 @@ impl<B: Backend> DevInner<B> {
             if self.pm.activity() != seen {
                 return false;
             }
+            // A termination not acknowledged keeps the GPU up; the reset it asked for follows.
+            let mut terminated = true;
             for n in 0..self.fw.csg.len() {
                 if let Some(g) = self.group_in(n) {
-                    self.unbind_group(&g);
+                    terminated &= self.unbind_group(&g).is_ok();
                 }
             }
-            true
+            terminated
         });
         if let Err(e) = down {
             dev_err!(&self.backend, "GPU power-down failed: {e}; resetting");
@@ -2175,9 +2255,10 @@ impl<B: Backend> DevInner<B> {
     /// Takes `g` (which holds a slot) off the GPU without saving its state: its slot is
     /// terminated and every queue restarts, at its next start, from the first job it had not
     /// finished (as after a reset; the ring still holds those jobs).
-    fn unbind_for_replay(&self, g: &Group<B>) {
-        self.unbind_group(g);
+    fn unbind_for_replay(&self, g: &Group<B>) -> Result {
+        self.unbind_group(g)?;
         self.replay_marks(g);
+        Ok(())
     }
 
     /// Makes every queue of `g`, which holds no slot, restart from the first job it had not
@@ -2217,13 +2298,18 @@ impl<B: Backend> DevInner<B> {
             let Some(g) = self.group_in(n) else {
                 continue;
             };
-            if g.state.dead.load(Ordering::Acquire) || !self.published_pending(&g) {
-                self.unbind_group(&g);
+            let off = if g.state.dead.load(Ordering::Acquire) || !self.published_pending(&g) {
+                self.unbind_group(&g)
             } else if g.suspend_va == 0 {
-                self.unbind_for_replay(&g);
-            } else if self.suspend_group(n, &g).is_ok() {
-                self.sched.sleep_saves.fetch_add(1, Ordering::AcqRel);
+                self.unbind_for_replay(&g)
             } else {
+                let r = self.suspend_group(n, &g);
+                if r.is_ok() {
+                    self.sched.sleep_saves.fetch_add(1, Ordering::AcqRel);
+                }
+                r
+            };
+            if off.is_err() {
                 // The reset brings every group back, none of them resident.
                 self.sched
                     .shared
@@ -2241,19 +2327,24 @@ impl<B: Backend> DevInner<B> {
         // under the gate, where no queue lock may be taken; it restarts from its first
         // unfinished job.
         let (b, info, fw) = (&self.backend, &self.gpu_info, self.fw.base);
+        let mut terminated = Ok(());
         let down = self.pm.power_down(b, info, fw, || {
             for n in 0..self.fw.csg.len() {
                 if let Some(g) = self.group_in(n) {
-                    self.unbind_group(&g);
+                    if let Err(e) = self.unbind_group(&g) {
+                        terminated = Err(e);
+                    }
                     // Room for one group a slot was made above.
                     let _ = left.push_within_capacity(g);
                 }
             }
-            true
+            terminated.is_ok()
         });
         for g in &left {
             self.replay_marks(g);
         }
+        // A termination the firmware did not acknowledge fails the suspend (and resets).
+        terminated?;
         down?;
         self.pm.set_suspended(true);
         Ok(())

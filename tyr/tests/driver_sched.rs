@@ -853,3 +853,192 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
     vmr.lock().unwrap().release_bind(res);
     umd.map(vm, &bo, 0x10_0000).unwrap();
 }
+
+/// A slow firmware (10 ms per request hop) and a group destroyed while its stream runs a long
+/// user stream. The firmware runs the group until it gets to the termination, and the stream
+/// comes back to its ring (the group's memory) meanwhile: the destroy must wait for the
+/// acknowledgement before it unmaps and frees the group's memory, or the GPU uses memory taken
+/// from it (a page fault here; on silicon, memory given to someone else).
+#[test]
+#[cfg_attr(miri, ignore = "a 400,000-instruction user stream")]
+fn a_group_destroyed_while_the_firmware_is_slow_frees_nothing_before_the_acknowledgement() {
+    use csf::{Condition, Instr, Reg};
+    const HOP_NS: u64 = 10_000_000;
+    let mut cfg = Config::g610();
+    cfg.timings.fw_ack_ns = HOP_NS;
+    cfg.timings.fw_ack_jitter_ns = 0;
+    let parent = device::Device::new("mali").unwrap();
+    let reg = driver::probe(&parent, HostBackend::new(cfg)).unwrap();
+    let dev = reg.device();
+    let gpu = dev.backend.gpu().clone();
+    let umd = Umd::open(dev).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    // 200,000 rounds of a two-instruction loop: 25,000 engine steps (2.5 ms), then the ring.
+    let prog = [
+        instr::move32(4, 200_000),
+        instr::add_imm32(4, 4, -1),
+        Instr::branch(Condition::Greater, Reg(4), -2).encode(),
+    ];
+    umd.write_stream(&s.bo, 0, &prog).unwrap();
+    let done = umd.syncobj_create(false).unwrap();
+    umd.submit(g, &[Job::new(0, s.va, 24).signal(done)])
+        .unwrap();
+    let running = || {
+        gpu.with(|g| {
+            (0..8)
+                .map(|n| g.stream_instructions(n, 0))
+                .max()
+                .unwrap_or(0)
+        })
+    };
+    let wall = std::time::Instant::now();
+    while running() < 1_000 {
+        assert!(wall.elapsed().as_secs() < 60, "the loop never ran");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert!(running() < 300_000, "still in its loop when destroyed");
+    let bufs = dev.suspend_bufs_in_use();
+    let ifaces = dev.sched.ifaces_in_use();
+    let t0 = gpu.with(|g| g.now_ns());
+    umd.group_destroy(g).unwrap();
+    let t1 = gpu.with(|g| g.now_ns());
+    // Let the GPU settle: the firmware has served everything, the stream would have left its
+    // loop long ago.
+    while gpu.with(|g| g.fw_requests_pending() != 0 || g.now_ns() < t0 + 3 * HOP_NS) {
+        assert!(wall.elapsed().as_secs() < 60, "the firmware never settled");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let faults: Vec<String> = dev
+        .backend
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("fault"))
+        .collect();
+    assert!(
+        faults.is_empty(),
+        "the GPU used the group's memory after it was freed: {faults:?}"
+    );
+    assert!(gpu.with(|g| g.bus_errors().is_empty()));
+    // The destroy returned only after the acknowledgement (two hops), its memory freed then.
+    assert!(t1 - t0 >= 2 * HOP_NS, "destroy took {} ns", t1 - t0);
+    assert_eq!(dev.suspend_bufs_in_use(), bufs - 1);
+    assert_eq!(dev.sched.ifaces_in_use(), ifaces - 1);
+    assert_eq!(umd.vm_state(s.vm).unwrap(), DRM_PANTHOR_VM_STATE_USABLE);
+}
+
+/// A firmware that never acknowledges a group's termination: the destroy gives up after
+/// panthor's 100 ms, asks for the GPU reset and keeps the group's memory until the reset has
+/// taken the slot back from the firmware.
+#[test]
+#[cfg_attr(miri, ignore = "100 ms of simulated polling")]
+fn a_termination_never_acknowledged_keeps_the_memory_until_the_reset() {
+    use std::sync::atomic::Ordering;
+    let r = rig();
+    let dev = r.reg.device();
+    let gpu = dev.backend.gpu().clone();
+    gpu.with(|g| (0..8).for_each(|n| g.set_csg_ignores(n, 0, true)));
+    let umd = Umd::open(dev).unwrap();
+    let s = space(&umd, 0x100_0000);
+    let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+    // The stream blocks on a sync object that never passes 5: the group stays resident.
+    let prog = [
+        instr::move48(0, s.va + DATA),
+        instr::move48(2, 5),
+        instr::sync_wait64(instr::Condition::Greater, 0, 2),
+    ];
+    umd.write_stream(&s.bo, 0, &prog).unwrap();
+    umd.submit(g, &[Job::new(0, s.va, 24)]).unwrap();
+    let wall = std::time::Instant::now();
+    while gpu.with(|g| (0..8).all(|n| g.stream_instructions(n, 0) < 3)) {
+        assert!(wall.elapsed().as_secs() < 60, "the stream never ran");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let bufs = dev.suspend_bufs_in_use();
+    let t0 = gpu.with(|g| g.now_ns());
+    umd.group_destroy(g).unwrap();
+    assert!(
+        gpu.with(|g| g.now_ns()) - t0 >= 100_000_000,
+        "panthor's timeout"
+    );
+    assert!(dev
+        .backend
+        .log_lines()
+        .iter()
+        .any(|l| l.contains("did not acknowledge a termination")));
+    // Until the reset, the memory stays; the reset frees it.
+    let resets = &dev.sched.shared.resets;
+    if resets.load(Ordering::Acquire) == 0 {
+        assert_eq!(dev.suspend_bufs_in_use(), bufs, "held until the reset");
+    }
+    while resets.load(Ordering::Acquire) == 0 || dev.suspend_bufs_in_use() != bufs - 1 {
+        assert!(
+            wall.elapsed().as_secs() < 60,
+            "the reset never freed the group's memory"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert_eq!(dev.sched.group_count(), 0);
+    // The device goes on.
+    let g2 = umd.group_create(s.vm, &[0x1000]).unwrap();
+    let (a, n) = add_stream(&umd, &s, 0x100, DATA + 0x10, 3);
+    let done = umd.syncobj_create(false).unwrap();
+    umd.submit(g2, &[Job::new(0, a, n).signal(done)]).unwrap();
+    umd.wait(&[done], WAIT).unwrap();
+    assert_eq!(fence_status(&umd, done), Some(0));
+}
+
+/// Acknowledgements in any order: a firmware whose latency varies a lot from request to request
+/// (1 to 61 us), groups started by the work item while the test's thread destroys others, so
+/// that requests of several slots are in flight at once. Every surviving group finishes, no
+/// request is lost (no reset), and the destroyed groups' memory is all given back.
+#[test]
+#[cfg_attr(miri, ignore = "minutes under Miri")]
+fn groups_started_and_destroyed_together_with_acknowledgements_in_any_order() {
+    use std::sync::atomic::Ordering;
+    for seed in 0..4u64 {
+        let mut cfg = Config::g610();
+        cfg.timings.fw_ack_ns = 1_000;
+        cfg.timings.fw_ack_jitter_ns = 60_000;
+        cfg.timings.fw_seed = seed;
+        let parent = device::Device::new("mali").unwrap();
+        let reg = driver::probe(&parent, HostBackend::new(cfg)).unwrap();
+        let dev = reg.device();
+        let umd = Umd::open(dev).unwrap();
+        let s = space(&umd, 0x100_0000);
+        let bufs = dev.suspend_bufs_in_use();
+        let mut groups = Vec::new();
+        for k in 0..12u64 {
+            let g = umd.group_create(s.vm, &[0x1000]).unwrap();
+            let mut last = 0;
+            for j in 0..3u64 {
+                let (addr, size) = add_stream(&umd, &s, (k * 4 + j) * 64, DATA + 4 * k, 1);
+                last = umd.syncobj_create(false).unwrap();
+                umd.submit(g, &[Job::new(0, addr, size).signal(last)])
+                    .unwrap();
+            }
+            groups.push((k, g, last));
+        }
+        for (k, g, _) in &groups {
+            if k % 2 == 1 {
+                umd.group_destroy(*g).unwrap();
+            }
+        }
+        for (k, g, last) in &groups {
+            if k % 2 == 0 {
+                umd.wait(&[*last], WAIT).unwrap();
+                assert_eq!(fence_status(&umd, *last), Some(0), "seed {seed}");
+                assert_eq!(s.bo.read_u32(DATA + 4 * k).unwrap(), 3);
+                umd.group_destroy(*g).unwrap();
+            }
+        }
+        let log = dev.backend.log_lines();
+        assert_eq!(
+            dev.sched.shared.resets.load(Ordering::Acquire),
+            0,
+            "seed {seed}: {log:?}"
+        );
+        assert_eq!(dev.suspend_bufs_in_use(), bufs, "seed {seed}");
+        assert_eq!(dev.sched.group_count(), 0, "seed {seed}");
+    }
+}

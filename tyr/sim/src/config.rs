@@ -12,6 +12,9 @@
 //! cache flush) complete after the [`Timings`] delays of *simulated* time, which only moves
 //! when the user of the simulator advances it (see [`Gpu::advance`](super::Gpu::advance)).
 //! A delay of zero completes the operation within the register write that started it.
+//! The firmware, too, takes its time: it serves a request rung through a doorbell
+//! [`Timings::fw_ack_ns`] later, plus a jitter that lets requests rung together be
+//! acknowledged in either order.
 //!
 //! The GPU clock runs at one of a few operating points ([`Timings::opp_table`]); the SoC's
 //! clock controller, not a GPU register, selects it
@@ -152,6 +155,22 @@ pub struct Timings {
     /// The operating points the GPU clock may be set to
     /// ([`Gpu::set_gpu_clock_hz`](super::Gpu::set_gpu_clock_hz)), in Hz, slowest first.
     pub opp_table: [u64; OPP_COUNT],
+    /// How long the firmware takes to get to a request rung through a doorbell, at least: the
+    /// global interface's requests (doorbell 0) are served that long after the ring, and the
+    /// requests of a group slot that long after the global interface passed its doorbell bit
+    /// on (so a group's state change and its streams' requests take about twice as long).
+    /// The request takes effect, and is acknowledged, when it is served (see [`crate::csf`]).
+    /// 0 together with a zero [`fw_ack_jitter_ns`](Self::fw_ack_jitter_ns) serves every
+    /// request within the register write that rings its doorbell, which real firmware never
+    /// does (for the simulator's own unit tests of the engine).
+    pub fw_ack_ns: u64,
+    /// Up to how much longer each request takes, drawn per request (uniformly, from a
+    /// generator seeded with [`fw_seed`](Self::fw_seed)): requests rung together may be
+    /// acknowledged in any order.
+    pub fw_ack_jitter_ns: u64,
+    /// Seed of the firmware's latency jitter (any value): the same seed and the same
+    /// accesses give the same order of acknowledgements.
+    pub fw_seed: u64,
 }
 
 /// Number of operating points of [`Timings::opp_table`].
@@ -175,6 +194,11 @@ impl Default for Timings {
             gpu_clock_hz: 1_000_000_000,
             // A subset of the RK3588's G610 table.
             opp_table: [300_000_000, 500_000_000, 800_000_000, 1_000_000_000],
+            // Real firmware answers in tens of microseconds: a global request within 10 to
+            // 30 us, a group's within 20 to 60 us.
+            fw_ack_ns: 10_000,
+            fw_ack_jitter_ns: 20_000,
+            fw_seed: 0x7459_725f_6677_6163,
         }
     }
 }

@@ -77,8 +77,20 @@
 //! cache flush only moves `LATEST_FLUSH_ID`), performance counters, timers and the firmware's
 //! own CSG time-slicing.
 //!
-//! The firmware reacts to a doorbell within the register write that rings it; streams then
-//! run as simulated time advances ([`Timings::cs_step_ns`](super::Timings::cs_step_ns) per
+//! The firmware answers late, as real firmware does: it serves the global interface's requests
+//! [`Timings::fw_ack_ns`](super::Timings::fw_ack_ns) (plus a seeded jitter of up to
+//! [`fw_ack_jitter_ns`](super::Timings::fw_ack_jitter_ns)) after the ring of doorbell 0, and
+//! the requests of each CSG slot whose doorbell bit it found there (with their streams'
+//! requests) as long again later, each slot on its own draw: the acknowledgements of requests
+//! rung together come in any order. A request takes effect when it is served, not when it is
+//! rung: until then a group asked to terminate or suspend goes on running its streams (which
+//! read their rings and write their memory), the suspend saves the state of that moment, and a
+//! halt stops the MCU then. A request rung again before it is served is served once, with the
+//! request words of that moment. Requests not served yet are lost when the firmware stops
+//! (halt, MCU disabled, crash, GPU reset), as its memory of them is. `fw_ack_ns` and the jitter
+//! both 0 serve a request within the register write that rings its doorbell (the engine's unit
+//! tests use that); [`Gpu::fw_requests_pending`](super::Gpu::fw_requests_pending) shows what
+//! the firmware has not served yet. Streams run as simulated time advances ([`Timings::cs_step_ns`](super::Timings::cs_step_ns) per
 //! step of up to 16 instructions per stream). Stream accesses to a region locked with the
 //! `LOCK` MMU command stall until it is unlocked (the MCU's own accesses do not). A fault
 //! stops the stream until the driver stops and restarts it (or resets the GPU).

@@ -383,7 +383,7 @@ impl<M: PhysMemory> Gpu<M> {
             doorbells: [0; regs::NUM_DOORBELLS],
             rung <- FixedList::init(),
             bus_errors <- FixedList::init(),
-            csf <- engine::Csf::init(),
+            csf <- engine::Csf::init(cfg.timings.fw_seed),
             mcu_image: fwcheck::McuImage::default(),
         })
     }
@@ -499,6 +499,7 @@ impl<M: PhysMemory> Gpu<M> {
             self.flush_deadline,
             self.mcu_deadline,
             self.csf.deadline,
+            self.fw_next_event(),
         ]
         .into_iter()
         .chain(power)
@@ -544,6 +545,8 @@ impl<M: PhysMemory> Gpu<M> {
                 }
             }
         }
+        // The firmware serves its requests before the streams' next step.
+        self.fire_fw();
         if self.due(self.csf.deadline) {
             self.csf.deadline = None;
             self.run_streams();

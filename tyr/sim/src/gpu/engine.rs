@@ -150,7 +150,18 @@ pub(super) struct Csf {
     pub(super) groups: [Group; csf::NUM_CSGS],
     /// A finishing operation wrote a sync object in this engine step.
     synced: bool,
+    /// Doorbells the firmware has noticed and not served yet, with when it serves them: entry
+    /// 0 the global interface's, entry `1 + n` CSG slot `n`'s. A doorbell rung again before
+    /// its entry is served adds nothing: the firmware reads the request words when it serves
+    /// them, so it sees the latest ones.
+    fw_due: [Option<u64>; FW_QUEUE],
+    /// State of the generator of the firmware's latency jitter (not firmware state: a reset
+    /// keeps it).
+    rng: u64,
 }
+
+/// Entries of [`Csf::fw_due`]: the global interface and every CSG slot.
+const FW_QUEUE: usize = 1 + csf::NUM_CSGS;
 
 impl Group {
     /// A stopped group, initialised in place (one stream at a time on the stack).
@@ -167,13 +178,15 @@ impl Group {
 
 impl Csf {
     /// Firmware and engine state out of reset, initialised in place.
-    pub(super) fn init() -> impl pin_init::Init<Self> {
+    pub(super) fn init(seed: u64) -> impl pin_init::Init<Self> {
         init!(Self {
             booted: false,
             deadline: None,
             rr: 0,
             groups <- init_array_from_fn(|_| Group::init()),
             synced: false,
+            fw_due: [None; FW_QUEUE],
+            rng: seed,
         })
     }
 
@@ -191,11 +204,15 @@ impl Csf {
             rr,
             groups,
             synced,
+            fw_due,
+            rng: _,
         } = self;
         *booted = false;
         *deadline = None;
         *rr = 0;
         *synced = false;
+        // Requests the firmware had not served are lost with it.
+        *fw_due = [None; FW_QUEUE];
         for g in groups {
             let Group {
                 running,
@@ -315,6 +332,7 @@ impl<M: PhysMemory> Gpu<M> {
     fn mcu_crash(&mut self) {
         self.csf.booted = false;
         self.csf.deadline = None;
+        self.csf.fw_due = [None; FW_QUEUE];
         self.mcu_status = mcu::FATAL;
         self.gpu_irq.raise(gpu_irq::MCU_STATUS_CHANGED);
     }
@@ -385,13 +403,85 @@ impl<M: PhysMemory> Gpu<M> {
             return;
         }
         if n == 0 {
-            if self.glb_doorbell().is_err() {
-                self.mcu_crash();
-            }
+            // The firmware gets to the global interface's requests later.
+            self.fw_queue(0);
         } else {
             // A user doorbell: wake every stream (the engine re-reads insert pointers).
             self.kick_engine();
         }
+    }
+
+    /// The firmware's latency for one request: [`fw_ack_ns`](crate::Timings::fw_ack_ns) plus
+    /// a draw of up to [`fw_ack_jitter_ns`](crate::Timings::fw_ack_jitter_ns) (splitmix64).
+    fn fw_latency(&mut self) -> u64 {
+        let t = &self.cfg.timings;
+        let (base, jitter) = (t.fw_ack_ns, t.fw_ack_jitter_ns);
+        if jitter == 0 {
+            return base;
+        }
+        self.csf.rng = self.csf.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.csf.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        base.saturating_add(z % jitter.saturating_add(1).max(1))
+    }
+
+    /// Has the firmware notice a doorbell of entry `k` of [`Csf::fw_due`] (0: global, `1 + n`:
+    /// CSG slot `n`): it serves it after [`fw_latency`](Self::fw_latency), or at once if that
+    /// is 0. An entry already waiting keeps its time.
+    fn fw_queue(&mut self, k: usize) {
+        if k >= FW_QUEUE || self.csf.fw_due[k].is_some() {
+            return;
+        }
+        match self.fw_latency() {
+            0 => self.fw_serve(k),
+            d => self.csf.fw_due[k] = self.after(d),
+        }
+    }
+
+    /// Serves entry `k` of [`Csf::fw_due`]: reads the request words, does what they ask and
+    /// acknowledges. A firmware that stopped (halted, disabled, crashed) serves nothing.
+    fn fw_serve(&mut self, k: usize) {
+        if !self.csf.booted || self.mcu_status != mcu::ENABLED {
+            return;
+        }
+        let served = match k {
+            0 => self.glb_doorbell(),
+            k => self.csg_request(k - 1),
+        };
+        if served.is_err() {
+            self.mcu_crash();
+        }
+    }
+
+    /// When the firmware serves its next request, if one is waiting.
+    pub(super) fn fw_next_event(&self) -> Option<u64> {
+        self.csf.fw_due.iter().flatten().copied().min()
+    }
+
+    /// Serves every request that is due, the earliest first (entries due at the same time in
+    /// the order of [`Csf::fw_due`]).
+    pub(super) fn fire_fw(&mut self) {
+        loop {
+            let now = self.now;
+            let next = (0..FW_QUEUE)
+                .filter_map(|k| self.csf.fw_due[k].filter(|&t| t <= now).map(|t| (t, k)))
+                .min();
+            let Some((_, k)) = next else {
+                return;
+            };
+            self.csf.fw_due[k] = None;
+            self.fw_serve(k);
+        }
+    }
+
+    /// Requests rung through a doorbell that the firmware has not served yet: bit 0 for the
+    /// global interface, bit `1 + n` for CSG slot `n`.
+    pub fn fw_requests_pending(&self) -> u32 {
+        (0..FW_QUEUE)
+            .filter(|&k| self.csf.fw_due[k].is_some())
+            .fold(0, |m, k| m | 1 << k)
     }
 
     fn glb_doorbell(&mut self) -> Result<(), McuFault> {
@@ -412,6 +502,8 @@ impl<M: PhysMemory> Gpu<M> {
                 self.mcu_wr32(output + glb::HALT_STATUS, 0)?;
                 self.mcu_status = mcu::HALT;
                 self.csf.deadline = None;
+                // A halted firmware serves nothing more.
+                self.csf.fw_due = [None; FW_QUEUE];
                 self.gpu_irq.raise(gpu_irq::MCU_STATUS_CHANGED);
                 return Ok(());
             }
@@ -420,12 +512,17 @@ impl<M: PhysMemory> Gpu<M> {
         let db_ack = self.mcu_rd32(output + glb::DOORBELL_ACK)?;
         let pending = (db_req ^ db_ack) & ((1 << csf::NUM_CSGS) - 1);
         if pending != 0 {
+            // The doorbells are taken; each slot's requests are served in their own time.
+            self.mcu_wr32(output + glb::DOORBELL_ACK, db_ack ^ pending)?;
             for n in 0..csf::NUM_CSGS {
                 if pending & (1 << n) != 0 {
-                    self.csg_request(n)?;
+                    self.fw_queue(1 + n);
+                    if !self.csf.booted {
+                        // Served at once, it crashed the MCU: nothing more to do.
+                        return Ok(());
+                    }
                 }
             }
-            self.mcu_wr32(output + glb::DOORBELL_ACK, db_ack ^ pending)?;
         }
         Ok(())
     }

@@ -123,6 +123,11 @@ const HEAP: u64 = 0x40_0000;
 /// Bytes of ring per stream (stream `s` uses `RING + s * RING_SIZE`).
 const RING_SIZE: u64 = 0x400;
 
+/// MCU address of CSG `n`'s input block.
+fn ci_of(n: usize) -> u64 {
+    Fw::shared(csf::csg_input(n))
+}
+
 struct Fw {
     gpu: Gpu,
     mem: Arc<SimMemory>,
@@ -154,8 +159,18 @@ impl Fw {
         Fw::boot_with(cfg)
     }
 
-    /// [`Fw::boot`] with another configuration.
-    fn boot_with(cfg: Config) -> Fw {
+    /// [`Fw::boot`] with another configuration, and a firmware that serves every request
+    /// within the doorbell's register write ([`Timings::fw_ack_ns`](crate::Timings::fw_ack_ns)
+    /// and its jitter 0): the tests of the engine check what a request does, the tests of
+    /// [`late`] how long it takes.
+    fn boot_with(mut cfg: Config) -> Fw {
+        cfg.timings.fw_ack_ns = 0;
+        cfg.timings.fw_ack_jitter_ns = 0;
+        Fw::boot_late(cfg)
+    }
+
+    /// [`Fw::boot`] with configuration `cfg` as it is (the firmware's latency included).
+    fn boot_late(cfg: Config) -> Fw {
         let mut gpu = Gpu::new(cfg);
         let mem = gpu.memory().clone();
         let mcu_tables = HandTables::new(&mem);
@@ -251,10 +266,24 @@ impl Fw {
 
     /// [`Fw::start_stream`] with stream priority `prio` in the stream's `CONFIG`.
     fn start_stream_prio(&mut self, n: usize, s: usize, prio: u32) {
+        self.request_start(n, s, prio);
+        self.glb_doorbell_csg(n);
+        let co = Fw::shared(csf::csg_output(n));
+        let so = Fw::shared(csf::cs_output(n, s));
+        assert_eq!(self.rd32(co + csg::ACK) & csg::STATE_MASK, csg::STATE_START);
+        assert_eq!(self.rd32(so + cs::ACK) & cs::STATE_MASK, cs::STATE_START);
+        assert_eq!(
+            self.rd32(co + csg::DOORBELL_ACK),
+            self.rd32(ci_of(n) + csg::DOORBELL_REQ)
+        );
+    }
+
+    /// Writes the requests that start CSG `n` on AS 1 with stream `s` (priority `prio`) on the
+    /// ring, without ringing the global doorbell.
+    fn request_start(&mut self, n: usize, s: usize, prio: u32) {
         let ci = Fw::shared(csf::csg_input(n));
         let co = Fw::shared(csf::csg_output(n));
         let si = Fw::shared(csf::cs_input(n, s));
-        let so = Fw::shared(csf::cs_output(n, s));
         let (ring_in, ring_out) = (RING_IN + 0x20 * s as u64, RING_OUT + 0x20 * s as u64);
         self.wr64(si + cs::RINGBUF_BASE, RING + RING_SIZE * s as u64);
         self.wr32(si + cs::RINGBUF_SIZE, RING_SIZE as u32);
@@ -269,13 +298,6 @@ impl Fw {
         let req = self.rd32(ci + csg::REQ);
         self.wr32(ci + csg::REQ, (req & !csg::STATE_MASK) | csg::STATE_START);
         self.toggle(ci + csg::DOORBELL_REQ, co + csg::DOORBELL_ACK, 1 << s);
-        self.glb_doorbell_csg(n);
-        assert_eq!(self.rd32(co + csg::ACK) & csg::STATE_MASK, csg::STATE_START);
-        assert_eq!(self.rd32(so + cs::ACK) & cs::STATE_MASK, cs::STATE_START);
-        assert_eq!(
-            self.rd32(co + csg::DOORBELL_ACK),
-            self.rd32(ci + csg::DOORBELL_REQ)
-        );
     }
 
     /// Appends instructions to stream `s`'s ring and rings its doorbell.
@@ -1081,7 +1103,7 @@ impl Fw {
     }
 
     /// Requests `state` for CSG `n` with [`SUSPEND`] as its suspend buffer and waits for the
-    /// acknowledgement (the firmware answers within the doorbell).
+    /// acknowledgement (the firmware of [`Fw::boot_with`] answers within the doorbell).
     fn csg_state(&mut self, n: usize, state: u32) {
         let ci = Fw::shared(csf::csg_input(n));
         let co = Fw::shared(csf::csg_output(n));
@@ -1333,3 +1355,6 @@ fn streams_of_a_group_run_by_their_priority() {
 
 #[path = "isa_tests.rs"]
 mod isa;
+
+#[path = "late_tests.rs"]
+mod late;
