@@ -483,7 +483,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The firmware file at `path` in the environment's firmware directory (what
     /// `request_firmware` finds in Linux): for the MCU,
-    /// `arm/mali/arch<major>.<minor>/mali_csffw.bin` ([`crate::fw::firmware_path`]).
+    /// `arm/mali/arch<major>.<minor>/mali_csffw.bin` ([`crate::csf::firmware_path`]).
     ///
     /// # Errors
     ///

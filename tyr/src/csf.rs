@@ -14,6 +14,8 @@
 //! of the output `ACK` word equal. Events travel the other way: the firmware flips an `ACK`
 //! bit and the driver acknowledges by flipping its `REQ` bit back into agreement.
 
+use core::fmt::{self, Write as _};
+
 /// Global block fields.
 pub mod glb {
     /// Control: MCU address of the input block.
@@ -261,4 +263,88 @@ pub mod instr {
     pub const fn store_state(addr: u8, state: StateSel, offset: i16) -> u64 {
         Instr::store_state(state, Reg64(addr), offset, SlotMask::NONE, Slot::ZERO).encode()
     }
+}
+
+// ---------------------------------------------------------------- the firmware file
+
+/// Longest firmware path ([`firmware_path`]).
+const PATH_MAX: usize = 48;
+
+
+/// The path of a firmware file, relative to the firmware directory.
+#[derive(Clone, Copy)]
+pub struct FwPath {
+    // Zeroed past `len`, with room for a NUL after the longest path.
+    buf: [u8; PATH_MAX + 1],
+    len: usize,
+}
+
+impl FwPath {
+    /// The path.
+    pub fn as_str(&self) -> &str {
+        // Only `write_str` fills the buffer, with whole `str`s.
+        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("")
+    }
+
+    /// The path and a NUL after it, as C's firmware loader takes a name.
+    pub fn as_bytes_with_nul(&self) -> &[u8] {
+        self.buf.get(..=self.len).unwrap_or(&[0])
+    }
+}
+
+impl fmt::Write for FwPath {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+        if end > PATH_MAX {
+            return Err(fmt::Error);
+        }
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl fmt::Debug for FwPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for FwPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The firmware path for the GPU whose `GPU_ID` is `gpu_id`:
+/// `arm/mali/arch<major>.<minor>/mali_csffw.bin`.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(
+///     tyr::csf::firmware_path(0xa867_0005).as_str(),
+///     "arm/mali/arch10.8/mali_csffw.bin"
+/// );
+/// assert_eq!(
+///     tyr::csf::firmware_path(0xa867_0005).as_bytes_with_nul(),
+///     b"arm/mali/arch10.8/mali_csffw.bin\0"
+/// );
+/// ```
+pub fn firmware_path(gpu_id: u32) -> FwPath {
+    let mut p = FwPath {
+        buf: [0; PATH_MAX + 1],
+        len: 0,
+    };
+    // At most 46 bytes: never fails.
+    let _ = write!(
+        p,
+        "arm/mali/arch{}.{}/mali_csffw.bin",
+        gpu_id >> 28,
+        (gpu_id >> 24) & 0xf
+    );
+    p
 }

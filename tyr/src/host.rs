@@ -853,7 +853,7 @@ impl HostBackend {
     pub fn with_images(mut cfg: Config, driver: Vec<u8>, mcu: Option<&[u8]>) -> Self {
         cfg.firmware = mcu.and_then(|m| sim::firmware::Flashed::new(m).ok());
         let fw = HostFirmware {
-            path: mcu_firmware_path(cfg.identity.gpu_id),
+            path: String::from(crate::csf::firmware_path(cfg.identity.gpu_id).as_str()),
             bytes: driver.into(),
             origin: FirmwareOrigin::Given,
         };
@@ -1180,7 +1180,7 @@ impl HostFirmware {
     /// MCU's own image, so that everything works offline. (Under Miri, always the last.)
     /// Files are read once per process.
     pub fn find(gpu_id: u32) -> Self {
-        let path = mcu_firmware_path(gpu_id);
+        let path = String::from(crate::csf::firmware_path(gpu_id).as_str());
         let dirs = firmware_dirs();
         for origin in dirs {
             let dir = match &origin {
@@ -1201,16 +1201,6 @@ impl HostFirmware {
             origin: FirmwareOrigin::Simulator,
         }
     }
-}
-
-/// Where a firmware directory keeps the MCU image of the GPU whose `GPU_ID` is `gpu_id` (the
-/// name the driver asks for, `crate::fw::firmware_path`, which sits on a floor above).
-fn mcu_firmware_path(gpu_id: u32) -> String {
-    std::format!(
-        "arm/mali/arch{}.{}/mali_csffw.bin",
-        gpu_id >> 28,
-        (gpu_id >> 24) & 0xf
-    )
 }
 
 /// The firmware directories to look in, in order.

@@ -657,6 +657,25 @@ impl core::ops::Deref for KernelFirmware {
     }
 }
 
+/// The firmware file `path` from the firmware loader (`request_firmware`, without its warning:
+/// the test kernel builds Arm's image in, see `xtask/KERNEL.md`), else the simulated MCU's own
+/// image, which a simulated GPU can run as well. A path too long for the loader's name, or
+/// holding a NUL, finds no file.
+fn flash_source(dev: &Device, path: &str) -> KernelFirmware {
+    let mut buf = [0u8; 64];
+    let bytes = path.as_bytes();
+    if bytes.len() < buf.len() && !bytes.contains(&0) {
+        buf[..bytes.len()].copy_from_slice(bytes);
+        if let Ok(name) = CStr::from_bytes_with_nul(&buf[..=bytes.len()]) {
+            if let Ok(f) = ::kernel::firmware::Firmware::request_nowarn(name, dev) {
+                return KernelFirmware::File(f);
+            }
+        }
+    }
+    pr_info!("tyr: no {path} from the firmware loader: the simulated MCU's own image\n");
+    KernelFirmware::Builtin(&mali_sim::firmware::IMAGE)
+}
+
 /// [`Backend`] over the simulated Mali-G610 compiled into the kernel.
 pub struct KernelBackend {
     device: Arc<SimDevice>,
@@ -681,7 +700,15 @@ impl KernelBackend {
     ///
     /// Nothing else allocates or maps DMA memory of `dev` during the call (its DMA masks are
     /// set): the caller is probing the device, or owns a device no driver uses.
-    pub unsafe fn new(dev: &Device, cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+    pub unsafe fn new(dev: &Device, mut cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+        // The board's side of the firmware: the MCU is given the image the driver will find
+        // (the firmware loader's file, else the simulator's own image), and refuses to start
+        // unless the driver loaded exactly that.
+        if cfg.firmware.is_none() {
+            let path = crate::csf::firmware_path(cfg.identity.gpu_id);
+            let image = flash_source(dev, path.as_str());
+            cfg.firmware = mali_sim::firmware::Flashed::new(&image).ok();
+        }
         // SAFETY: The caller's guarantee.
         let bus = unsafe { DmaBus::new(dev, cfg.identity.pa_bits(), page_limit) }?;
         let gpu = VBox::pin_init(
@@ -975,24 +1002,7 @@ impl Backend for KernelBackend {
     }
 
     fn request_firmware(&self, path: &str) -> Result<KernelFirmware> {
-        let mut buf = [0u8; 64];
-        let bytes = path.as_bytes();
-        if bytes.len() >= buf.len() || bytes.contains(&0) {
-            return Err(Error::Invalid);
-        }
-        buf[..bytes.len()].copy_from_slice(bytes);
-        let name = core::ffi::CStr::from_bytes_with_nul(&buf[..=bytes.len()])
-            .map_err(|_| Error::Invalid)?;
-        match ::kernel::firmware::Firmware::request_nowarn(name, self.dma.0.device()) {
-            Ok(f) => Ok(KernelFirmware::File(f)),
-            // The simulated GPU needs no Arm file: its MCU's own image serves.
-            Err(_) => {
-                pr_info!(
-                    "tyr: no {path} from the firmware loader: the simulated MCU's own image\n"
-                );
-                Ok(KernelFirmware::Builtin(&mali_sim::firmware::IMAGE))
-            }
-        }
+        Ok(flash_source(self.dma.0.device(), path))
     }
 
     fn log(&self, level: LogLevel, args: fmt::Arguments<'_>) {

@@ -416,6 +416,12 @@ fn run_stage(
             ));
         }
     }
+    if stage.cmdline.contains("gpukit.boot=tyr") {
+        match firmware_lines(&log) {
+            Ok(seen) => eprintln!("userspace: {}: {seen} (ok)", stage.name),
+            Err(e) => problems.push(e),
+        }
+    }
     match check_log(&log) {
         Ok(reports) if reports.is_empty() => {
             eprintln!(
@@ -435,6 +441,37 @@ fn run_stage(
         result.failure = Some(problems.join("; "));
     }
     result
+}
+
+/// Checks that Tyr's probe in `log` loaded Arm's firmware image, the one the test kernel has
+/// built in (`CONFIG_EXTRA_FIRMWARE`, from the firmware cache): the probe names its path and
+/// the git sha of its build-info entry.
+fn firmware_lines(log: &str) -> Result<String, String> {
+    let dir = crate::debian::firmware_dir()?;
+    let path = crate::debian::G610_FIRMWARE;
+    let image = fs::read(dir.join(path)).map_err(|e| format!("{path}: {e}"))?;
+    let sha = arm_git_sha(&image).ok_or_else(|| format!("{path} has no git sha"))?;
+    let named = format!("Firmware image '{path}'");
+    let sha_line = format!("Firmware git sha: {sha}");
+    for want in [&named, &sha_line] {
+        if !log.lines().any(|l| l.contains(want.as_str())) {
+            return Err(format!(
+                "Tyr's probe did not log \"{want}\": the kernel did not load Arm's image"
+            ));
+        }
+    }
+    Ok(format!("Tyr loaded {path}, git sha {sha}"))
+}
+
+/// The git sha an image's build-info text carries (`git_sha: <sha>`, NUL-terminated), read
+/// without the driver's parser: an independent witness of which file the kernel loaded.
+fn arm_git_sha(image: &[u8]) -> Option<String> {
+    let key = b"git_sha: ";
+    let at = image.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = &image[at..];
+    let end = rest.iter().position(|&b| b == 0)?;
+    let sha = std::str::from_utf8(&rest[..end]).ok()?.trim();
+    (!sha.is_empty()).then(|| sha.to_string())
 }
 
 /// Prints the kernel log lines `stage` asks for (none for most stages).
@@ -825,6 +862,17 @@ fn wait_for_builds(cache: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_git_sha_is_read_from_build_info_text() {
+        let mut image = vec![0xc3u8; 40];
+        image.extend_from_slice(b"git_sha: 95a25d71 \0tail");
+        assert_eq!(arm_git_sha(&image).as_deref(), Some("95a25d71"));
+        // Unterminated, empty or absent: no sha.
+        assert_eq!(arm_git_sha(b"git_sha: 95a25d71"), None);
+        assert_eq!(arm_git_sha(b"git_sha: \0"), None);
+        assert_eq!(arm_git_sha(b"no build info"), None);
+    }
 
     /// An entry read back: name, mode, nlink, (rdevmajor, rdevminor), data.
     type Entry = (String, u32, u32, (u32, u32), Vec<u8>);

@@ -20,7 +20,7 @@
 //! The driver keeps the file ([`Backend::Firmware`]) for those reloads, and its path, size,
 //! header and git sha for the logs and for [`Firmware::describe`].
 
-use core::fmt::{self, Write as _};
+use core::fmt;
 
 use drm_ctx::drm::{gem, AnyCtx};
 use drm_ctx::types::ARef;
@@ -33,73 +33,7 @@ use crate::mmu::{self, MCU_AS};
 use crate::vm::{self, BindReq, VmLayout};
 use crate::{dev_err, dev_info, env, gpu, uapi, Error, Result};
 
-/// Longest firmware path ([`firmware_path`]).
-const PATH_MAX: usize = 48;
-
-/// The path of a firmware file, relative to the firmware directory.
-#[derive(Clone, Copy)]
-pub struct FwPath {
-    buf: [u8; PATH_MAX],
-    len: usize,
-}
-
-impl FwPath {
-    /// The path.
-    pub fn as_str(&self) -> &str {
-        // Only `write_str` fills the buffer, with whole `str`s.
-        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("")
-    }
-}
-
-impl fmt::Write for FwPath {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
-        self.buf
-            .get_mut(self.len..end)
-            .ok_or(fmt::Error)?
-            .copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl fmt::Debug for FwPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl fmt::Display for FwPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The firmware path for the GPU whose `GPU_ID` is `gpu_id`:
-/// `arm/mali/arch<major>.<minor>/mali_csffw.bin`.
-///
-/// # Examples
-///
-/// ```
-/// assert_eq!(
-///     tyr::fw::firmware_path(0xa867_0005).as_str(),
-///     "arm/mali/arch10.8/mali_csffw.bin"
-/// );
-/// ```
-pub fn firmware_path(gpu_id: u32) -> FwPath {
-    let mut p = FwPath {
-        buf: [0; PATH_MAX],
-        len: 0,
-    };
-    // At most 46 bytes: never fails.
-    let _ = write!(
-        p,
-        "arm/mali/arch{}.{}/mali_csffw.bin",
-        gpu_id >> 28,
-        (gpu_id >> 24) & 0xf
-    );
-    p
-}
+pub use crate::csf::{firmware_path, FwPath};
 
 /// A loaded section: its memory and what reloading it needs.
 pub struct FwSection<B: Backend> {

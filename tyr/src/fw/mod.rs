@@ -24,7 +24,9 @@
 //! Booting it again is a cold boot (the firmware forgets its groups); the driver clears its
 //! requests first ([`clear_requests`]) so that they agree with the fresh acknowledgements.
 //!
-//! Loading a firmware image into its sections is not done here: the simulated MCU needs none.
+//! Before the MCU first starts, the driver loads the firmware image (`mali_csffw.bin` of the
+//! GPU's architecture, in panthor's format: [`image`] parses it, [`Firmware`] maps its sections
+//! into address space 0 with their protections and reloads them before later cold boots).
 
 pub mod image;
 mod load;
