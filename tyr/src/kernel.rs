@@ -700,11 +700,40 @@ impl KernelBackend {
     ///
     /// Nothing else allocates or maps DMA memory of `dev` during the call (its DMA masks are
     /// set): the caller is probing the device, or owns a device no driver uses.
-    pub unsafe fn new(dev: &Device, mut cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+    pub unsafe fn new(dev: &Device, cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+        // SAFETY: The caller's guarantee.
+        unsafe { Self::new_inner(dev, cfg, page_limit, true) }
+    }
+
+    /// As [`new`](Self::new), but the MCU is given no image (unless `cfg` names one): it then
+    /// checks only that its interface region is mapped when it starts. For tests that boot the
+    /// firmware through page tables of their own rather than the driver's loader.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    ///
+    /// # Safety
+    ///
+    /// As [`new`](Self::new).
+    pub unsafe fn new_unflashed(dev: &Device, cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+        // SAFETY: The caller's guarantee.
+        unsafe { Self::new_inner(dev, cfg, page_limit, false) }
+    }
+
+    /// # Safety
+    ///
+    /// As [`new`](Self::new).
+    unsafe fn new_inner(
+        dev: &Device,
+        mut cfg: Config,
+        page_limit: Option<usize>,
+        flash: bool,
+    ) -> Result<Self> {
         // The board's side of the firmware: the MCU is given the image the driver will find
         // (the firmware loader's file, else the simulator's own image), and refuses to start
         // unless the driver loaded exactly that.
-        if cfg.firmware.is_none() {
+        if flash && cfg.firmware.is_none() {
             let path = crate::csf::firmware_path(cfg.identity.gpu_id);
             let image = flash_source(dev, path.as_str());
             cfg.firmware = mali_sim::firmware::Flashed::new(&image).ok();

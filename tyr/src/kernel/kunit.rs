@@ -45,11 +45,17 @@ mod tests {
     /// A faux device of the test's own, and a backend on it whose DMA memory is capped at
     /// `page_limit` pages when given. The backend holds a reference to the device, so the
     /// registration may go first.
+    ///
+    /// The simulated MCU is given no firmware image: these cases boot it through page tables of
+    /// their own that map its interface region only (the driver's probe, below, loads the
+    /// image the kernel's firmware loader has).
     fn backend(page_limit: Option<usize>) -> Result<(::kernel::faux::Registration, KernelBackend)> {
         let faux = ::kernel::faux::Registration::new(c"tyr-kunit-backend", None)?;
         // SAFETY: The device was registered just now by this test; no driver allocates its
         // DMA memory.
-        let b = unsafe { KernelBackend::new(faux.as_ref(), mali_sim::Config::g610(), page_limit) }?;
+        let b = unsafe {
+            KernelBackend::new_unflashed(faux.as_ref(), mali_sim::Config::g610(), page_limit)
+        }?;
         Ok((faux, b))
     }
 
