@@ -270,8 +270,14 @@ fn run() -> Result<(), String> {
         syncs: umd.sync_ops(&[], &[drained]).map_err(e("syncs"))?,
         ..Default::default()
     };
-    umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op])
-        .map_err(e("VM_BIND async"))?;
+    // The queue may still be full from the last of them.
+    loop {
+        match umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op]) {
+            Ok(()) => break,
+            Err(drm_ctx::Error::Busy) => std::thread::yield_now(),
+            Err(err) => return Err(format!("VM_BIND async: {err:?}")),
+        }
+    }
     umd.wait(&[drained], 10 * SECOND)
         .map_err(e("SYNCOBJ_WAIT"))?;
     let async_binds = BINDS as f64 / t.elapsed().as_secs_f64();

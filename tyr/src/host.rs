@@ -586,6 +586,9 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
     let paced = timer.is_real();
     // Simulated and real time at the last point the pacing measures from.
     let mut anchor = (gpu.now_ns(), timer.now_ns());
+    // Simulated time where this thread's own last step left it: a later time was set by
+    // another thread.
+    let mut own = anchor.0;
     loop {
         let sink = {
             let s = plock(&shared.state);
@@ -644,8 +647,9 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
         let next = {
             let mut g = gpu.lock();
             let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
-            if g.now_ns() > limit {
-                // Moved by another thread: pace from here.
+            if g.now_ns() != own && g.now_ns() > limit {
+                // Moved by another thread: pace from here. (Never for this thread's own
+                // steps, whose lead would otherwise add up, step after step.)
                 anchor = (g.now_ns(), now);
             }
             let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
@@ -656,12 +660,15 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
             let next = g.next_event_ns();
             if g.now_ns() < limit {
                 g.step(Some(limit));
+                own = g.now_ns();
                 continue;
             }
             if next.is_some_and(|e| e <= lead) {
                 g.step(None);
+                own = g.now_ns();
                 continue;
             }
+            own = g.now_ns();
             next
         };
         // Caught up with real time: wait for it to reach the next event or timer.

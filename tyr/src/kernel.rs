@@ -376,6 +376,9 @@ pub struct EventPump {
     /// from; only the pump's run uses them (a work item does not run twice at once).
     anchor_sim: AtomicU64,
     anchor_ktime: AtomicU64,
+    /// Simulated time where the pump's own last step left it: a later time was set by a poll
+    /// loop.
+    own_sim: AtomicU64,
     #[pin]
     events: SpinLock<Option<Arc<dyn EventSink>>>,
     #[pin]
@@ -461,15 +464,17 @@ impl WorkItem<1> for EventPump {
                 this.anchor_sim.load(Ordering::Relaxed),
                 this.anchor_ktime.load(Ordering::Relaxed),
             );
-            let next = this.device.with(|gpu| {
+            let own = this.own_sim.load(Ordering::Relaxed);
+            let (next, own) = this.device.with(|gpu| {
                 let limit = |a: (u64, u64)| a.0.saturating_add(now.saturating_sub(a.1));
-                if gpu.now_ns() > limit(anchor) {
-                    // Moved by a poll loop: pace from here.
+                if gpu.now_ns() != own && gpu.now_ns() > limit(anchor) {
+                    // Moved by a poll loop: pace from here. (Never for the pump's own steps,
+                    // whose lead would otherwise add up, step after step.)
                     anchor = (gpu.now_ns(), now);
                 }
                 let limit = limit(anchor);
                 let next = gpu.next_event_ns();
-                if !gpu.asserted_lines().is_empty() {
+                let what = if !gpu.asserted_lines().is_empty() {
                     PumpNext::Again
                 } else if gpu.now_ns() < limit {
                     let _ = gpu.step(Some(limit));
@@ -479,8 +484,10 @@ impl WorkItem<1> for EventPump {
                     PumpNext::Again
                 } else {
                     PumpNext::Wait(next)
-                }
+                };
+                (what, gpu.now_ns())
             });
+            this.own_sim.store(own, Ordering::Relaxed);
             this.anchor_sim.store(anchor.0, Ordering::Relaxed);
             this.anchor_ktime.store(anchor.1, Ordering::Relaxed);
             let PumpNext::Wait(next) = next else {
@@ -592,6 +599,7 @@ impl KernelExec {
                 later <- new_delayed_work!("tyr::kernel::EventPump::later"),
                 anchor_sim: AtomicU64::new(0),
                 anchor_ktime: AtomicU64::new(KtimeClock::now_ns()),
+                own_sim: AtomicU64::new(0),
                 events <- new_spinlock!(None, "tyr::kernel::EventPump::events"),
                 state <- new_spinlock!(
                     PumpState { timer: None },
