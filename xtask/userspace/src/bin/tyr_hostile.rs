@@ -11,11 +11,10 @@
 //! 2. **Huge and empty BOs**: `BO_CREATE` of 1 TiB: `ENOMEM`; of 0 bytes: `EINVAL`.
 //! 3. **Too many jobs in one call**: 65 jobs (more than `JOB_SLOTS`, 64) in one
 //!    `GROUP_SUBMIT`: `EINVAL`, and the syncobj the jobs would signal has no fence.
-//! 4. **Many waits on one timeline point among many pending points**: a gate job keeps the
-//!    GPU busy (128 `CALL`s of 8192 `NOP`s, about 7 ms of simulated time, seconds under TCG,
-//!    inside the 5 s job timeout of real time; written when a job blocked on a word the CPU
-//!    writes would time out at once, the simulator's clock jumping to the timeout while the
-//!    GPU idled, which it no longer does: see `tyr_time`);
+//! 4. **Many waits on one timeline point among many pending points**: a gate job holds the
+//!    queues back until the CPU releases it (a `SYNC_WAIT32` on a data word the program sets
+//!    once its attacks are in; the simulated firmware sees the CPU's write within its poll
+//!    interval, see `tyr_time`); behind it
 //!    504 jobs on 8 queues (4 groups of 2), each waiting on the gate and signalling its own
 //!    point of one timeline syncobj, are pending; a job with 63 wait ops on the last point
 //!    (and a signal: 64 sync ops, the most a job may have) is accepted while the last point
@@ -63,8 +62,12 @@ const NOP_BLOCK: u64 = 0x1_0000;
 const NOP_BYTES: u32 = 0x1_0000;
 const GATE_STREAM: u64 = 0x2_0000;
 const GATE_CALLS: usize = 128;
-/// Data offsets: the probe jobs' words.
+/// Data offsets: the word the CPU sets to release part 4's gate, and the probe jobs' words.
+const GATE_WORD: u64 = 0x800;
 const PROBE_WORDS: u64 = 0x1000;
+/// Code offset of part 4's gate stream.
+const CPU_GATE_STREAM: u64 = 0x3_0000;
+const _: () = assert!(GATE_WORD + 8 <= PROBE_WORDS);
 /// Probe jobs (one per check that the device still works).
 const MAX_PROBES: u64 = 32;
 /// Jobs a queue holds pending (`tyr::job::JOB_SLOTS`), also the most per `GROUP_SUBMIT`.
@@ -213,6 +216,15 @@ fn gate_stream() -> Vec<u64> {
     ];
     prog.resize(2 + GATE_CALLS, instr::call(4, 6));
     prog
+}
+
+/// Part 4's gate: waits until the word at [`GATE_WORD`] exceeds 0 (the CPU sets it).
+fn cpu_gate_stream() -> [u64; 3] {
+    [
+        instr::move48(0, DATA_VA + GATE_WORD),
+        instr::move32(2, 0),
+        instr::sync_wait32(instr::Condition::Greater, 0, 2),
+    ]
 }
 
 /// The word probe job `k` stores.
@@ -403,8 +415,8 @@ fn too_many_jobs<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
 
 /// Part 4: many points pending on a timeline, many waits on the last one, a full queue.
 fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
-    const SETUP: &str = "timeline attack: a gate job (128 CALLs of 8192 NOPs) and 4 groups of \
-                         two queues";
+    const SETUP: &str = "timeline attack: a gate job the CPU releases and 4 groups of two \
+                         queues";
     let set_up = (|| {
         let groups: Vec<u32> = (0..TIMELINE_GROUPS)
             .map(|_| c.group(dev))
@@ -412,12 +424,8 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
         let gate_group = panthor::group_create(dev, c.vm, &[0x1000], PANTHOR_GROUP_PRIORITY_MEDIUM)
             .or_else(errno("GROUP_CREATE"))?;
         let timeline = dev.syncobj_create(0).or_else(errno("SYNCOBJ_CREATE"))?;
-        write_stream(
-            &c.code,
-            NOP_BLOCK,
-            &vec![instr::nop(); NOP_BYTES as usize / 8],
-        );
-        let gate = c.submit(dev, gate_group, 0, GATE_STREAM, &gate_stream())?;
+        c.data.map.write_u64(GATE_WORD as usize / 8, 0);
+        let gate = c.submit(dev, gate_group, 0, CPU_GATE_STREAM, &cpu_gate_stream())?;
         Ok::<_, String>((groups, gate_group, timeline, gate, Instant::now()))
     })();
     let (groups, gate_group, timeline, gate, gated) = match set_up {
@@ -481,7 +489,7 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
         match pending {
             Ok(p) if p < points => Ok(()),
             Ok(p) => Err(format!(
-                "the last signalled point was {p}: the gate was too short"
+                "the last signalled point was {p}: jobs went past the gate before the CPU released it"
             )),
             Err(e) => Err(format!("SYNCOBJ_QUERY: {e}")),
         },
@@ -515,6 +523,8 @@ fn timeline<W: Write>(r: &mut Report<W>, dev: &Drm, c: &mut Client) {
             Err("the queue is not full".into())
         },
     );
+    // Everything is in: the CPU releases the gate.
+    c.data.map.write_u64(GATE_WORD as usize / 8, 1);
     if waits_ok {
         let completed = wait(dev, done);
         r.note(format!(
@@ -761,7 +771,8 @@ mod tests {
         assert_eq!(gate.len(), 2 + GATE_CALLS);
         assert_eq!(gate[2], instr::call(4, 6));
         assert_eq!(gate[GATE_CALLS + 1], instr::call(4, 6));
-        assert!((GATE_STREAM + 8 * gate.len() as u64) <= CODE_SIZE);
+        assert!((GATE_STREAM + 8 * gate.len() as u64) <= CPU_GATE_STREAM);
+        assert!((CPU_GATE_STREAM + 8 * cpu_gate_stream().len() as u64) <= CODE_SIZE);
     }
 
     #[test]
