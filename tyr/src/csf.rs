@@ -270,7 +270,6 @@ pub mod instr {
 /// Longest firmware path ([`firmware_path`]).
 const PATH_MAX: usize = 48;
 
-
 /// The path of a firmware file, relative to the firmware directory.
 #[derive(Clone, Copy)]
 pub struct FwPath {

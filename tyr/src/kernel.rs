@@ -724,7 +724,11 @@ impl KernelBackend {
     /// # Safety
     ///
     /// As [`new`](Self::new).
-    pub unsafe fn new_unflashed(dev: &Device, cfg: Config, page_limit: Option<usize>) -> Result<Self> {
+    pub unsafe fn new_unflashed(
+        dev: &Device,
+        cfg: Config,
+        page_limit: Option<usize>,
+    ) -> Result<Self> {
         // SAFETY: The caller's guarantee.
         unsafe { Self::new_inner(dev, cfg, page_limit, false) }
     }

@@ -166,7 +166,10 @@ pub(crate) fn linux_source(ver: &str) -> Result<PathBuf, String> {
     let deb = download(&format!("linux-source-{ver}"), "main", &scratch.0)?;
     let x = scratch.0.join("x");
     run(Command::new("dpkg").arg("-x").arg(&deb).arg(&x))?;
-    eprintln!("debian: unpacking linux-source-{ver} into {}", cache.display());
+    eprintln!(
+        "debian: unpacking linux-source-{ver} into {}",
+        cache.display()
+    );
     let _ = fs::remove_dir_all(&tree);
     let tarball = x.join(format!("usr/src/linux-source-{ver}.tar.xz"));
     run(Command::new("tar")
@@ -204,7 +207,10 @@ pub(crate) fn firmware_dir() -> Result<PathBuf, String> {
     // the package's layout of links (arch10.8 is a link to arch10.10 in 20260916-1).
     let staged = scratch.0.join("firmware");
     let _ = fs::remove_dir_all(&staged);
-    for arch in fs::read_dir(&mali).map_err(|e| format!("debian: {e}"))?.flatten() {
+    for arch in fs::read_dir(&mali)
+        .map_err(|e| format!("debian: {e}"))?
+        .flatten()
+    {
         let src = arch.path().join("mali_csffw.bin");
         if !src.exists() {
             continue;

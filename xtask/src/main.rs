@@ -195,7 +195,10 @@ fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
     // directory named by `TYR_FIRMWARE_DIR` (every later step inherits it): CI parses and loads
     // the image silicon would run, not only the project's own.
     steps.push(Step {
-        name: format!("firmware (Debian's firmware-misc-nonfree: {})", debian::G610_FIRMWARE),
+        name: format!(
+            "firmware (Debian's firmware-misc-nonfree: {})",
+            debian::G610_FIRMWARE
+        ),
         run: Box::new(|_| {
             let dir = debian::firmware_dir()?;
             eprintln!("ci: TYR_FIRMWARE_DIR={}", dir.display());
