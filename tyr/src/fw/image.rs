@@ -784,7 +784,7 @@ pub mod build {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::build::Builder;
     use super::flags::*;
