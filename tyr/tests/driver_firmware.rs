@@ -61,18 +61,34 @@ fn the_test_image_and_the_sim_image_load() {
 #[cfg_attr(miri, ignore = "reads a file")]
 fn the_arm_image_loads_from_tyr_firmware_dir() {
     let b = HostBackend::g610();
-    if !matches!(b.firmware().origin, tyr::host::FirmwareOrigin::EnvDir(_)) {
-        println!("skipped: no Arm image in TYR_FIRMWARE_DIR");
+    if std::env::var_os("TYR_FIRMWARE_DIR").is_none() {
+        println!("skipped: TYR_FIRMWARE_DIR is not set (cargo xtask ci sets it)");
         return;
     }
+    // Set (as CI sets it): the image must come from there.
+    assert!(
+        matches!(b.firmware().origin, tyr::host::FirmwareOrigin::EnvDir(_)),
+        "TYR_FIRMWARE_DIR has no {}",
+        b.firmware().path
+    );
+    // The sha the image's build-info text carries, found without the driver's parser.
+    let bytes = b.firmware().bytes.clone();
+    let key = b"git_sha: ";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("Arm's image has build info")
+        + key.len();
+    let end = at + bytes[at..].iter().position(|&c| c == 0).unwrap();
+    let sha = std::str::from_utf8(&bytes[at..end])
+        .unwrap()
+        .trim()
+        .to_string();
     let parent = drm_ctx::device::Device::new("mali").unwrap();
     let reg = driver::probe(&parent, b).unwrap();
     let dev = reg.device();
-    assert_eq!(
-        dev.firmware.git_sha(),
-        Some("95a25d71030715381f33105394285e1dcc860a65")
-    );
-    assert_eq!(dev.firmware.sections().len(), 7);
+    assert_eq!(dev.firmware.git_sha(), Some(sha.as_str()));
+    assert!(dev.firmware.sections().len() >= 2);
     let pm = &dev.shared().pm;
     pm.set_idle_timeout(core::time::Duration::from_secs(3600));
     let (b, info, base) = (&dev.backend, &dev.gpu_info, dev.fw.base);
