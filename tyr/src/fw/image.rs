@@ -1006,18 +1006,23 @@ mod tests {
             return;
         };
         let path = std::path::Path::new(&dir).join("arm/mali/arch10.8/mali_csffw.bin");
-        let Ok(bytes) = std::fs::read(&path) else {
-            std::println!("skipped: no {}", path.display());
-            return;
-        };
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let img = Image::parse(&bytes).unwrap();
+        let shared = img.shared();
+        assert_eq!(shared.va_start, SHARED_REGION_VA);
+        // The details of the image Debian's firmware-misc-nonfree 20260916-1 carries (the
+        // package the project fetches today); another version only has to parse.
+        const KNOWN: &str = "95a25d71030715381f33105394285e1dcc860a65";
+        if img.git_sha() != Some(KNOWN) {
+            std::println!("an image other than {KNOWN}: its details are not checked");
+            return;
+        }
         let h = img.header();
         assert_eq!(
             (h.major, h.minor, h.version_hash, h.size),
             (0, 3, 0x0105_0000, 792)
         );
         assert_eq!((img.section_count(), img.protected_count()), (7, 1));
-        let shared = img.shared();
         assert_eq!((shared.va_start, shared.va_end), (0x0400_0000, 0x0401_0000));
         assert_eq!((shared.data_offset, shared.data.len()), (0x43000, 0x2000));
         assert_eq!(shared.flags, 0xc000_001b);
@@ -1025,10 +1030,6 @@ mod tests {
         assert_eq!(
             flags,
             [0x9, 0x9, 0x9, 0xd, 0x8000_000b, 0x8000_0009, 0xc000_001b]
-        );
-        assert_eq!(
-            img.git_sha(),
-            Some("95a25d71030715381f33105394285e1dcc860a65")
         );
     }
 
