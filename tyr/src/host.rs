@@ -202,7 +202,12 @@ impl PollClock for SimClock {
 
 /// How a [`HostBackend`] keeps the time of the driver's deadlines
 /// ([`Backend::timer_clock`]), and so how its event thread runs the simulation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// The default is [`Real`](Self::Real), except under Miri, whose clock is virtual (it moves
+/// by a fixed amount per basic block interpreted, so "real" time there outruns the work done
+/// and the paced simulation, with the driver's periodic timers, never catches up): there it is
+/// [`Simulated`](Self::Simulated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostTime {
     /// Real time, as in the kernel (the default): the deadlines are on the host's monotonic
     /// clock ([`HostTimerClock`]), and the event thread paces the simulation so that its time
@@ -211,7 +216,6 @@ pub enum HostTime {
     /// simulated event, it sleeps until then (or until a register write, a wake-up or a timer
     /// comes). Simulated time may fall behind real time (the host computes the GPU slower than
     /// silicon runs it); it catches up whenever the GPU has nothing to do.
-    #[default]
     Real,
     /// Simulated time, for tests that go through long timeouts: the deadlines are on the
     /// simulation's time, and the event thread lets it jump to the next hardware event or
@@ -219,6 +223,16 @@ pub enum HostTime {
     /// time before it. Deterministic, but unlike anything the kernel does: a job that waits
     /// for the CPU can time out long before the CPU got to it.
     Simulated,
+}
+
+impl Default for HostTime {
+    fn default() -> Self {
+        if cfg!(miri) {
+            HostTime::Simulated
+        } else {
+            HostTime::Real
+        }
+    }
 }
 
 /// The clock of a [`HostBackend`]'s deadlines ([`Backend::timer_clock`]): the host's
@@ -880,7 +894,8 @@ impl HostBackend {
     }
 
     /// A backend over an existing simulated GPU (whose MCU has the image its configuration
-    /// names, if any), on real time ([`HostTime::Real`]), the driver given the image
+    /// names, if any), on the default time ([`HostTime::Real`] but under Miri), the driver
+    /// given the image
     /// [`HostFirmware::find`] chooses.
     pub fn with_gpu(gpu: SharedGpu) -> Self {
         let fw = HostFirmware::find(gpu.with(|g| g.config().identity.gpu_id));
@@ -900,7 +915,10 @@ impl HostBackend {
                 gpu: gpu.clone(),
                 kick,
             },
-            timer: HostTimerClock::real(),
+            timer: match HostTime::default() {
+                HostTime::Real => HostTimerClock::real(),
+                HostTime::Simulated => HostTimerClock(TimerSource::Sim(gpu.clone())),
+            },
             sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
             exec,
