@@ -29,6 +29,9 @@ const SPARSE: u32 = DRM_PANTHOR_VM_BIND_OP_TYPE_MAP
 const LARGEST_ADMITTED: u64 = 15 * TIB;
 /// Where the huge ranges start (1 GiB aligned).
 const HUGE_VA: u64 = 1 << 40;
+/// The sparse range the latency test binds: 3 TiB, 3,072 steps of 512 block entries (about
+/// 5 s in a debug build).
+const MEASURED: u64 = 3 * TIB;
 
 fn rig() -> (Registration<Drv>, ARef<device::Device>) {
     let parent = device::Device::new("mali").unwrap();
@@ -120,16 +123,16 @@ impl Other {
     }
 }
 
-/// While one client's sparse bind of the largest range its budget admits runs, another
-/// client's synchronous bind and one-job submission each complete within 50 ms. On the
-/// starting commit both waited for the whole bind (about a second at this size).
+/// While one client's sparse bind runs, another client's synchronous bind and one-job
+/// submission each complete within 50 ms (the bound of issue 37), and the test prints both
+/// worst cases. On the starting commit both waited for the whole bind (about a second for
+/// 15 TiB in a release build).
 ///
-/// A timing test, not run by default: in a debug build the steps take longer than the bound
-/// (52 to 275 ms measured), and in a release build on this 2-core machine it held in most runs
-/// but not all (38 ms, once 78 ms). Run it with
-/// `cargo test --release -p gpukit-tyr --features host --test bind_budget -- --ignored`.
+/// The bind is of [`MEASURED`] rather than the largest range the budget admits, which takes
+/// 27 s in a debug build: a step costs the same whatever the range, and 3 TiB gives seconds
+/// of measurement (thousands of binds and submissions) in a debug build.
 #[test]
-#[ignore = "timing: run in a release build with --ignored (see the doc comment)"]
+#[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn huge_sparse_bind_leaves_other_clients_responsive() {
     let (reg, _parent) = rig();
     let dev = reg.device();
@@ -144,7 +147,7 @@ fn huge_sparse_bind_leaves_other_clients_responsive() {
     let huge_took = std::thread::scope(|s| {
         let t = s.spawn(|| {
             let t0 = Instant::now();
-            let r = errno(huge.bind(vm, 0, &[sparse(HUGE_VA, LARGEST_ADMITTED)]));
+            let r = errno(huge.bind(vm, 0, &[sparse(HUGE_VA, MEASURED)]));
             let took = t0.elapsed();
             running.store(false, Ordering::Release);
             (r, took)
@@ -165,7 +168,7 @@ fn huge_sparse_bind_leaves_other_clients_responsive() {
         "{} TiB sparse bind took {:?}; meanwhile the other client's bind took at most {:?} \
          ({} binds; {:?} when idle), its one-job submission at most {:?} ({} jobs; {:?} when \
          idle)",
-        LARGEST_ADMITTED / TIB,
+        MEASURED / TIB,
         huge_took.1,
         max(&binds),
         binds.len(),
