@@ -8,14 +8,18 @@
 //! with the address-space lock let go between them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use drm_ctx::host::syncobj::FenceRef;
 use drm_ctx::{device, drm::Registration, types::ARef};
+use jobqueue::host::HostFence;
 use mali_sim::Config;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
+use tyr::host::JobSyncFence;
 use tyr::uapi::*;
-use tyr::umd::{Job, Umd};
+use tyr::umd::{timeline_op, Job, Umd};
 
 type Drv = TyrDriver<HostBackend>;
 
@@ -285,4 +289,130 @@ fn page_table_budget_is_returned() {
     assert_eq!(mapping_count(&umd, vm), 1);
     drop(umd);
     assert_eq!(budget.used(), 0, "closing the file returned every page");
+}
+
+/// Four threads on two files race for their files' page-table budgets: each queues an
+/// asynchronous sparse bind of 9 TiB behind a syncobj that never signals (the pages of its worst
+/// case are charged when it is queued, and two of them do not fit in one file's budget), binds
+/// and unbinds small sparse ranges and a BO synchronously on a second VM, then destroys both
+/// VMs (which cancels the queued bind). Meanwhile a monitor checks that no file ever holds more
+/// than its budget. At the end every budget is back to zero and no page-table page is left.
+#[test]
+#[cfg_attr(miri, ignore = "threads and terabytes")]
+fn page_table_budget_races_leave_nothing_behind() {
+    const HELD: u64 = 9 * TIB;
+    const ROUNDS: usize = 12;
+    let (reg, _parent) = rig();
+    let dev = reg.device();
+    let files = [Umd::open(dev).unwrap(), Umd::open(dev).unwrap()];
+    let budgets: Vec<_> = files
+        .iter()
+        .map(|u| u.client().file().inner().pt_budget.clone())
+        .collect();
+    // Each file's sparse backing is made at its first sparse bind and kept: make it first.
+    for umd in &files {
+        let vm = umd.vm_create().unwrap();
+        umd.bind(vm, 0, &[sparse(0x20_0000, 0x20_0000)]).unwrap();
+        let mut d = VmDestroy { id: vm, pad: 0 };
+        assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+    }
+    // Per thread: its file, a gate that never signals and a BO.
+    let mine: Vec<_> = (0..4)
+        .map(|t| {
+            let umd = &files[t % 2];
+            let h = umd.syncobj_create(false).unwrap();
+            let t = umd.client().file().syncobjs();
+            let gate = HostFence::new();
+            let f: FenceRef = Arc::new(JobSyncFence(gate.clone())).into();
+            t.add_point(h, t.alloc_point().unwrap(), f, 1).unwrap();
+            (umd, h, gate, umd.bo_create(0x1_0000).unwrap())
+        })
+        .collect();
+    for b in &budgets {
+        assert_eq!(b.used(), 0);
+    }
+    let memory = || dev.backend.gpu().memory().live_allocations();
+    let pages = memory();
+
+    let running = AtomicBool::new(true);
+    let t0 = Instant::now();
+    let (queued, refused, peak) = std::thread::scope(|s| {
+        let monitor = s.spawn(|| {
+            let mut peak = 0;
+            while running.load(Ordering::Acquire) {
+                for b in &budgets {
+                    let used = b.used();
+                    assert!(used <= b.limit(), "{used} pages over the budget");
+                    peak = peak.max(used);
+                }
+                std::thread::yield_now();
+            }
+            peak
+        });
+        let workers: Vec<_> = mine
+            .iter()
+            .map(|(umd, gate, _held, bo)| {
+                s.spawn(move || {
+                    let (mut queued, mut refused) = (0, 0);
+                    for round in 0..ROUNDS {
+                        let held = umd.vm_create().unwrap();
+                        let small = umd.vm_create().unwrap();
+                        let op = VmBindOp {
+                            syncs: umd.array(&[timeline_op(false, *gate, 1)]).unwrap(),
+                            ..sparse(HUGE_VA, HELD)
+                        };
+                        match errno(umd.bind(held, DRM_PANTHOR_VM_BIND_ASYNC, &[op])) {
+                            0 => queued += 1,
+                            ENOMEM => refused += 1,
+                            e => panic!("queued bind: errno {e}"),
+                        }
+                        umd.free_array(&op.syncs);
+                        // Small synchronous binds and unbinds on the other VM.
+                        let va = 0x1_0000_0000 + round as u64 * 0x4000_0000;
+                        umd.bind(small, 0, &[sparse(va, 0x8000_0000)]).unwrap();
+                        umd.map(small, bo, 0x100_0000).unwrap();
+                        umd.bind(small, 0, &[unmap(va + 0x1000, 0x20_0000)])
+                            .unwrap();
+                        umd.bind(small, 0, &[unmap(0x100_0000, bo.size)]).unwrap();
+                        // Destroyed in either order: the queued bind is cancelled.
+                        let order = if round % 2 == 0 {
+                            [held, small]
+                        } else {
+                            [small, held]
+                        };
+                        for id in order {
+                            let mut d = VmDestroy { id, pad: 0 };
+                            assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+                        }
+                    }
+                    (queued, refused)
+                })
+            })
+            .collect();
+        let results: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        running.store(false, Ordering::Release);
+        let (mut queued, mut refused) = (0, 0);
+        for r in results {
+            let (q, r) = r.unwrap();
+            queued += q;
+            refused += r;
+        }
+        (queued, refused, monitor.join().unwrap())
+    });
+    println!(
+        "{queued} huge binds queued, {refused} refused (ENOMEM), peak {peak} of {} pages, {:?}",
+        tyr::vm::MAX_PT_PAGES_PER_FILE,
+        t0.elapsed()
+    );
+    assert_eq!(queued + refused, 4 * ROUNDS);
+    assert!(queued > 0);
+    // Cancelled binds give their pages back once their jobs are dropped.
+    let t1 = Instant::now();
+    while budgets.iter().any(|b| b.used() != 0) && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for b in &budgets {
+        assert_eq!(b.used(), 0, "the budget is back to zero");
+    }
+    assert_eq!(memory(), pages, "no page-table page left behind");
 }
