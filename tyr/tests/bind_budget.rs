@@ -8,7 +8,7 @@
 //! with the address-space lock let go between them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use drm_ctx::host::syncobj::FenceRef;
@@ -36,6 +36,14 @@ const HUGE_VA: u64 = 1 << 40;
 /// The sparse range the latency test binds: 3 TiB, 3,072 steps of 512 block entries (about
 /// 5 s in a debug build).
 const MEASURED: u64 = 3 * TIB;
+
+/// The tests of this file run one at a time: the latency test measures waits of milliseconds
+/// on a 2-core machine, which another test's terabyte bind running beside it would decide.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn rig() -> (Registration<Drv>, ARef<device::Device>) {
     let parent = device::Device::new("mali").unwrap();
@@ -138,6 +146,7 @@ impl Other {
 #[test]
 #[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn huge_sparse_bind_leaves_other_clients_responsive() {
+    let _serial = serial();
     let (reg, _parent) = rig();
     let dev = reg.device();
     let other = Other::new(dev);
@@ -205,6 +214,7 @@ fn huge_sparse_bind_leaves_other_clients_responsive() {
 #[test]
 #[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn sparse_bind_of_128_tib_is_enomem_and_changes_nothing() {
+    let _serial = serial();
     let (reg, _parent) = rig();
     let umd = Umd::open(reg.device()).unwrap();
     let vm = umd.vm_create().unwrap();
@@ -244,6 +254,7 @@ fn sparse_bind_of_128_tib_is_enomem_and_changes_nothing() {
 #[test]
 #[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn page_table_budget_is_returned() {
+    let _serial = serial();
     let (reg, _parent) = rig();
     let umd = Umd::open(reg.device()).unwrap();
     let budget = umd.client().file().inner().pt_budget.clone();
@@ -300,6 +311,7 @@ fn page_table_budget_is_returned() {
 #[test]
 #[cfg_attr(miri, ignore = "threads and terabytes")]
 fn page_table_budget_races_leave_nothing_behind() {
+    let _serial = serial();
     const HELD: u64 = 9 * TIB;
     const ROUNDS: usize = 12;
     let (reg, _parent) = rig();
