@@ -463,7 +463,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Offers the CPU to other threads between two steps of a long update (a huge bind), after
     /// the device-wide locks were let go, so that threads waiting for them get them. Does
-    /// nothing by default (a kernel mutex hands itself over to a waiter that waited long).
+    /// nothing by default; the host yields, the kernel calls `__cond_resched` (what the C
+    /// macro `cond_resched()` calls).
     fn cond_resched(&self) {}
 
     /// Starts calling `events` on interrupts and executor wake-ups, until

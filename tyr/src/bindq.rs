@@ -16,6 +16,15 @@
 //! While binds are queued, a synchronous `VM_BIND` on the same VM fails with `EBUSY`, since it
 //! could consume what they set aside.
 //!
+//! A job applies its op in the bounded steps of every bind (`vm::BIND_STEP_ENTRIES` entries,
+//! the address-space lock per step), but within one run of the device's work item: other
+//! clients' binds and submissions wait for the whole op (at most what a file's page-table
+//! budget admits). Giving the work item back between steps is not done yet: `io-pgtable`
+//! never splits a 2M block, so a remap rewrites whole old VAs, and `gpuvm` applies an op in
+//! one call, so a resumable job would have to unmap the overlapped VAs in steps, commit
+//! `gpuvm`, then map in steps (every entry then points at memory `gpuvm` holds), with one
+//! bind in flight per queue.
+//!
 //! A bind job reaches its device through [`BindDevice`] (the environment and the
 //! address-space slots), which the device state on the scheduling floor above implements.
 

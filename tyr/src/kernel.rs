@@ -949,6 +949,22 @@ impl Backend for KernelBackend {
         &self.timer_clock
     }
 
+    fn cond_resched(&self) {
+        // `cond_resched()` is a C macro: `__might_resched` (what `might_sleep` checks) and
+        // `_cond_resched`, which calls `__cond_resched` (through a static call or key under
+        // `PREEMPT_DYNAMIC`). `__cond_resched` is declared (and exported) only without full
+        // preemption or with `PREEMPT_DYNAMIC`; under full preemption the macro does nothing
+        // but the check, since the scheduler preempts the bind by itself.
+        ::kernel::task::might_sleep();
+        #[cfg(any(not(CONFIG_PREEMPTION), CONFIG_PREEMPT_DYNAMIC))]
+        // SAFETY: Called from process context between two steps of a bind, where the only
+        // locks held are mutexes (the VM's) and preemption is enabled (`might_sleep` checks
+        // it): the kernel may schedule there.
+        unsafe {
+            ::kernel::bindings::__cond_resched();
+        }
+    }
+
     fn cpu_time(&self, clock: CpuClock) -> Duration {
         let mut ts = ::kernel::bindings::timespec64::default();
         match clock {

@@ -8,14 +8,18 @@
 //! with the address-space lock let go between them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use drm_ctx::host::syncobj::FenceRef;
 use drm_ctx::{device, drm::Registration, types::ARef};
+use jobqueue::host::HostFence;
 use mali_sim::Config;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
+use tyr::host::JobSyncFence;
 use tyr::uapi::*;
-use tyr::umd::{Job, Umd};
+use tyr::umd::{timeline_op, Job, Umd};
 
 type Drv = TyrDriver<HostBackend>;
 
@@ -29,6 +33,17 @@ const SPARSE: u32 = DRM_PANTHOR_VM_BIND_OP_TYPE_MAP
 const LARGEST_ADMITTED: u64 = 15 * TIB;
 /// Where the huge ranges start (1 GiB aligned).
 const HUGE_VA: u64 = 1 << 40;
+/// The sparse range the latency test binds: 3 TiB, 3,072 steps of 512 block entries (about
+/// 5 s in a debug build).
+const MEASURED: u64 = 3 * TIB;
+
+/// The tests of this file run one at a time: the latency test measures waits of milliseconds
+/// on a 2-core machine, which another test's terabyte bind running beside it would decide.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn rig() -> (Registration<Drv>, ARef<device::Device>) {
     let parent = device::Device::new("mali").unwrap();
@@ -120,17 +135,18 @@ impl Other {
     }
 }
 
-/// While one client's sparse bind of the largest range its budget admits runs, another
-/// client's synchronous bind and one-job submission each complete within 50 ms. On the
-/// starting commit both waited for the whole bind (about a second at this size).
+/// While one client's sparse bind runs, another client's synchronous bind and one-job
+/// submission each complete within 50 ms (the bound of issue 37), and the test prints both
+/// worst cases. On the starting commit both waited for the whole bind (about a second for
+/// 15 TiB in a release build).
 ///
-/// A timing test, not run by default: in a debug build the steps take longer than the bound
-/// (52 to 275 ms measured), and in a release build on this 2-core machine it held in most runs
-/// but not all (38 ms, once 78 ms). Run it with
-/// `cargo test --release -p gpukit-tyr --features host --test bind_budget -- --ignored`.
+/// The bind is of [`MEASURED`] rather than the largest range the budget admits, which takes
+/// 27 s in a debug build: a step costs the same whatever the range, and 3 TiB gives seconds
+/// of measurement (thousands of binds and submissions) in a debug build.
 #[test]
-#[ignore = "timing: run in a release build with --ignored (see the doc comment)"]
+#[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn huge_sparse_bind_leaves_other_clients_responsive() {
+    let _serial = serial();
     let (reg, _parent) = rig();
     let dev = reg.device();
     let other = Other::new(dev);
@@ -144,7 +160,7 @@ fn huge_sparse_bind_leaves_other_clients_responsive() {
     let huge_took = std::thread::scope(|s| {
         let t = s.spawn(|| {
             let t0 = Instant::now();
-            let r = errno(huge.bind(vm, 0, &[sparse(HUGE_VA, LARGEST_ADMITTED)]));
+            let r = errno(huge.bind(vm, 0, &[sparse(HUGE_VA, MEASURED)]));
             let took = t0.elapsed();
             running.store(false, Ordering::Release);
             (r, took)
@@ -165,7 +181,7 @@ fn huge_sparse_bind_leaves_other_clients_responsive() {
         "{} TiB sparse bind took {:?}; meanwhile the other client's bind took at most {:?} \
          ({} binds; {:?} when idle), its one-job submission at most {:?} ({} jobs; {:?} when \
          idle)",
-        LARGEST_ADMITTED / TIB,
+        MEASURED / TIB,
         huge_took.1,
         max(&binds),
         binds.len(),
@@ -198,6 +214,7 @@ fn huge_sparse_bind_leaves_other_clients_responsive() {
 #[test]
 #[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn sparse_bind_of_128_tib_is_enomem_and_changes_nothing() {
+    let _serial = serial();
     let (reg, _parent) = rig();
     let umd = Umd::open(reg.device()).unwrap();
     let vm = umd.vm_create().unwrap();
@@ -237,6 +254,7 @@ fn sparse_bind_of_128_tib_is_enomem_and_changes_nothing() {
 #[test]
 #[cfg_attr(miri, ignore = "a bind of terabytes")]
 fn page_table_budget_is_returned() {
+    let _serial = serial();
     let (reg, _parent) = rig();
     let umd = Umd::open(reg.device()).unwrap();
     let budget = umd.client().file().inner().pt_budget.clone();
@@ -282,4 +300,131 @@ fn page_table_budget_is_returned() {
     assert_eq!(mapping_count(&umd, vm), 1);
     drop(umd);
     assert_eq!(budget.used(), 0, "closing the file returned every page");
+}
+
+/// Four threads on two files race for their files' page-table budgets: each queues an
+/// asynchronous sparse bind of 9 TiB behind a syncobj that never signals (the pages of its worst
+/// case are charged when it is queued, and two of them do not fit in one file's budget), binds
+/// and unbinds small sparse ranges and a BO synchronously on a second VM, then destroys both
+/// VMs (which cancels the queued bind). Meanwhile a monitor checks that no file ever holds more
+/// than its budget. At the end every budget is back to zero and no page-table page is left.
+#[test]
+#[cfg_attr(miri, ignore = "threads and terabytes")]
+fn page_table_budget_races_leave_nothing_behind() {
+    let _serial = serial();
+    const HELD: u64 = 9 * TIB;
+    const ROUNDS: usize = 12;
+    let (reg, _parent) = rig();
+    let dev = reg.device();
+    let files = [Umd::open(dev).unwrap(), Umd::open(dev).unwrap()];
+    let budgets: Vec<_> = files
+        .iter()
+        .map(|u| u.client().file().inner().pt_budget.clone())
+        .collect();
+    // Each file's sparse backing is made at its first sparse bind and kept: make it first.
+    for umd in &files {
+        let vm = umd.vm_create().unwrap();
+        umd.bind(vm, 0, &[sparse(0x20_0000, 0x20_0000)]).unwrap();
+        let mut d = VmDestroy { id: vm, pad: 0 };
+        assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+    }
+    // Per thread: its file, a gate that never signals and a BO.
+    let mine: Vec<_> = (0..4)
+        .map(|t| {
+            let umd = &files[t % 2];
+            let h = umd.syncobj_create(false).unwrap();
+            let t = umd.client().file().syncobjs();
+            let gate = HostFence::new();
+            let f: FenceRef = Arc::new(JobSyncFence(gate.clone())).into();
+            t.add_point(h, t.alloc_point().unwrap(), f, 1).unwrap();
+            (umd, h, gate, umd.bo_create(0x1_0000).unwrap())
+        })
+        .collect();
+    for b in &budgets {
+        assert_eq!(b.used(), 0);
+    }
+    let memory = || dev.backend.gpu().memory().live_allocations();
+    let pages = memory();
+
+    let running = AtomicBool::new(true);
+    let t0 = Instant::now();
+    let (queued, refused, peak) = std::thread::scope(|s| {
+        let monitor = s.spawn(|| {
+            let mut peak = 0;
+            while running.load(Ordering::Acquire) {
+                for b in &budgets {
+                    let used = b.used();
+                    assert!(used <= b.limit(), "{used} pages over the budget");
+                    peak = peak.max(used);
+                }
+                std::thread::yield_now();
+            }
+            peak
+        });
+        let workers: Vec<_> = mine
+            .iter()
+            .map(|(umd, gate, _held, bo)| {
+                s.spawn(move || {
+                    let (mut queued, mut refused) = (0, 0);
+                    for round in 0..ROUNDS {
+                        let held = umd.vm_create().unwrap();
+                        let small = umd.vm_create().unwrap();
+                        let op = VmBindOp {
+                            syncs: umd.array(&[timeline_op(false, *gate, 1)]).unwrap(),
+                            ..sparse(HUGE_VA, HELD)
+                        };
+                        match errno(umd.bind(held, DRM_PANTHOR_VM_BIND_ASYNC, &[op])) {
+                            0 => queued += 1,
+                            ENOMEM => refused += 1,
+                            e => panic!("queued bind: errno {e}"),
+                        }
+                        umd.free_array(&op.syncs);
+                        // Small synchronous binds and unbinds on the other VM.
+                        let va = 0x1_0000_0000 + round as u64 * 0x4000_0000;
+                        umd.bind(small, 0, &[sparse(va, 0x8000_0000)]).unwrap();
+                        umd.map(small, bo, 0x100_0000).unwrap();
+                        umd.bind(small, 0, &[unmap(va + 0x1000, 0x20_0000)])
+                            .unwrap();
+                        umd.bind(small, 0, &[unmap(0x100_0000, bo.size)]).unwrap();
+                        // Destroyed in either order: the queued bind is cancelled.
+                        let order = if round % 2 == 0 {
+                            [held, small]
+                        } else {
+                            [small, held]
+                        };
+                        for id in order {
+                            let mut d = VmDestroy { id, pad: 0 };
+                            assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+                        }
+                    }
+                    (queued, refused)
+                })
+            })
+            .collect();
+        let results: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        running.store(false, Ordering::Release);
+        let (mut queued, mut refused) = (0, 0);
+        for r in results {
+            let (q, r) = r.unwrap();
+            queued += q;
+            refused += r;
+        }
+        (queued, refused, monitor.join().unwrap())
+    });
+    println!(
+        "{queued} huge binds queued, {refused} refused (ENOMEM), peak {peak} of {} pages, {:?}",
+        tyr::vm::MAX_PT_PAGES_PER_FILE,
+        t0.elapsed()
+    );
+    assert_eq!(queued + refused, 4 * ROUNDS);
+    assert!(queued > 0);
+    // Cancelled binds give their pages back once their jobs are dropped.
+    let t1 = Instant::now();
+    while budgets.iter().any(|b| b.used() != 0) && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for b in &budgets {
+        assert_eq!(b.used(), 0, "the budget is back to zero");
+    }
+    assert_eq!(memory(), pages, "no page-table page left behind");
 }
