@@ -123,12 +123,26 @@ impl SimModel {
     }
 }
 
+/// Whether an access at `offset` reads the GPU's timestamp or cycle counter.
+fn reads_time(offset: usize) -> bool {
+    use sim::regs::{CYCLE_COUNT_HI, CYCLE_COUNT_LO, TIMESTAMP_HI, TIMESTAMP_LO};
+    matches!(
+        offset & !3,
+        CYCLE_COUNT_LO | CYCLE_COUNT_HI | TIMESTAMP_LO | TIMESTAMP_HI
+    )
+}
+
 impl DeviceModel for SimModel {
     fn read(&self, offset: usize, width: AccessWidth) -> u64 {
         if !self.live() {
             return 0;
         }
         let gpu = &self.gpu;
+        // The counters that show time read as of now: on real time, simulated time first
+        // catches up with it (the event thread lets it lag while nothing is due).
+        if let (Some(k), true) = (&self.kick, reads_time(offset)) {
+            k.catch_up(gpu);
+        }
         match width {
             AccessWidth::U32 => u64::from(gpu.read32(offset)),
             AccessWidth::U64 => {
@@ -503,6 +517,9 @@ struct EventShared {
     /// While it waits: the simulated time of the next event it waits for (`u64::MAX` for
     /// none). Only an event before it, or a raised interrupt line, needs a kick.
     waits_for: AtomicU64,
+    /// On real time: the clock and the simulated and real nanoseconds the pacing measures
+    /// from (set by the event thread when it starts).
+    pace: Mutex<Option<(HostTimerClock, u64, u64)>>,
 }
 
 impl fmt::Debug for EventShared {
@@ -512,6 +529,26 @@ impl fmt::Debug for EventShared {
 }
 
 impl EventShared {
+    /// On real time, moves simulated time up to the real time passed since the pacing's
+    /// anchor (no further: never ahead of it), running what falls due on the way, and wakes
+    /// the event thread if that raised an interrupt line or scheduled something.
+    fn catch_up(&self, gpu: &SharedGpu) {
+        let Some((timer, sim0, real0)) = plock(&self.pace).clone() else {
+            return;
+        };
+        let limit = sim0.saturating_add(timer.now_ns().saturating_sub(real0));
+        let moved = gpu.with(|g| {
+            let behind = limit.saturating_sub(g.now_ns());
+            if behind > 0 {
+                g.advance(behind);
+            }
+            behind > 0
+        });
+        if moved {
+            self.kick(gpu);
+        }
+    }
+
     /// Wakes the event thread if it waits: the simulated GPU changed under it.
     ///
     /// The thread sets `sleeping` under the state lock and then looks at the GPU once more
@@ -593,16 +630,16 @@ const PACE_LEAD: Duration = Duration::from_micros(500);
 /// limit) at a time. A kernel work item runs the same turn.
 ///
 /// On real time ([`HostTime::Real`]) the steps are paced: the thread lets simulated time move
-/// by no more real time than has passed (plus [`PACE_LEAD`]) (time another thread moves it by, a poll loop's
-/// sleeps or a test's `advance`, is taken as it is), and waits for real time to reach the
-/// next simulated event or timer. On simulated time it jumps to them.
+/// by no more real time than has passed since the backend was made (plus [`PACE_LEAD`]), and
+/// waits for real time to reach the next simulated event or timer. Time another thread moves
+/// it by (a poll loop's sleeps, a test's `advance`) stands: the thread then steps nothing
+/// until real time has caught up with it. On simulated time it jumps to them.
 fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
     let paced = timer.is_real();
-    // Simulated and real time at the last point the pacing measures from.
-    let mut anchor = (gpu.now_ns(), timer.now_ns());
-    // Simulated time where this thread's own last step left it: a later time was set by
-    // another thread.
-    let mut own = anchor.0;
+    // Simulated and real time at the point the pacing measures from: simulated time may
+    // reach `anchor.0` plus the real time passed since `anchor.1` (and the lead).
+    let anchor = (gpu.now_ns(), timer.now_ns());
+    *plock(&shared.pace) = paced.then(|| (timer.clone(), anchor.0, anchor.1));
     loop {
         let sink = {
             let s = plock(&shared.state);
@@ -660,12 +697,10 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
         let now = timer.now_ns();
         let next = {
             let mut g = gpu.lock();
-            let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
-            if g.now_ns() != own && g.now_ns() > limit {
-                // Moved by another thread: pace from here. (Never for this thread's own
-                // steps, whose lead would otherwise add up, step after step.)
-                anchor = (g.now_ns(), now);
-            }
+            // A poll loop's sleeps may have moved simulated time past the limit: then this
+            // thread steps nothing until real time has caught up with it. (Pacing from the
+            // moved time instead would keep every such move as a lead over real time for
+            // good, adding up move after move.)
             let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
             let lead = limit.saturating_add(PACE_LEAD.as_nanos() as u64);
             if !g.asserted_lines().is_empty() {
@@ -674,15 +709,12 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
             let next = g.next_event_ns();
             if g.now_ns() < limit {
                 g.step(Some(limit));
-                own = g.now_ns();
                 continue;
             }
             if next.is_some_and(|e| e <= lead) {
                 g.step(None);
-                own = g.now_ns();
                 continue;
             }
-            own = g.now_ns();
             next
         };
         // Caught up with real time: wait for it to reach the next event or timer.

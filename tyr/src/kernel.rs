@@ -245,7 +245,42 @@ impl DeviceModel for SimModel {
         if !self.device.io_live() {
             return 0;
         }
-        self.device.with(|gpu| match width {
+        // The counters that show time read as of now: simulated time first catches up with
+        // the real time passed since the pump's anchor (the pump lets it lag while nothing is
+        // due), running what falls due on the way; never past it.
+        let time = matches!(
+            offset & !3,
+            mali_sim::regs::CYCLE_COUNT_LO
+                | mali_sim::regs::CYCLE_COUNT_HI
+                | mali_sim::regs::TIMESTAMP_LO
+                | mali_sim::regs::TIMESTAMP_HI
+        );
+        let limit = time.then(|| {
+            let sim0 = self.pump.anchor_sim.load(Ordering::Relaxed);
+            let real0 = self.pump.anchor_ktime.load(Ordering::Relaxed);
+            sim0.saturating_add(KtimeClock::now_ns().saturating_sub(real0))
+        });
+        let (value, moved) = self.device.with(|gpu| {
+            let behind = limit.map_or(0, |l| l.saturating_sub(gpu.now_ns()));
+            if behind > 0 {
+                gpu.advance(behind);
+            }
+            (Self::read_gpu(gpu, offset, width), behind > 0)
+        });
+        if moved && self.pump.events.lock().is_some() {
+            EventPump::schedule(self.pump.clone());
+        }
+        value
+    }
+
+    fn write(&self, offset: usize, width: AccessWidth, value: u64) {
+        self.write_inner(offset, width, value)
+    }
+}
+
+impl SimModel {
+    fn read_gpu(gpu: &mut SimGpu, offset: usize, width: AccessWidth) -> u64 {
+        match width {
             AccessWidth::U32 => u64::from(gpu.read32(offset)),
             AccessWidth::U64 => {
                 let lo = u64::from(gpu.read32(offset));
@@ -256,10 +291,10 @@ impl DeviceModel for SimModel {
                 let word = gpu.read32(offset & !3);
                 u64::from(word >> ((offset & 3) * 8))
             }
-        })
+        }
     }
 
-    fn write(&self, offset: usize, width: AccessWidth, value: u64) {
+    fn write_inner(&self, offset: usize, width: AccessWidth, value: u64) {
         if !self.device.io_live() {
             return;
         }
@@ -357,9 +392,10 @@ const PUMP_MAX_DELAY_MS: u32 = 10;
 /// simulated GPU is asserted, then the driver's work ([`Events::work`]) if the executor was
 /// woken or a deadline of `wake_at` has come (on [`KtimeClock`]), and otherwise steps the
 /// simulator ([`Gpu::step`]) towards its next event, never past the simulated time that
-/// corresponds to `ktime_get` now (plus [`PUMP_LEAD_NS`]): simulated time never runs ahead of
-/// real time by more than that by the pump's doing (time a poll loop's sleeps move it by is taken as it is, and the pacing goes on from
-/// there). When the next event or deadline lies ahead in real time, the pump queues itself as
+/// corresponds to the `ktime_get` time passed since the pump was made (plus [`PUMP_LEAD_NS`]):
+/// simulated time never runs ahead of real time by more than that by the pump's doing. Time a
+/// poll loop's sleeps move it by stands, and the pump steps nothing until real time has caught
+/// up with it. When the next event or deadline lies ahead in real time, the pump queues itself as
 /// delayed work for then (its second work item, at most [`PUMP_MAX_DELAY_MS`] ahead); when
 /// nothing is scheduled and nothing is owed the work item ends, and a wake-up, a deadline or a
 /// register write queues it again. A stream blocked on a sync wait keeps an event scheduled
@@ -373,12 +409,9 @@ pub struct EventPump {
     #[pin]
     later: DelayedWork<EventPump, 2>,
     /// Simulated and real ([`KtimeClock`]) nanoseconds at the point the pacing measures
-    /// from; only the pump's run uses them (a work item does not run twice at once).
+    /// from: when the pump was made.
     anchor_sim: AtomicU64,
     anchor_ktime: AtomicU64,
-    /// Simulated time where the pump's own last step left it: a later time was set by a poll
-    /// loop.
-    own_sim: AtomicU64,
     #[pin]
     events: SpinLock<Option<Arc<dyn EventSink>>>,
     #[pin]
@@ -460,19 +493,16 @@ impl WorkItem<1> for EventPump {
             }
             let timer = this.state.lock().timer;
             let now = KtimeClock::now_ns();
-            let mut anchor = (
+            let anchor = (
                 this.anchor_sim.load(Ordering::Relaxed),
                 this.anchor_ktime.load(Ordering::Relaxed),
             );
-            let own = this.own_sim.load(Ordering::Relaxed);
-            let (next, own) = this.device.with(|gpu| {
-                let limit = |a: (u64, u64)| a.0.saturating_add(now.saturating_sub(a.1));
-                if gpu.now_ns() != own && gpu.now_ns() > limit(anchor) {
-                    // Moved by a poll loop: pace from here. (Never for the pump's own steps,
-                    // whose lead would otherwise add up, step after step.)
-                    anchor = (gpu.now_ns(), now);
-                }
-                let limit = limit(anchor);
+            let next = this.device.with(|gpu| {
+                // A poll loop's sleeps may have moved simulated time past the limit: then the
+                // pump steps nothing until real time has caught up with it. (Pacing from the
+                // moved time instead would keep every such move as a lead over real time for
+                // good, adding up move after move.)
+                let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
                 let next = gpu.next_event_ns();
                 let what = if !gpu.asserted_lines().is_empty() {
                     PumpNext::Again
@@ -485,11 +515,8 @@ impl WorkItem<1> for EventPump {
                 } else {
                     PumpNext::Wait(next)
                 };
-                (what, gpu.now_ns())
+                what
             });
-            this.own_sim.store(own, Ordering::Relaxed);
-            this.anchor_sim.store(anchor.0, Ordering::Relaxed);
-            this.anchor_ktime.store(anchor.1, Ordering::Relaxed);
             let PumpNext::Wait(next) = next else {
                 continue;
             };
@@ -599,7 +626,6 @@ impl KernelExec {
                 later <- new_delayed_work!("tyr::kernel::EventPump::later"),
                 anchor_sim: AtomicU64::new(0),
                 anchor_ktime: AtomicU64::new(KtimeClock::now_ns()),
-                own_sim: AtomicU64::new(0),
                 events <- new_spinlock!(None, "tyr::kernel::EventPump::events"),
                 state <- new_spinlock!(
                     PumpState { timer: None },
