@@ -358,15 +358,10 @@ impl Layout {
             "linux-{version}-{:016x}",
             fnv1a(kdir.to_string_lossy().as_bytes())
         );
-        // The benchmark kernel has its own overlay and objects (another configuration), in a
-        // directory of its own so that `userspace-test` never picks it up as the test kernel.
-        // An arm64 kernel, likewise, in `kernel-arm64`: the x86_64 caches keep their names.
-        let dir = match (opts.flavour, opts.arch) {
-            (Flavour::Test, Arch::X86_64) => "kernel",
-            (Flavour::Test, Arch::Arm64) => "kernel-arm64",
-            (Flavour::Bench, _) => "kernel-bench",
-        };
-        let cache = base.join("gpukit").join(dir).join(key);
+        let cache = base
+            .join("gpukit")
+            .join(cache_dir(opts.flavour, opts.arch))
+            .join(key);
         Ok(Layout {
             src: cache.join("src"),
             build: cache.join("build"),
@@ -376,6 +371,18 @@ impl Layout {
             wall_clock: opts.wall_clock,
             cache,
         })
+    }
+}
+
+/// The directory under `gpukit/` of the cache that holds a kernel's overlays. The benchmark
+/// kernel has its own overlay and objects (another configuration), in a directory of its own so
+/// that `userspace-test` never picks it up as the test kernel. An arm64 kernel, likewise, in
+/// `kernel-arm64`: the x86_64 caches keep their names.
+pub(crate) fn cache_dir(flavour: Flavour, arch: Arch) -> &'static str {
+    match (flavour, arch) {
+        (Flavour::Test, Arch::X86_64) => "kernel",
+        (Flavour::Test, Arch::Arm64) => "kernel-arm64",
+        (Flavour::Bench, _) => "kernel-bench",
     }
 }
 
@@ -1501,7 +1508,31 @@ fn log_reports(log: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_report;
+    use super::{cache_dir, parse_report, Arch, Flavour, Options};
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn arch_option_and_cache_dirs() {
+        let x86 = Options::parse(&args(&["--lockdep-canary"])).unwrap();
+        assert_eq!(x86.arch, Arch::X86_64);
+        assert_eq!(cache_dir(x86.flavour, x86.arch), "kernel");
+        let arm = Options::parse(&args(&["--arch", "arm64"])).unwrap();
+        assert_eq!(arm.arch, Arch::Arm64);
+        assert_eq!(cache_dir(arm.flavour, arm.arch), "kernel-arm64");
+        assert_eq!(cache_dir(Flavour::Bench, Arch::X86_64), "kernel-bench");
+        assert!(Options::parse(&args(&["--arch"])).is_err());
+        assert!(Options::parse(&args(&["--arch", "riscv"])).is_err());
+        assert!(Options::parse_bench(&args(&["--arch", "arm64"])).is_err());
+        assert_eq!(Arch::Arm64.image(), "arch/arm64/boot/Image");
+        assert_eq!(Arch::X86_64.image(), "arch/x86/boot/bzImage");
+        assert_eq!(
+            Arch::Arm64.qemu(),
+            ("qemu-system-aarch64", "qemu-system-arm")
+        );
+    }
 
     #[test]
     fn report_suites_of_one_and_of_several_cases() {

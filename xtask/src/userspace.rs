@@ -830,10 +830,7 @@ pub(crate) fn command(
 /// for arm64) whose kernel image is the newest.
 fn newest_kernel_cache(arch: Arch) -> Result<PathBuf, String> {
     let image = Path::new("build").join(arch.image());
-    let dir = match arch {
-        Arch::X86_64 => "kernel",
-        Arch::Arm64 => "kernel-arm64",
-    };
+    let dir = crate::kernel::cache_dir(crate::kernel::Flavour::Test, arch);
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
