@@ -1020,7 +1020,7 @@ fn arm64_qemu_files(l: &Layout) -> Result<(), String> {
           CONFIG_SERIAL_AMBA_PL011_CONSOLE=y''',\n\
           \x20                          qemu_arch='aarch64-gpukit-tcg',\n\
           \x20                          kernel_path='arch/arm64/boot/Image',\n\
-          \x20                          kernel_command_line='console=ttyAMA0 panic_on_warn=1',\n\
+          \x20                          kernel_command_line='console=ttyAMA0 panic_on_warn=1 panic=-1',\n\
           \x20                          extra_qemu_params=['-machine', 'virt,gic-version=3', '-cpu', 'max,pauth-impdef=on'])\n",
     )?;
     let wrapper = l.cache.join("bin").join("qemu-system-aarch64-gpukit-tcg");
