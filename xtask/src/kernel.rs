@@ -196,9 +196,84 @@ pub(crate) enum Flavour {
     Bench,
 }
 
+/// The architecture a kernel is built for (`--arch`). The build is the same overlay, the same
+/// crates and the same kunitconfig; what differs is `ARCH=`, the serial console, the kernel
+/// image and the QEMU that boots it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Arch {
+    /// The default: `qemu-system-x86_64 -cpu max`, console `ttyS0`.
+    X86_64,
+    /// Cross-built with the same clang/LLVM; `qemu-system-aarch64 -M virt,gic-version=3 -cpu
+    /// max`, console `ttyAMA0` (the PL011 of `virt`).
+    Arm64,
+}
+
+impl Arch {
+    /// Parses the value of `--arch`.
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "x86_64" => Ok(Arch::X86_64),
+            "arm64" | "aarch64" => Ok(Arch::Arm64),
+            other => Err(format!("--arch: `{other}` is not x86_64 or arm64")),
+        }
+    }
+
+    /// Linux's name of it (`ARCH=`, kunit.py's `linux_arch`).
+    pub(crate) fn linux(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    /// The bootable image, relative to the build directory.
+    pub(crate) fn image(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "arch/x86/boot/bzImage",
+            Arch::Arm64 => "arch/arm64/boot/Image",
+        }
+    }
+
+    /// The QEMU system emulator and the Debian package that has it.
+    pub(crate) fn qemu(self) -> (&'static str, &'static str) {
+        match self {
+            Arch::X86_64 => ("qemu-system-x86_64", "qemu-system-x86"),
+            Arch::Arm64 => ("qemu-system-aarch64", "qemu-system-arm"),
+        }
+    }
+
+    /// The kernel's serial console device.
+    pub(crate) fn console(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "ttyS0",
+            Arch::Arm64 => "ttyAMA0",
+        }
+    }
+
+    /// The options of the QEMU command line that pick the machine (besides `-accel tcg`).
+    pub(crate) fn machine(self) -> &'static [&'static str] {
+        match self {
+            Arch::X86_64 => &["-cpu", "max", "-bios", "qboot.rom"],
+            // `pauth-impdef=on`: the `max` CPU with QEMU's own pointer-authentication hash
+            // instead of the architected QARMA5, which QEMU's manual calls expensive under TCG
+            // (the kernel signs return addresses in every function that spills them).
+            Arch::Arm64 => &["-M", "virt,gic-version=3", "-cpu", "max,pauth-impdef=on"],
+        }
+    }
+
+    /// The Rust target of the userspace programs (static, musl).
+    pub(crate) fn musl_target(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64-unknown-linux-musl",
+            Arch::Arm64 => "aarch64-unknown-linux-musl",
+        }
+    }
+}
+
 /// Command-line options of the kernel subcommands.
 pub(crate) struct Options {
     kdir: Option<PathBuf>,
+    arch: Arch,
     flavour: Flavour,
     /// `kernel-bench`: time by the host's clock instead of QEMU's instruction counter.
     wall_clock: bool,
@@ -208,9 +283,10 @@ pub(crate) struct Options {
 }
 
 impl Options {
-    /// Parses `[--kdir DIR] [--lockdep-canary]`.
+    /// Parses `[--kdir DIR] [--arch x86_64|arm64] [--lockdep-canary]`.
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
         let mut kdir = None;
+        let mut arch = Arch::X86_64;
         let mut lockdep_canary = false;
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -219,12 +295,14 @@ impl Options {
                     let d = it.next().ok_or("--kdir needs a directory")?;
                     kdir = Some(PathBuf::from(d));
                 }
+                "--arch" => arch = Arch::parse(it.next().ok_or("--arch needs x86_64 or arm64")?)?,
                 "--lockdep-canary" => lockdep_canary = true,
                 other => return Err(format!("unknown option `{other}`")),
             }
         }
         Ok(Options {
             kdir,
+            arch,
             flavour: Flavour::Test,
             wall_clock: false,
             lockdep_canary,
@@ -243,6 +321,9 @@ impl Options {
         if opts.lockdep_canary {
             return Err("--lockdep-canary is an option of kernel-test".into());
         }
+        if opts.arch != Arch::X86_64 {
+            return Err("kernel-bench runs on x86_64 only (no --arch)".into());
+        }
         opts.flavour = Flavour::Bench;
         opts.wall_clock = wall_clock;
         Ok(opts)
@@ -252,6 +333,7 @@ impl Options {
 /// Where everything lives for one source tree.
 struct Layout {
     kdir: PathBuf,
+    arch: Arch,
     flavour: Flavour,
     wall_clock: bool,
     cache: PathBuf,
@@ -276,21 +358,31 @@ impl Layout {
             "linux-{version}-{:016x}",
             fnv1a(kdir.to_string_lossy().as_bytes())
         );
-        // The benchmark kernel has its own overlay and objects (another configuration), in a
-        // directory of its own so that `userspace-test` never picks it up as the test kernel.
-        let dir = match opts.flavour {
-            Flavour::Test => "kernel",
-            Flavour::Bench => "kernel-bench",
-        };
-        let cache = base.join("gpukit").join(dir).join(key);
+        let cache = base
+            .join("gpukit")
+            .join(cache_dir(opts.flavour, opts.arch))
+            .join(key);
         Ok(Layout {
             src: cache.join("src"),
             build: cache.join("build"),
             kdir,
+            arch: opts.arch,
             flavour: opts.flavour,
             wall_clock: opts.wall_clock,
             cache,
         })
+    }
+}
+
+/// The directory under `gpukit/` of the cache that holds a kernel's overlays. The benchmark
+/// kernel has its own overlay and objects (another configuration), in a directory of its own so
+/// that `userspace-test` never picks it up as the test kernel. An arm64 kernel, likewise, in
+/// `kernel-arm64`: the x86_64 caches keep their names.
+pub(crate) fn cache_dir(flavour: Flavour, arch: Arch) -> &'static str {
+    match (flavour, arch) {
+        (Flavour::Test, Arch::X86_64) => "kernel",
+        (Flavour::Test, Arch::Arm64) => "kernel-arm64",
+        (Flavour::Bench, _) => "kernel-bench",
     }
 }
 
@@ -328,7 +420,7 @@ fn kernel_version(kdir: &Path) -> Result<String, String> {
 }
 
 /// Installs what the kernel build needs, only where it is missing.
-fn install_tools(with_qemu: bool) -> Result<(), String> {
+fn install_tools(with_qemu: Option<Arch>) -> Result<(), String> {
     let have = |cmd: &str| {
         Command::new("sh")
             .args(["-c", &format!("command -v {cmd}")])
@@ -359,8 +451,9 @@ fn install_tools(with_qemu: bool) -> Result<(), String> {
         Path::new("/usr/include/openssl/ssl.h").exists(),
         "libssl-dev",
     );
-    if with_qemu {
-        want(have("qemu-system-x86_64"), "qemu-system-x86");
+    if let Some(arch) = with_qemu {
+        let (qemu, package) = arch.qemu();
+        want(have(qemu), package);
     }
     if !packages.is_empty() {
         let root = Command::new("id")
@@ -864,6 +957,9 @@ fn kunit_files(l: &Layout) -> Result<(), String> {
         Flavour::Bench => BENCHCONFIG.to_string(),
     };
     sync_file(&l.cache.join("kunitconfig"), config.as_bytes())?;
+    if l.arch == Arch::Arm64 {
+        return arm64_qemu_files(l);
+    }
     sync_file(
         &l.cache.join("qemu_x86_64_tcg.py"),
         b"from ..qemu_config import QemuArchParams\n\n\
@@ -909,6 +1005,42 @@ fn kunit_files(l: &Layout) -> Result<(), String> {
         .status()
 }
 
+/// The arm64 counterparts of the x86_64 QEMU configuration and wrapper: `virt` with a GICv3
+/// and the `max` CPU under TCG (QEMU's cheaper pointer-authentication hash, see
+/// [`Arch::machine`]), the PL011 console (the options of kunit.py's own `arm64.py`),
+/// the uncompressed `Image`, and `panic_on_warn=1`, which every arm64 boot has.
+fn arm64_qemu_files(l: &Layout) -> Result<(), String> {
+    sync_file(
+        &l.cache.join("qemu_arm64_tcg.py"),
+        b"from ..qemu_config import QemuArchParams\n\n\
+          # Written by `cargo xtask kernel-test --arch arm64`: virt, GICv3, TCG only (see bin/).\n\
+          QEMU_ARCH = QemuArchParams(linux_arch='arm64',\n\
+          \x20                          kconfig='''\n\
+          CONFIG_SERIAL_AMBA_PL011=y\n\
+          CONFIG_SERIAL_AMBA_PL011_CONSOLE=y''',\n\
+          \x20                          qemu_arch='aarch64-gpukit-tcg',\n\
+          \x20                          kernel_path='arch/arm64/boot/Image',\n\
+          \x20                          kernel_command_line='console=ttyAMA0 panic_on_warn=1 panic=-1',\n\
+          \x20                          extra_qemu_params=['-machine', 'virt,gic-version=3', '-cpu', 'max,pauth-impdef=on'])\n",
+    )?;
+    let wrapper = l.cache.join("bin").join("qemu-system-aarch64-gpukit-tcg");
+    sync_file(
+        &wrapper,
+        b"#!/bin/bash\n\
+          # Written by `cargo xtask kernel-test --arch arm64`: an arm64 guest on an x86_64 host\n\
+          # runs under TCG; drop the -accel options kunit.py passes.\n\
+          args=()\n\
+          while [ $# -gt 0 ]; do\n\
+          \x20 if [ \"$1\" = -accel ]; then shift 2; continue; fi\n\
+          \x20 args+=(\"$1\"); shift\n\
+          done\n\
+          exec qemu-system-aarch64 -accel tcg \"${args[@]}\"\n",
+    )?;
+    Cmd::new("chmod")
+        .args(["+x", &wrapper.to_string_lossy()])
+        .status()
+}
+
 /// Runs `kunit.py <sub>` (`build` or `exec`) in the overlay and returns its standard output.
 /// `filter` (a glob of suite names) limits an `exec` to some suites.
 fn kunit(l: &Layout, sub: &str, filter: Option<&str>) -> Result<String, String> {
@@ -921,13 +1053,16 @@ fn kunit(l: &Layout, sub: &str, filter: Option<&str>) -> Result<String, String> 
     let kunitconfig = format!("--kunitconfig={}", l.cache.join("kunitconfig").display());
     let qemu = format!(
         "--qemu_config={}",
-        l.cache.join("qemu_x86_64_tcg.py").display()
+        l.cache
+            .join(format!("qemu_{}_tcg.py", l.arch.linux()))
+            .display()
     );
     let llvm = format!("LLVM={LLVM_SUFFIX}");
+    let arch = format!("--arch={}", l.arch.linux());
     let mut args = vec![
         "tools/testing/kunit/kunit.py",
         sub,
-        "--arch=x86_64",
+        &arch,
         &build_dir,
         &kunitconfig,
         &qemu,
@@ -1064,7 +1199,7 @@ fn build_inner(
     opts: &Options,
     with_qemu: bool,
 ) -> Result<(Layout, CacheLock), String> {
-    install_tools(with_qemu)?;
+    install_tools(with_qemu.then_some(opts.arch))?;
     feature_guard(ws)?;
     let l = Layout::new(opts)?;
     let lock = CacheLock::take(&l.cache)?;
@@ -1216,8 +1351,8 @@ pub(crate) fn test(ws: &Workspace, opts: &Options, tally: &mut Tally) -> Result<
     // The userspace stage: the same kernel booted with each test program as /init, talking to
     // the drivers built in through /dev/dri (xtask/src/userspace.rs).
     let t = Instant::now();
-    let bzimage = l.build.join("arch/x86/boot/bzImage");
-    let stages = crate::userspace::run_stages(ws, &bzimage, &l.cache, &check_log, tally);
+    let image = l.build.join(l.arch.image());
+    let stages = crate::userspace::run_stages(ws, l.arch, &image, &l.cache, &check_log, tally);
     record(&l, "userspace stage", t.elapsed().as_secs_f64());
     stages?;
     uapi_abi(&l, tally)
@@ -1373,7 +1508,31 @@ fn log_reports(log: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_report;
+    use super::{cache_dir, parse_report, Arch, Flavour, Options};
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn arch_option_and_cache_dirs() {
+        let x86 = Options::parse(&args(&["--lockdep-canary"])).unwrap();
+        assert_eq!(x86.arch, Arch::X86_64);
+        assert_eq!(cache_dir(x86.flavour, x86.arch), "kernel");
+        let arm = Options::parse(&args(&["--arch", "arm64"])).unwrap();
+        assert_eq!(arm.arch, Arch::Arm64);
+        assert_eq!(cache_dir(arm.flavour, arm.arch), "kernel-arm64");
+        assert_eq!(cache_dir(Flavour::Bench, Arch::X86_64), "kernel-bench");
+        assert!(Options::parse(&args(&["--arch"])).is_err());
+        assert!(Options::parse(&args(&["--arch", "riscv"])).is_err());
+        assert!(Options::parse_bench(&args(&["--arch", "arm64"])).is_err());
+        assert_eq!(Arch::Arm64.image(), "arch/arm64/boot/Image");
+        assert_eq!(Arch::X86_64.image(), "arch/x86/boot/bzImage");
+        assert_eq!(
+            Arch::Arm64.qemu(),
+            ("qemu-system-aarch64", "qemu-system-arm")
+        );
+    }
 
     #[test]
     fn report_suites_of_one_and_of_several_cases() {

@@ -15,9 +15,10 @@
 //! cargo xtask csdump --demo               run the Mali-G610 demo, disassembling its chain's job 1
 //! cargo xtask kernel-build [--kdir DIR]  vendor the crates into a Linux 7.2 overlay, build it
 //! cargo xtask kernel-test [--kdir DIR]   kernel-build, then run the KUnit suites under QEMU
+//!                                        (both: `--arch arm64` for an arm64 kernel, cross-built)
 //! cargo xtask kernel-bench [--kdir DIR] [--wall-clock]  the vs-C suites in a kernel built
 //!                                        without the checkers, timed by instruction count
-//! cargo xtask userspace-test [--cache DIR] [--bzimage PATH]  boot the built kernel with each
+//! cargo xtask userspace-test [--arch A] [--cache DIR] [--bzimage PATH]  boot the built kernel with each
 //!                                userspace test program as /init (see xtask/KERNEL.md)
 //! ```
 //!
@@ -62,10 +63,12 @@ fn usage() -> ExitCode {
            csdump --demo              run the Mali-G610 demo, disassembling its chain's job 1\n  \
            kernel-build [--kdir DIR]  build the crates into a Linux kernel (see xtask/KERNEL.md)\n  \
            kernel-test [--kdir DIR]   kernel-build, then run their KUnit suites under QEMU\n  \
+                              (kernel-build/-test: --arch arm64 cross-builds for arm64, boots on\n  \
+                              qemu-system-aarch64 -M virt; default x86_64)\n  \
            kernel-bench [--kdir DIR] [--wall-clock]  the comparisons with the C code in a\n  \
                               kernel without lockdep and DMA-API debugging (its own build),\n  \
                               timed by QEMU's instruction counter (or the host's clock)\n  \
-           userspace-test [--cache DIR] [--bzimage PATH]  boot the built kernel with the\n  \
+           userspace-test [--arch A] [--cache DIR] [--bzimage PATH]  boot the built kernel with the\n  \
                               userspace test programs as /init (see xtask/KERNEL.md)"
     );
     ExitCode::from(2)

@@ -79,8 +79,9 @@ pub(crate) const STAGES: &[Stage] = &[
     },
 ];
 
-/// The target the programs are built for: static executables without a C library to install.
-pub(crate) const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+// The programs are built for `Arch::musl_target`: static executables without a C library to
+// install.
+use crate::kernel::Arch;
 
 /// How long one boot may take before QEMU is killed and the stage fails.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -88,18 +89,21 @@ const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long QEMU may keep running once the kernel said it halted or powered down.
 const HALT_GRACE: Duration = Duration::from_secs(10);
 
-/// The kernel command line: serial console, KUnit's built-in suites off (they ran in the KUnit
-/// stage), every WARN a panic and a panic a reboot at once (QEMU's `-no-reboot` turns that into
-/// an exit, so a WARN ends the boot before the program's summary), our init.
-const CMDLINE: &str = "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init";
+/// The kernel command line after `console=<the arch's serial console>`: KUnit's built-in suites
+/// off (they ran in the KUnit stage), every WARN a panic and a panic a reboot at once (QEMU's
+/// `-no-reboot` turns that into an exit, so a WARN ends the boot before the program's summary),
+/// our init.
+const CMDLINE: &str = "kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init";
 
-/// The kernel command line of `stage`'s boot: [`CMDLINE`] and what the stage adds.
-fn cmdline(stage: &Stage) -> String {
+/// The kernel command line of `stage`'s boot on `arch`: its console, [`CMDLINE`] and what the
+/// stage adds.
+fn cmdline(stage: &Stage, arch: Arch) -> String {
+    let console = arch.console();
     let extra = stage.cmdline.trim();
     if extra.is_empty() {
-        CMDLINE.to_string()
+        format!("console={console} {CMDLINE}")
     } else {
-        format!("{CMDLINE} {extra}")
+        format!("console={console} {CMDLINE} {extra}")
     }
 }
 
@@ -149,6 +153,7 @@ pub(crate) struct StageResult {
 /// `tally`. Every stage runs even when one fails; the error then lists the failed ones.
 pub(crate) fn run_stages(
     ws: &Workspace,
+    arch: Arch,
     bzimage: &Path,
     cache: &Path,
     check_log: LogCheck<'_>,
@@ -158,7 +163,7 @@ pub(crate) fn run_stages(
         return Err(format!("no kernel image at {}", bzimage.display()));
     }
     check_kernel_config(bzimage)?;
-    ensure_musl_target()?;
+    ensure_musl_target(arch)?;
     fs::create_dir_all(cache).map_err(|e| format!("{}: {e}", cache.display()))?;
     let target_dir = target_dir(ws);
     let mut tested: Vec<&str> = Vec::new();
@@ -170,7 +175,7 @@ pub(crate) fn run_stages(
     }
     let mut results = Vec::new();
     for stage in STAGES {
-        let result = run_stage(ws, stage, bzimage, cache, &target_dir, check_log);
+        let result = run_stage(ws, arch, stage, bzimage, cache, &target_dir, check_log);
         tally.passed += result.passed;
         tally.failed += result.failed;
         results.push(result);
@@ -232,24 +237,25 @@ fn run(mut cmd: Command) -> Result<(), String> {
 }
 
 /// Adds the musl target with rustup unless it is installed.
-fn ensure_musl_target() -> Result<(), String> {
+fn ensure_musl_target(arch: Arch) -> Result<(), String> {
+    let musl = arch.musl_target();
     let installed = tool("rustup")
         .args(["target", "list", "--installed"])
         .output()
-        .map_err(|e| format!("cannot run rustup (needed for the {MUSL_TARGET} target): {e}"))?;
+        .map_err(|e| format!("cannot run rustup (needed for the {musl} target): {e}"))?;
     if String::from_utf8_lossy(&installed.stdout)
         .lines()
-        .any(|l| l.trim() == MUSL_TARGET)
+        .any(|l| l.trim() == musl)
     {
         return Ok(());
     }
     let mut cmd = tool("rustup");
-    cmd.args(["target", "add", MUSL_TARGET]);
+    cmd.args(["target", "add", musl]);
     run(cmd)
 }
 
 /// Fails early, with the missing lines, when the kernel build's `.config` (found next to
-/// `bzimage` as `<build>/arch/x86/boot/bzImage`) lacks an option the boot needs.
+/// `bzimage` as `<build>/arch/<arch>/boot/<image>`) lacks an option the boot needs.
 fn check_kernel_config(bzimage: &Path) -> Result<(), String> {
     let Some(build) = bzimage.ancestors().nth(4) else {
         return Ok(());
@@ -308,24 +314,33 @@ fn host_tests(
 }
 
 /// Builds the program; returns the executable's path.
-fn build_program(ws: &Workspace, stage: &Stage, target_dir: &Path) -> Result<PathBuf, String> {
+fn build_program(
+    ws: &Workspace,
+    arch: Arch,
+    stage: &Stage,
+    target_dir: &Path,
+) -> Result<PathBuf, String> {
     let manifest = ws.root.join(stage.dir).join("Cargo.toml");
+    let musl = arch.musl_target();
     let mut cmd = tool("cargo");
-    cmd.args(["build", "--locked", "--release", "--target", MUSL_TARGET])
+    cmd.args(["build", "--locked", "--release", "--target", musl])
         .args(["--bin", stage.name, "--manifest-path"])
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", target_dir);
+    if arch == Arch::Arm64 {
+        // The host's `cc` cannot link aarch64 objects; the toolchain's own `rust-lld` links the
+        // target's self-contained musl (crt objects and libc) with nothing else installed.
+        cmd.env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER", "rust-lld");
+    }
     run(cmd)?;
-    Ok(target_dir
-        .join(MUSL_TARGET)
-        .join("release")
-        .join(stage.name))
+    Ok(target_dir.join(musl).join("release").join(stage.name))
 }
 
 /// Builds, packs, boots and checks one stage. Never returns early: what failed is in the
 /// result.
 fn run_stage(
     ws: &Workspace,
+    arch: Arch,
     stage: &Stage,
     bzimage: &Path,
     cache: &Path,
@@ -339,7 +354,7 @@ fn run_stage(
     };
     eprintln!("\n==> userspace: {} ({})", stage.name, stage.dir);
     let t = Instant::now();
-    let program = build_program(ws, stage, target_dir);
+    let program = build_program(ws, arch, stage, target_dir);
     result.build_secs = t.elapsed().as_secs_f64();
     let program = match program {
         Ok(p) => p,
@@ -355,11 +370,12 @@ fn run_stage(
     }
     let t = Instant::now();
     let boot = boot(
+        arch,
         bzimage,
         &initramfs,
         &result.log,
         stage.name,
-        &cmdline(stage),
+        &cmdline(stage, arch),
     );
     result.boot_secs = t.elapsed().as_secs_f64();
     record(
@@ -659,15 +675,19 @@ impl Cpio {
 /// console output once QEMU exits (the program powered off, or the kernel panicked and
 /// rebooted), or an error on a timeout.
 fn boot(
+    arch: Arch,
     bzimage: &Path,
     initramfs: &Path,
     log: &Path,
     name: &str,
     cmdline: &str,
 ) -> Result<String, String> {
-    let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
-        .args(["-nographic", "-no-reboot", "-bios", "qboot.rom"])
+    let (qemu, package) = arch.qemu();
+    let mut cmd = Command::new(qemu);
+    cmd.args(["-accel", "tcg"])
+        .args(arch.machine())
+        .args(["-m", "1024", "-smp", "2"])
+        .args(["-nographic", "-no-reboot"])
         .arg("-kernel")
         .arg(bzimage)
         .arg("-initrd")
@@ -678,9 +698,9 @@ fn boot(
         .stderr(Stdio::piped());
     let shown = format!("{cmd:?}");
     eprintln!("$ {shown}");
-    let mut child = cmd.spawn().map_err(|e| {
-        format!("cannot start qemu-system-x86_64 (Debian package qemu-system-x86): {e}")
-    })?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {qemu} (Debian package {package}): {e}"))?;
     let mut file = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = child.stdout.take().expect("piped");
@@ -764,8 +784,9 @@ fn boot(
     Ok(console)
 }
 
-/// `cargo xtask userspace-test [--cache DIR] [--bzimage PATH]`: the stages on their own, against
-/// the kernel kernel-test last built (the newest `bzImage` of the kernel caches, unless named).
+/// `cargo xtask userspace-test [--arch x86_64|arm64] [--cache DIR] [--bzimage PATH]`: the stages
+/// on their own, against the kernel kernel-test last built for the architecture (the newest
+/// image of its kernel caches, unless named).
 pub(crate) fn command(
     ws: &Workspace,
     args: &[String],
@@ -773,10 +794,12 @@ pub(crate) fn command(
 ) -> Result<(), String> {
     let mut cache = None;
     let mut bzimage = None;
+    let mut arch = Arch::X86_64;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--cache" => cache = Some(PathBuf::from(it.next().ok_or("--cache needs a directory")?)),
+            "--arch" => arch = Arch::parse(it.next().ok_or("--arch needs x86_64 or arm64")?)?,
             "--bzimage" => {
                 bzimage = Some(PathBuf::from(it.next().ok_or("--bzimage needs a file")?))
             }
@@ -785,9 +808,9 @@ pub(crate) fn command(
     }
     let cache = match cache {
         Some(c) => c,
-        None => newest_kernel_cache()?,
+        None => newest_kernel_cache(arch)?,
     };
-    let bzimage = bzimage.unwrap_or_else(|| cache.join(BZIMAGE));
+    let bzimage = bzimage.unwrap_or_else(|| cache.join("build").join(arch.image()));
     wait_for_builds(&cache);
     eprintln!(
         "userspace: kernel {}, logs in {}",
@@ -795,7 +818,7 @@ pub(crate) fn command(
         cache.display()
     );
     let mut tally = Tally::default();
-    let result = run_stages(ws, &bzimage, &cache, check_log, &mut tally);
+    let result = run_stages(ws, arch, &bzimage, &cache, check_log, &mut tally);
     println!(
         "tests: {} passed, {} failed, {} skipped",
         tally.passed, tally.failed, tally.ignored
@@ -803,18 +826,17 @@ pub(crate) fn command(
     result.map(|_| ())
 }
 
-/// The kernel image inside a kernel cache directory.
-const BZIMAGE: &str = "build/arch/x86/boot/bzImage";
-
-/// The cache directory (`${XDG_CACHE_HOME:-~/.cache}/gpukit/kernel/<tree>/`) whose bzImage is
-/// the newest.
-fn newest_kernel_cache() -> Result<PathBuf, String> {
+/// The cache directory (`${XDG_CACHE_HOME:-~/.cache}/gpukit/kernel/<tree>/`, `kernel-arm64/`
+/// for arm64) whose kernel image is the newest.
+fn newest_kernel_cache(arch: Arch) -> Result<PathBuf, String> {
+    let image = Path::new("build").join(arch.image());
+    let dir = crate::kernel::cache_dir(crate::kernel::Flavour::Test, arch);
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .ok_or("neither XDG_CACHE_HOME nor HOME is set")?
         .join("gpukit")
-        .join("kernel");
+        .join(dir);
     let entries = fs::read_dir(&base).map_err(|e| {
         format!(
             "no kernel cache in {} ({e}): run `cargo xtask kernel-build` first",
@@ -824,14 +846,15 @@ fn newest_kernel_cache() -> Result<PathBuf, String> {
     entries
         .flatten()
         .filter_map(|e| {
-            let modified = e.path().join(BZIMAGE).metadata().ok()?.modified().ok()?;
+            let modified = e.path().join(&image).metadata().ok()?.modified().ok()?;
             Some((modified, e.path()))
         })
         .max()
         .map(|(_, dir)| dir)
         .ok_or_else(|| {
             format!(
-                "no {BZIMAGE} under {}: run `cargo xtask kernel-build` first",
+                "no {} under {}: run `cargo xtask kernel-build` first",
+                image.display(),
                 base.display()
             )
         })
@@ -1027,12 +1050,12 @@ userspace: drm_sample: summary: 2 passed, 1 failed\r
     fn command_lines_per_stage() {
         let sample = STAGES.iter().find(|s| s.name == "drm_sample").unwrap();
         assert_eq!(
-            cmdline(sample),
+            cmdline(sample, Arch::X86_64),
             "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init"
         );
         let tyr = STAGES.iter().find(|s| s.name == "tyr_demo").unwrap();
         assert_eq!(
-            cmdline(tyr),
+            cmdline(tyr, Arch::X86_64),
             "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"
         );
         let padded = Stage {
@@ -1042,11 +1065,16 @@ userspace: drm_sample: summary: 2 passed, 1 failed\r
             kernel_lines: &[],
         };
         assert_eq!(
-            cmdline(&padded),
+            cmdline(&padded, Arch::X86_64),
             "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init a=1 b"
         );
         let hostile = STAGES.iter().find(|s| s.name == "tyr_hostile").unwrap();
-        assert!(cmdline(hostile).ends_with("panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"));
+        assert!(cmdline(hostile, Arch::X86_64)
+            .ends_with("panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"));
+        assert_eq!(
+            cmdline(tyr, Arch::Arm64),
+            "console=ttyAMA0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"
+        );
         // drm_sample comes first and all are built from the same crate.
         assert_eq!(STAGES[0].name, "drm_sample");
         assert!(STAGES.iter().all(|s| s.dir == "xtask/userspace"));
