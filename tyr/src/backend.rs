@@ -477,9 +477,9 @@ pub trait Backend: Send + Sync + 'static {
     fn start_events<E: Events + 'static>(&self, events: crate::env::Weak<E, Self::Alloc>)
         -> Result;
 
-    /// Stops calling the events: none starts after this returns. On a host no call is running
-    /// either when it returns (unless it is called from one); in the kernel one already under
-    /// way finishes, holding the driver alive until it does.
+    /// Stops calling the events: none starts after this returns, and none is running either
+    /// when it returns (unless it is called from one: the driver's last reference may go in
+    /// one).
     fn stop_events(&self);
 
     /// The firmware file at `path` in the environment's firmware directory (what

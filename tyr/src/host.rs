@@ -630,15 +630,17 @@ const PACE_LEAD: Duration = Duration::from_micros(500);
 /// limit) at a time. A kernel work item runs the same turn.
 ///
 /// On real time ([`HostTime::Real`]) the steps are paced: the thread lets simulated time move
-/// by no more real time than has passed since the backend was made (plus [`PACE_LEAD`]), and
-/// waits for real time to reach the next simulated event or timer. Time another thread moves
-/// it by (a poll loop's sleeps, a test's `advance`) stands: the thread then steps nothing
-/// until real time has caught up with it. On simulated time it jumps to them.
+/// by no more real time than has passed (plus [`PACE_LEAD`]), and waits for real time to reach
+/// the next simulated event or timer. Time another thread moves it by (a poll loop's sleeps, a
+/// test's `advance`) is taken as it is: the pacing goes on from there. On simulated time it jumps to them.
 fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
     let paced = timer.is_real();
     // Simulated and real time at the point the pacing measures from: simulated time may
     // reach `anchor.0` plus the real time passed since `anchor.1` (and the lead).
-    let anchor = (gpu.now_ns(), timer.now_ns());
+    let mut anchor = (gpu.now_ns(), timer.now_ns());
+    // Simulated time where this thread's own last step left it: a later time was set by
+    // another thread.
+    let mut own = anchor.0;
     *plock(&shared.pace) = paced.then(|| (timer.clone(), anchor.0, anchor.1));
     loop {
         let sink = {
@@ -697,10 +699,14 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
         let now = timer.now_ns();
         let next = {
             let mut g = gpu.lock();
-            // A poll loop's sleeps may have moved simulated time past the limit: then this
-            // thread steps nothing until real time has caught up with it. (Pacing from the
-            // moved time instead would keep every such move as a lead over real time for
-            // good, adding up move after move.)
+            let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            if g.now_ns() != own && g.now_ns() > limit {
+                // Moved past the limit by another thread (a poll loop's sleeps): pace from
+                // there. Never for this thread's own steps, whose lead would otherwise add up,
+                // step after step.
+                anchor = (g.now_ns(), now);
+                *plock(&shared.pace) = Some((timer.clone(), anchor.0, anchor.1));
+            }
             let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
             let lead = limit.saturating_add(PACE_LEAD.as_nanos() as u64);
             if !g.asserted_lines().is_empty() {
@@ -709,12 +715,15 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
             let next = g.next_event_ns();
             if g.now_ns() < limit {
                 g.step(Some(limit));
+                own = g.now_ns();
                 continue;
             }
             if next.is_some_and(|e| e <= lead) {
                 g.step(None);
+                own = g.now_ns();
                 continue;
             }
+            own = g.now_ns();
             next
         };
         // Caught up with real time: wait for it to reach the next event or timer.

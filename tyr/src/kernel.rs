@@ -50,7 +50,7 @@
 
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::task::{RawWaker, RawWakerVTable, Waker};
 use core::time::Duration;
 
@@ -380,6 +380,9 @@ const PUMP_BUDGET: usize = 256;
 /// steps (100 ns of simulated time) are run through at once. As the host's event thread does.
 const PUMP_LEAD_NS: u64 = 500_000;
 
+/// How long `stop_events` waits for a call of the driver's events under way to finish.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
 /// The longest delay the pump queues itself with. A delayed work item that is pending cannot
 /// be brought forward, so a pump that wants to run sooner than one it queued earlier runs
 /// late by at most this.
@@ -392,10 +395,9 @@ const PUMP_MAX_DELAY_MS: u32 = 10;
 /// simulated GPU is asserted, then the driver's work ([`Events::work`]) if the executor was
 /// woken or a deadline of `wake_at` has come (on [`KtimeClock`]), and otherwise steps the
 /// simulator ([`Gpu::step`]) towards its next event, never past the simulated time that
-/// corresponds to the `ktime_get` time passed since the pump was made (plus [`PUMP_LEAD_NS`]):
-/// simulated time never runs ahead of real time by more than that by the pump's doing. Time a
-/// poll loop's sleeps move it by stands, and the pump steps nothing until real time has caught
-/// up with it. When the next event or deadline lies ahead in real time, the pump queues itself as
+/// corresponds to `ktime_get` now (plus [`PUMP_LEAD_NS`]): simulated time never runs ahead of
+/// real time by more than that by the pump's doing (time a poll loop's sleeps move it by is
+/// taken as it is, and the pacing goes on from there). When the next event or deadline lies ahead in real time, the pump queues itself as
 /// delayed work for then (its second work item, at most [`PUMP_MAX_DELAY_MS`] ahead); when
 /// nothing is scheduled and nothing is owed the work item ends, and a wake-up, a deadline or a
 /// register write queues it again. A stream blocked on a sync wait keeps an event scheduled
@@ -409,13 +411,19 @@ pub struct EventPump {
     #[pin]
     later: DelayedWork<EventPump, 2>,
     /// Simulated and real ([`KtimeClock`]) nanoseconds at the point the pacing measures
-    /// from: when the pump was made.
+    /// from; only the pump's run changes them (a work item does not run twice at once).
     anchor_sim: AtomicU64,
     anchor_ktime: AtomicU64,
+    /// Simulated time where the pump's own last step left it: a later time was set by a poll
+    /// loop.
+    own_sim: AtomicU64,
     #[pin]
     events: SpinLock<Option<Arc<dyn EventSink>>>,
     #[pin]
     state: SpinLock<PumpState>,
+    /// The task calling the driver's events, null when none is: what `stop_events` waits
+    /// for.
+    busy: AtomicPtr<core::ffi::c_void>,
     /// The executor was woken: the driver's work runs next. An atomic, not part of `state`:
     /// wakers run where the pump's locks may not be taken (a fence callback under the fence's
     /// interrupt-safe lock, possibly in hard-IRQ context).
@@ -457,7 +465,19 @@ impl WorkItem<1> for EventPump {
         for _ in 0..PUMP_BUDGET {
             // The driver's callbacks run without any of the pump's locks held: they may write
             // registers and wake the executor, which queue the pump again.
-            let Some(sink) = this.events.lock().clone() else {
+            // Marked busy under the events' lock: `stop_events`, which clears them under it,
+            // then waits for this call to finish.
+            let Some(sink) = ({
+                let events = this.events.lock();
+                let sink = events.clone();
+                if sink.is_some() {
+                    this.busy.store(
+                        ::kernel::task::Task::current_raw().cast(),
+                        Ordering::Release,
+                    );
+                }
+                sink
+            }) else {
                 return;
             };
             // The handlers are held for one call of `irq` or `work`, not across a step.
@@ -483,7 +503,10 @@ impl WorkItem<1> for EventPump {
                     again = true;
                 }
             });
+            // The last reference to the driver may go here; its teardown's `stop_events`
+            // runs on this task and does not wait for itself.
             drop(sink);
+            this.busy.store(core::ptr::null_mut(), Ordering::Release);
             if !alive {
                 // The driver is gone: nothing is left to serve.
                 return;
@@ -493,16 +516,19 @@ impl WorkItem<1> for EventPump {
             }
             let timer = this.state.lock().timer;
             let now = KtimeClock::now_ns();
-            let anchor = (
+            let mut anchor = (
                 this.anchor_sim.load(Ordering::Relaxed),
                 this.anchor_ktime.load(Ordering::Relaxed),
             );
-            let next = this.device.with(|gpu| {
-                // A poll loop's sleeps may have moved simulated time past the limit: then the
-                // pump steps nothing until real time has caught up with it. (Pacing from the
-                // moved time instead would keep every such move as a lead over real time for
-                // good, adding up move after move.)
-                let limit = anchor.0.saturating_add(now.saturating_sub(anchor.1));
+            let own = this.own_sim.load(Ordering::Relaxed);
+            let (next, own) = this.device.with(|gpu| {
+                let limit = |a: (u64, u64)| a.0.saturating_add(now.saturating_sub(a.1));
+                if gpu.now_ns() != own && gpu.now_ns() > limit(anchor) {
+                    // Moved by a poll loop: pace from here. (Never for the pump's own steps,
+                    // whose lead would otherwise add up, step after step.)
+                    anchor = (gpu.now_ns(), now);
+                }
+                let limit = limit(anchor);
                 let next = gpu.next_event_ns();
                 let what = if !gpu.asserted_lines().is_empty() {
                     PumpNext::Again
@@ -515,8 +541,11 @@ impl WorkItem<1> for EventPump {
                 } else {
                     PumpNext::Wait(next)
                 };
-                what
+                (what, gpu.now_ns())
             });
+            this.own_sim.store(own, Ordering::Relaxed);
+            this.anchor_sim.store(anchor.0, Ordering::Relaxed);
+            this.anchor_ktime.store(anchor.1, Ordering::Relaxed);
             let PumpNext::Wait(next) = next else {
                 continue;
             };
@@ -626,11 +655,13 @@ impl KernelExec {
                 later <- new_delayed_work!("tyr::kernel::EventPump::later"),
                 anchor_sim: AtomicU64::new(0),
                 anchor_ktime: AtomicU64::new(KtimeClock::now_ns()),
+                own_sim: AtomicU64::new(0),
                 events <- new_spinlock!(None, "tyr::kernel::EventPump::events"),
                 state <- new_spinlock!(
                     PumpState { timer: None },
                     "tyr::kernel::EventPump::state"
                 ),
+                busy: AtomicPtr::new(core::ptr::null_mut()),
                 pending: AtomicBool::new(false),
                 device,
                 runs: AtomicU64::new(0),
@@ -1061,6 +1092,24 @@ impl Backend for KernelBackend {
 
     fn stop_events(&self) {
         self.set_events(None);
+        // A call under way (it took the events before they were cleared) finishes before
+        // this returns, as the host's event thread is joined: after it, nothing of the driver
+        // touches the GPU (the remove path takes the MMIO away next). Not when the call is
+        // this one (the driver's last reference went on the pump).
+        let me: *mut core::ffi::c_void = ::kernel::task::Task::current_raw().cast();
+        let mut waited = Duration::ZERO;
+        loop {
+            let busy = self.exec.pump.busy.load(Ordering::Acquire);
+            if busy.is_null() || busy == me {
+                return;
+            }
+            if waited >= STOP_WAIT {
+                pr_err!("tyr: the event pump's call did not finish in {STOP_WAIT:?}\n");
+                return;
+            }
+            fsleep(Delta::from_micros(100));
+            waited += Duration::from_micros(100);
+        }
     }
 
     fn irq_pending(&self, line: IrqLine) -> bool {
