@@ -160,6 +160,10 @@ fn reset_that_never_completes_times_out() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a whole probe (minutes under Miri); probe_succeeds_and_logs_like_tyr runs the same code"
+)]
 fn reset_failing_once_then_retry_succeeds() {
     let mut cfg = Config::g610();
     cfg.faults.reset_fails_once = true;
