@@ -81,7 +81,13 @@ fn fill<D: DmaMemory>(dma: &D, addr: u64, len: usize, byte: impl Fn(usize) -> u8
     let end = addr.saturating_add(len as u64);
     let mut word = addr & !7;
     while word < end {
-        let mut v = w.rd64(word).to_le_bytes();
+        // A word the range covers whole is written without reading it first.
+        let whole = word >= addr && word + 8 <= end;
+        let mut v = if whole {
+            [0; 8]
+        } else {
+            w.rd64(word).to_le_bytes()
+        };
         for (k, b) in v.iter_mut().enumerate() {
             let a = word + k as u64;
             if a >= addr && a < end {
@@ -187,7 +193,9 @@ impl<B: Backend> Firmware<B> {
             sections,
             shared,
         };
-        fw.reload(b, true, true);
+        // Fresh memory reads as zero already (`DmaMemory` hands out zeroed memory): only the
+        // data goes in.
+        fw.load_sections(b, true, true, false);
         Ok(fw)
     }
 
@@ -201,6 +209,11 @@ impl<B: Backend> Firmware<B> {
     /// the writable ones, or every one with `full`; the shared section only with `shared`
     /// (at probe). The MCU must be stopped.
     pub fn reload(&self, b: &B, full: bool, shared: bool) {
+        self.load_sections(b, full, shared, true);
+    }
+
+    /// [`reload`](Self::reload), zeroing the tails the image asks zeroed only with `zero`.
+    fn load_sections(&self, b: &B, full: bool, shared: bool, zero: bool) {
         let dma = b.dma();
         for (i, s) in self.sections.iter().enumerate() {
             let writable = s.flags & super::image::flags::WR != 0;
@@ -211,7 +224,7 @@ impl<B: Backend> Firmware<B> {
             let size = s.obj.size();
             let data = self.data(s);
             copy_in(dma, base, data);
-            if s.flags & super::image::flags::ZERO != 0 {
+            if zero && s.flags & super::image::flags::ZERO != 0 {
                 fill(
                     dma,
                     base + data.len() as u64,
