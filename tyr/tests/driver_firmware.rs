@@ -5,6 +5,8 @@
 //! writable sections reloaded before every cold boot, and Arm's image when
 //! `TYR_FIRMWARE_DIR` holds it.
 
+mod driver_common;
+
 use mali_sim::firmware::{CheckError, IMAGE};
 use mali_sim::Config;
 use tyr::fw::image::build::Builder;
@@ -21,9 +23,14 @@ fn shared() -> (u32, (u32, u32)) {
 }
 
 fn good() -> Builder {
+    with_code(RD | EX | CACHE_MODE_CACHED, (0, 0x1000), b"code")
+}
+
+/// [`good`]'s image with its code section given: flags, range and bytes.
+fn with_code(flags: u32, range: (u32, u32), code: &[u8]) -> Builder {
     let (f, va) = shared();
     Builder::new()
-        .section(RD | EX | CACHE_MODE_CACHED, (0, 0x1000), b"code", b"")
+        .section(flags, range, code, b"")
         .section(
             RD | WR | ZERO | CACHE_MODE_CACHED,
             (0x1000, 0x3000),
@@ -72,18 +79,7 @@ fn the_arm_image_loads_from_tyr_firmware_dir() {
         b.firmware().path
     );
     // The sha the image's build-info text carries, found without the driver's parser.
-    let bytes = b.firmware().bytes.clone();
-    let key = b"git_sha: ";
-    let at = bytes
-        .windows(key.len())
-        .position(|w| w == key)
-        .expect("Arm's image has build info")
-        + key.len();
-    let end = at + bytes[at..].iter().position(|&c| c == 0).unwrap();
-    let sha = std::str::from_utf8(&bytes[at..end])
-        .unwrap()
-        .trim()
-        .to_string();
+    let sha = driver_common::build_info_sha(&b.firmware().bytes);
     let parent = drm_ctx::device::Device::new("mali").unwrap();
     let reg = driver::probe(&parent, b).unwrap();
     let dev = reg.device();
@@ -204,42 +200,21 @@ fn bad_images_are_refused_at_probe() {
 #[test]
 #[cfg_attr(miri, ignore = "a probe per image")]
 fn the_mcu_refuses_misplaced_or_altered_sections() {
-    let (f, va) = shared();
     let mcu = good().finish();
     let cases = [
         // The code section one page off.
         (
-            Builder::new()
-                .section(
-                    RD | EX | CACHE_MODE_CACHED,
-                    (0x1_0000, 0x1_1000),
-                    b"code",
-                    b"",
-                )
-                .section(
-                    RD | WR | ZERO | CACHE_MODE_CACHED,
-                    (0x1000, 0x3000),
-                    b"data",
-                    b"",
-                )
-                .section(f, va, b"", b"")
-                .finish(),
+            with_code(RD | EX | CACHE_MODE_CACHED, (0x1_0000, 0x1_1000), b"code").finish(),
             CheckError::NotMapped { va: 0 },
         ),
         // One byte of the code different.
-        (good_with_code(b"codf"), CheckError::WrongData { va: 0 }),
+        (
+            with_code(RD | EX | CACHE_MODE_CACHED, (0, 0x1000), b"codf").finish(),
+            CheckError::WrongData { va: 0 },
+        ),
         // The read-only code section mapped writable.
         (
-            Builder::new()
-                .section(RD | WR | EX | CACHE_MODE_CACHED, (0, 0x1000), b"code", b"")
-                .section(
-                    RD | WR | ZERO | CACHE_MODE_CACHED,
-                    (0x1000, 0x3000),
-                    b"data",
-                    b"",
-                )
-                .section(f, va, b"", b"")
-                .finish(),
+            with_code(RD | WR | EX | CACHE_MODE_CACHED, (0, 0x1000), b"code").finish(),
             CheckError::WrongPermissions { va: 0 },
         ),
     ];
@@ -255,21 +230,6 @@ fn the_mcu_refuses_misplaced_or_altered_sections() {
             mali_sim::regs::mcu::FATAL
         );
     }
-}
-
-fn good_with_code(code: &[u8]) -> Vec<u8> {
-    let (f, va) = shared();
-    Builder::new()
-        .section(RD | EX | CACHE_MODE_CACHED, (0, 0x1000), code, b"")
-        .section(
-            RD | WR | ZERO | CACHE_MODE_CACHED,
-            (0x1000, 0x3000),
-            b"data",
-            b"",
-        )
-        .section(f, va, b"", b"")
-        .build_info(b"git_sha: test\0")
-        .finish()
 }
 
 /// A GPU that powers down and up boots its MCU cold: the driver reloads the data section

@@ -3,6 +3,8 @@
 //! Probe on the simulated G610: success with Tyr's log lines, the DRM device registered last,
 //! and the refusals (unknown GPU, a reset that never completes, an L2 that never powers up).
 
+mod driver_common;
+
 use drm_ctx::device;
 use mali_sim::{regs, Config};
 use tyr::backend::Backend;
@@ -39,15 +41,7 @@ fn probe_succeeds_and_logs_like_tyr() {
     );
     assert!(fw_lines[1].starts_with("Firmware header version 0.3, version hash "));
     // The sha the image's build-info text carries, found without the driver's parser.
-    let key = b"git_sha: ";
-    let at = image
-        .bytes
-        .windows(key.len())
-        .position(|w| w == key)
-        .expect("the image has build info")
-        + key.len();
-    let end = at + image.bytes[at..].iter().position(|&c| c == 0).unwrap();
-    let sha = std::str::from_utf8(&image.bytes[at..end]).unwrap().trim();
+    let sha = driver_common::build_info_sha(&image.bytes);
     if matches!(image.origin, tyr::host::FirmwareOrigin::Simulator) {
         assert_eq!(sha, mali_sim::firmware::GIT_SHA);
     }

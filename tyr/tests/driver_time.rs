@@ -6,7 +6,11 @@
 //! not before; the simulated GPU's time never runs ahead of real time; `TIMESTAMP_INFO`'s CPU
 //! timestamps are the host's `CLOCK_MONOTONIC` and `CLOCK_MONOTONIC_RAW`.
 
+mod driver_common;
+
 use std::time::{Duration, Instant};
+
+use driver_common::{errno, fence_status};
 
 use drm_ctx::device;
 use drm_ctx::drm::Registration;
@@ -53,19 +57,6 @@ impl Rig {
             "simulated time {simulated:?} ran ahead of real time {real:?}"
         );
     }
-}
-
-fn errno<T>(r: drm_ctx::Result<T>) -> i32 {
-    match r {
-        Ok(_) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// Status of the fence a syncobj holds: `None` pending, `Some(0)` or `Some(-errno)`.
-fn fence_status(umd: &Umd, h: u32) -> Option<i32> {
-    let f = umd.client().file().syncobjs().fence(h).unwrap()?;
-    f.status().map(|r| r.err().unwrap_or(0))
 }
 
 const VA: u64 = 0x100_0000;

@@ -218,3 +218,20 @@ pub fn fence_status(umd: &tyr::umd::Umd, h: u32) -> Option<i32> {
     let f = umd.client().file().syncobjs().fence(h).unwrap()?;
     f.status().map(|r| r.err().unwrap_or(0))
 }
+
+/// The git sha a firmware image's build-info text carries (`git_sha: <sha>`, NUL-terminated),
+/// found in the bytes without the driver's parser: an independent witness of which file was
+/// loaded.
+pub fn build_info_sha(image: &[u8]) -> String {
+    let key = b"git_sha: ";
+    let at = image
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the image has build info")
+        + key.len();
+    let end = at + image[at..].iter().position(|&c| c == 0).unwrap();
+    std::str::from_utf8(&image[at..end])
+        .unwrap()
+        .trim()
+        .to_string()
+}
