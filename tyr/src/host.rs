@@ -123,15 +123,6 @@ impl SimModel {
     }
 }
 
-/// Whether an access at `offset` reads the GPU's timestamp or cycle counter.
-fn reads_time(offset: usize) -> bool {
-    use sim::regs::{CYCLE_COUNT_HI, CYCLE_COUNT_LO, TIMESTAMP_HI, TIMESTAMP_LO};
-    matches!(
-        offset & !3,
-        CYCLE_COUNT_LO | CYCLE_COUNT_HI | TIMESTAMP_LO | TIMESTAMP_HI
-    )
-}
-
 impl DeviceModel for SimModel {
     fn read(&self, offset: usize, width: AccessWidth) -> u64 {
         if !self.live() {
@@ -140,7 +131,7 @@ impl DeviceModel for SimModel {
         let gpu = &self.gpu;
         // The counters that show time read as of now: on real time, simulated time first
         // catches up with it (the event thread lets it lag while nothing is due).
-        if let (Some(k), true) = (&self.kick, reads_time(offset)) {
+        if let (Some(k), true) = (&self.kick, sim::regs::reads_time(offset)) {
             k.catch_up(gpu);
         }
         match width {

@@ -248,14 +248,7 @@ impl DeviceModel for SimModel {
         // The counters that show time read as of now: simulated time first catches up with
         // the real time passed since the pump's anchor (the pump lets it lag while nothing is
         // due), running what falls due on the way; never past it.
-        let time = matches!(
-            offset & !3,
-            mali_sim::regs::CYCLE_COUNT_LO
-                | mali_sim::regs::CYCLE_COUNT_HI
-                | mali_sim::regs::TIMESTAMP_LO
-                | mali_sim::regs::TIMESTAMP_HI
-        );
-        let limit = time.then(|| {
+        let limit = mali_sim::regs::reads_time(offset).then(|| {
             let sim0 = self.pump.anchor_sim.load(Ordering::Relaxed);
             let real0 = self.pump.anchor_ktime.load(Ordering::Relaxed);
             sim0.saturating_add(KtimeClock::now_ns().saturating_sub(real0))

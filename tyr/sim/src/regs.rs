@@ -82,6 +82,15 @@ pub const CYCLE_COUNT_HI: usize = 0x094;
 pub const TIMESTAMP_LO: usize = 0x098;
 /// System timestamp, high half.
 pub const TIMESTAMP_HI: usize = 0x09c;
+
+/// Whether the 32-bit register at `offset` (any byte of it) reads the GPU's time: the cycle
+/// counter or the timestamp.
+pub const fn reads_time(offset: usize) -> bool {
+    matches!(
+        offset & !3,
+        CYCLE_COUNT_LO | CYCLE_COUNT_HI | TIMESTAMP_LO | TIMESTAMP_HI
+    )
+}
 /// Maximum threads per core.
 pub const THREAD_MAX_THREADS: usize = 0x0a0;
 /// Maximum workgroup size.
