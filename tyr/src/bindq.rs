@@ -17,13 +17,20 @@
 //! could consume what they set aside.
 //!
 //! A job applies its op in the bounded steps of every bind (`vm::BIND_STEP_ENTRIES` entries,
-//! the address-space lock per step), but within one run of the device's work item: other
-//! clients' binds and submissions wait for the whole op (at most what a file's page-table
-//! budget admits). Giving the work item back between steps is not done yet: `io-pgtable`
-//! never splits a 2M block, so a remap rewrites whole old VAs, and `gpuvm` applies an op in
-//! one call, so a resumable job would have to unmap the overlapped VAs in steps, commit
-//! `gpuvm`, then map in steps (every entry then points at memory `gpuvm` holds), with one
-//! bind in flight per queue.
+//! the address-space lock per step, [`Backend::cond_resched`] between steps). Bind queues run
+//! on a worker of their own ([`Backend::bind_executor`], [`Events::bind_work`]), as panthor
+//! runs its bind jobs on a workqueue apart from its scheduler: while a huge op runs, other
+//! clients' interrupts, submissions and synchronous binds go on (they wait for one step at
+//! most). Binds of one VM wait for each other; the binds of other VMs wait for the op too,
+//! since one worker serves the device's bind queues (panthor gives every VM its own bind
+//! scheduler). An op is not resumable across runs of the worker: `io-pgtable` never splits a
+//! 2M block, so a remap rewrites whole old VAs, and `gpuvm` applies an op in one call, so a
+//! resumable job would have to unmap the overlapped VAs in steps, commit `gpuvm`, then map in
+//! steps (every entry then points at memory `gpuvm` holds).
+//!
+//! [`Events::bind_work`]: crate::backend::Events::bind_work
+//! [`Backend::cond_resched`]: crate::backend::Backend::cond_resched
+//! [`Backend::bind_executor`]: crate::backend::Backend::bind_executor
 //!
 //! A bind job reaches its device through [`BindDevice`] (the environment and the
 //! address-space slots), which the device state on the scheduling floor above implements.
@@ -180,7 +187,7 @@ impl<B: Backend, D: BindDevice<B>> JqBackend for BindHw<B, D> {
 /// A VM's bind queue, for device `D`.
 pub type BindQueue<B, D> = jobqueue::Queue<
     BindHw<B, D>,
-    <B as Backend>::Exec,
+    <B as Backend>::BindExec,
     SchedClock<<B as Backend>::TimerClock>,
     JOB_SLOTS,
 >;
@@ -240,7 +247,7 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
             jobqueue::Queue::init_in_place(
                 slot,
                 BindHw { dev: weak },
-                backend.executor().clone(),
+                backend.bind_executor().clone(),
                 SchedClock(backend.timer_clock().clone()),
                 BIND_CONFIG,
             )
@@ -262,7 +269,9 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
         }
     }
 
-    /// Runs every bind queue (the work item).
+    /// Runs every bind queue (the bind work item, [`Events::bind_work`]).
+    ///
+    /// [`Events::bind_work`]: crate::backend::Events::bind_work
     pub fn run(&self) {
         // One queue at a time, the map's lock let go while it runs (a bind job may need it).
         let mut at = None;

@@ -38,6 +38,10 @@
 //!   jump to the next hardware event or timer, so jobs run and time out as fast as the host
 //!   computes them. The simulator does not depend on the thread: any executor that makes the
 //!   same calls (a kernel work item, a test's loop) drives it the same way.
+//! - Bind queues run on a second thread per backend (the backend's
+//!   [`bind_executor`](Backend::bind_executor)), which calls the driver's
+//!   [`Events::bind_work`] when woken or when one of its timers is due, as a kernel driver's
+//!   bind jobs run on a workqueue apart from its scheduler's.
 //!
 //! # Examples
 //!
@@ -346,7 +350,7 @@ fn clock_gettime(id: libc::clockid_t) -> Duration {
 #[derive(Clone, Debug)]
 pub struct SimDma {
     mem: Arc<SimMemory>,
-    syncs: Arc<Mutex<SyncRing>>,
+    syncs: Arc<parking_lot::Mutex<SyncRing>>,
 }
 
 /// How many of the latest cache maintenance requests a [`SimDma`] keeps.
@@ -389,7 +393,7 @@ impl SimDma {
         };
         SimDma {
             mem,
-            syncs: Arc::new(Mutex::new(SyncRing {
+            syncs: Arc::new(parking_lot::Mutex::new(SyncRing {
                 slots: [empty; SYNC_LOG],
                 total: 0,
             })),
@@ -402,7 +406,7 @@ impl SimDma {
     }
 
     fn record(&self, dir: SyncDir, addr: u64, len: usize) {
-        let mut r = plock(&self.syncs);
+        let mut r = self.syncs.lock();
         let i = (r.total % SYNC_LOG as u64) as usize;
         r.slots[i] = SyncRecord { dir, addr, len };
         r.total = r.total.wrapping_add(1);
@@ -410,13 +414,13 @@ impl SimDma {
 
     /// How many cache maintenance requests were made so far.
     pub fn sync_count(&self) -> u64 {
-        plock(&self.syncs).total
+        self.syncs.lock().total
     }
 
     /// The requests made since the count was `since` ([`sync_count`](Self::sync_count)),
     /// oldest first; at most the latest [`SYNC_LOG`].
     pub fn syncs(&self, since: u64) -> Vec<SyncRecord> {
-        let r = plock(&self.syncs);
+        let r = self.syncs.lock();
         let first = since.max(r.total.saturating_sub(SYNC_LOG as u64));
         (first..r.total)
             .map(|n| r.slots[(n % SYNC_LOG as u64) as usize])
@@ -704,15 +708,18 @@ fn event_loop(gpu: SharedGpu, shared: Arc<EventShared>, timer: HostTimerClock) {
                 continue;
             }
             let next = g.next_event_ns();
-            if g.now_ns() < limit {
-                g.step(Some(limit));
-                own = g.now_ns();
-                continue;
-            }
             if next.is_some_and(|e| e <= lead) {
+                // An event is due (or close enough): run it, and look again.
                 g.step(None);
                 own = g.now_ns();
                 continue;
+            }
+            // Nothing happens before real time reaches the next event: simulated time is
+            // brought up to real time, and the thread waits. (Looking again at once instead
+            // would find real time a little further, step again, and so on: a thread spinning
+            // on a whole core while the GPU is idle.)
+            if g.now_ns() < limit {
+                g.step(Some(limit));
             }
             own = g.now_ns();
             next
@@ -754,6 +761,44 @@ fn idle_wait(gpu: &SharedGpu, shared: &EventShared, seen: Option<Option<u64>>, w
         let _ = shared.cv.wait_timeout(s, wait);
     }
     shared.sleeping.store(false, Ordering::SeqCst);
+}
+
+/// The bind thread: runs the driver's bind work ([`Events::bind_work`]) whenever the bind
+/// executor is woken or one of its timers (instants of `timer`) is due, apart from the event
+/// thread, as a kernel driver's bind jobs run on a workqueue of their own. It never moves
+/// simulated time.
+fn bind_loop(shared: Arc<EventShared>, timer: HostTimerClock) {
+    loop {
+        let sink = {
+            let mut s = plock(&shared.state);
+            if s.stop {
+                return;
+            }
+            let Some(sink) = s.events.clone() else {
+                return;
+            };
+            let now = timer.now_ns();
+            if !s.asleep && s.timer.is_some_and(|t| t <= now) {
+                s.timer = None;
+                s.pending = true;
+            }
+            if !core::mem::take(&mut s.pending) {
+                // Nothing owed: wait for a wake-up, a stop or the timer (looking again at
+                // least every `IDLE_WAIT`: on simulated time the timer's clock moves without
+                // telling this thread).
+                let wait = s.timer.filter(|_| !s.asleep).map_or(IDLE_WAIT, |t| {
+                    Duration::from_nanos(t.saturating_sub(now)).min(IDLE_WAIT)
+                });
+                let _ = shared.cv.wait_timeout(s, wait);
+                continue;
+            }
+            sink
+        };
+        // The driver is held (strongly) for one call.
+        if !sink.with(&mut |events| events.bind_work()) {
+            return;
+        }
+    }
 }
 
 struct EventThread {
@@ -867,7 +912,10 @@ pub struct HostBackend {
     sys_clock: StdPollClock,
     dma: SimDma,
     exec: HostExec,
+    /// The bind queues' executor, served by a thread of its own.
+    bind_exec: HostExec,
     thread: Mutex<Option<EventThread>>,
+    bind_thread: Mutex<Option<EventThread>>,
     log: Mutex<LogRing>,
     echo: bool,
     /// The simulated GPU's operating points.
@@ -954,7 +1002,9 @@ impl HostBackend {
             sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
             exec,
+            bind_exec: HostExec::new(),
             thread: Mutex::new(None),
+            bind_thread: Mutex::new(None),
             gpu,
             log: Mutex::new(LogRing::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
@@ -1028,6 +1078,7 @@ impl Backend for HostBackend {
     type TimerClock = HostTimerClock;
     type SysClock = StdPollClock;
     type Exec = HostExec;
+    type BindExec = HostExec;
     type Dma = SimDma;
     type Fence = jobqueue::host::HostFence;
     type JobAlloc = jobqueue::host::HostAlloc;
@@ -1081,6 +1132,10 @@ impl Backend for HostBackend {
         &self.exec
     }
 
+    fn bind_executor(&self) -> &HostExec {
+        &self.bind_exec
+    }
+
     fn new_job_alloc(&self) -> Result<jobqueue::host::HostAlloc> {
         Ok(jobqueue::host::HostAlloc::new())
     }
@@ -1103,45 +1158,62 @@ impl Backend for HostBackend {
 
     fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) -> Result {
         self.stop_events();
-        {
-            let mut s = plock(&self.exec.shared.state);
-            s.events = Some(Arc::new(WeakEvents(events)));
+        let sink: Arc<dyn EventSink> = Arc::new(WeakEvents(events));
+        for exec in [&self.exec, &self.bind_exec] {
+            let mut s = plock(&exec.shared.state);
+            s.events = Some(sink.clone());
             s.stop = false;
             s.pending = true;
         }
         let gpu = self.gpu.clone();
         let shared = self.exec.shared.clone();
         let timer = self.timer.clone();
-        let handle = thread::Builder::new()
+        let events = thread::Builder::new()
             .name("tyr-events".into())
             .spawn(move || event_loop(gpu, shared, timer));
-        match handle {
-            Ok(handle) => {
-                let id = handle.thread().id();
-                *plock(&self.thread) = Some(EventThread { handle, id });
-                Ok(())
-            }
-            Err(_) => {
-                self.log(LogLevel::Err, format_args!("cannot start the event thread"));
-                self.stop_events();
-                Err(Error::NoMemory)
+        let shared = self.bind_exec.shared.clone();
+        let timer = self.timer.clone();
+        let binds = thread::Builder::new()
+            .name("tyr-binds".into())
+            .spawn(move || bind_loop(shared, timer));
+        let mut failed = false;
+        for (handle, slot) in [(events, &self.thread), (binds, &self.bind_thread)] {
+            match handle {
+                Ok(handle) => {
+                    let id = handle.thread().id();
+                    *plock(slot) = Some(EventThread { handle, id });
+                }
+                Err(_) => failed = true,
             }
         }
+        if failed {
+            self.log(
+                LogLevel::Err,
+                format_args!("cannot start the event threads"),
+            );
+            self.stop_events();
+            return Err(Error::NoMemory);
+        }
+        Ok(())
     }
 
     fn stop_events(&self) {
-        {
-            let mut s = plock(&self.exec.shared.state);
-            s.stop = true;
-            s.events = None;
+        for exec in [&self.exec, &self.bind_exec] {
+            {
+                let mut s = plock(&exec.shared.state);
+                s.stop = true;
+                s.events = None;
+            }
+            exec.shared.cv.notify_all();
         }
-        self.exec.shared.cv.notify_all();
-        let t = plock(&self.thread).take();
-        if let Some(t) = t {
-            // The last reference to the driver may go away on the event thread itself: it
-            // then ends on its own once the current call returns.
-            if t.id != thread::current().id() {
-                let _ = t.handle.join();
+        for slot in [&self.thread, &self.bind_thread] {
+            let t = plock(slot).take();
+            if let Some(t) = t {
+                // The last reference to the driver may go away on one of the threads itself:
+                // it then ends on its own once the current call returns.
+                if t.id != thread::current().id() {
+                    let _ = t.handle.join();
+                }
             }
         }
     }
@@ -1179,8 +1251,10 @@ impl Backend for HostBackend {
         if let TimerSource::Real(c) = &self.timer.0 {
             c.set_asleep(asleep);
         }
-        plock(&self.exec.shared.state).asleep = asleep;
-        self.exec.shared.cv.notify_all();
+        for exec in [&self.exec, &self.bind_exec] {
+            plock(&exec.shared.state).asleep = asleep;
+            exec.shared.cv.notify_all();
+        }
     }
 
     fn set_gpu_clock_rate(&self, hz: u64) -> Result<()> {

@@ -525,13 +525,18 @@ impl WorkItem<1> for EventPump {
                 let next = gpu.next_event_ns();
                 let what = if !gpu.asserted_lines().is_empty() {
                     PumpNext::Again
-                } else if gpu.now_ns() < limit {
-                    let _ = gpu.step(Some(limit));
-                    PumpNext::Again
                 } else if next.is_some_and(|e| e <= limit.saturating_add(PUMP_LEAD_NS)) {
+                    // An event is due (or close enough): run it, and look again.
                     let _ = gpu.step(None);
                     PumpNext::Again
                 } else {
+                    // Nothing happens before real time reaches the next event: simulated time
+                    // is brought up to real time and the pump waits. (Looking again at once
+                    // would find real time a little further, step again, and so on, the pump
+                    // spinning while the GPU is idle.)
+                    if gpu.now_ns() < limit {
+                        let _ = gpu.step(Some(limit));
+                    }
                     PumpNext::Wait(next)
                 };
                 (what, gpu.now_ns())
@@ -695,6 +700,214 @@ impl jobqueue::Executor for KernelExec {
     }
 }
 
+/// The bind queues' executor in the kernel: a work item of its own on the system workqueue
+/// (`system_dfl_wq`, unbound), which calls the driver's [`Events::bind_work`] when woken or
+/// when a deadline of `wake_at` has come (on [`KtimeClock`]), never the event pump: a bind
+/// that runs for long holds up neither interrupts nor submissions, as panthor's bind jobs run
+/// on a workqueue apart from its scheduler's.
+#[pin_data]
+pub struct BindPump {
+    #[pin]
+    work: Work<BindPump, 1>,
+    /// The run for a deadline in the future.
+    #[pin]
+    later: DelayedWork<BindPump, 2>,
+    /// The driver's events, as the event pump has them.
+    #[pin]
+    events: SpinLock<Option<Arc<dyn EventSink>>>,
+    /// The earliest deadline, in [`KtimeClock`] nanoseconds.
+    #[pin]
+    timer: SpinLock<Option<u64>>,
+    /// The task calling the driver's bind work, null when none is: what `stop_events` waits
+    /// for.
+    busy: AtomicPtr<core::ffi::c_void>,
+    /// Woken: the bind work runs next (an atomic, as the event pump's: wakers run in fence
+    /// callbacks, possibly in hard-IRQ context).
+    pending: AtomicBool,
+    runs: AtomicU64,
+}
+
+impl_has_work! {
+    impl HasWork<Self, 1> for BindPump { self.work }
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 2> for BindPump { self.later }
+}
+
+impl WorkItem<2> for BindPump {
+    type Pointer = Arc<BindPump>;
+
+    fn run(this: Arc<BindPump>) {
+        // The bind work runs as the first work item, never twice at once.
+        BindPump::schedule(this);
+    }
+}
+
+impl WorkItem<1> for BindPump {
+    type Pointer = Arc<BindPump>;
+
+    fn run(this: Arc<BindPump>) {
+        this.runs.fetch_add(1, Ordering::Relaxed);
+        for _ in 0..PUMP_BUDGET {
+            // Marked busy under the events' lock, as the event pump does.
+            let Some(sink) = ({
+                let events = this.events.lock();
+                let sink = events.clone();
+                if sink.is_some() {
+                    this.busy.store(
+                        ::kernel::task::Task::current_raw().cast(),
+                        Ordering::Release,
+                    );
+                }
+                sink
+            }) else {
+                return;
+            };
+            let now = KtimeClock::now_ns();
+            let due = {
+                let mut t = this.timer.lock();
+                let due = t.is_some_and(|t| t <= now);
+                if due {
+                    *t = None;
+                }
+                due
+            };
+            let owed = this.pending.swap(false, Ordering::AcqRel) || due;
+            let alive = !owed || sink.with(&mut |events| events.bind_work());
+            // The driver's last reference may go here (see the event pump).
+            drop(sink);
+            this.busy.store(core::ptr::null_mut(), Ordering::Release);
+            if !alive {
+                return;
+            }
+            if owed {
+                continue;
+            }
+            let Some(at) = *this.timer.lock() else {
+                // Nothing owed, nothing scheduled: a wake-up or a deadline queues it again.
+                return;
+            };
+            if this.pending.load(Ordering::Acquire) {
+                continue;
+            }
+            let ms = u32::try_from(at.saturating_sub(now).div_ceil(1_000_000))
+                .unwrap_or(u32::MAX)
+                .min(PUMP_MAX_DELAY_MS);
+            let delay = ::kernel::time::msecs_to_jiffies(ms);
+            let _ = jobqueue::kernel::default_workqueue()
+                .enqueue_delayed::<Arc<Self>, 2>(this.clone(), delay);
+            return;
+        }
+        // Out of budget: let other work items in, and go on later.
+        BindPump::schedule(this);
+    }
+}
+
+impl BindPump {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        Self::w_clone,
+        Self::w_wake,
+        Self::w_wake_by_ref,
+        Self::w_drop,
+    );
+
+    fn schedule(this: Arc<Self>) {
+        // Already queued: that run sees what this call was for.
+        let _ = jobqueue::kernel::default_workqueue().enqueue::<Arc<Self>, 1>(this);
+    }
+
+    fn wake(this: Arc<Self>) {
+        this.pending.store(true, Ordering::Release);
+        Self::schedule(this);
+    }
+
+    /// # Safety
+    ///
+    /// `data` came from `Arc::into_raw` of an `Arc<BindPump>` that is still owned by a waker.
+    unsafe fn w_clone(data: *const ()) -> RawWaker {
+        // SAFETY: The caller's guarantee: `data` is a live `Arc<BindPump>` we do not own.
+        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
+        let extra: Arc<Self> = borrowed.into();
+        RawWaker::new(Arc::into_raw(extra).cast(), &Self::VTABLE)
+    }
+
+    /// # Safety
+    ///
+    /// `data` came from `Arc::into_raw` of an `Arc<BindPump>` owned by the waker consumed here.
+    unsafe fn w_wake(data: *const ()) {
+        // SAFETY: The caller's guarantee: the waker's reference is handed to us.
+        Self::wake(unsafe { Arc::from_raw(data.cast()) });
+    }
+
+    /// # Safety
+    ///
+    /// As for [`Self::w_clone`].
+    unsafe fn w_wake_by_ref(data: *const ()) {
+        // SAFETY: The caller's guarantee.
+        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
+        Self::wake(borrowed.into());
+    }
+
+    /// # Safety
+    ///
+    /// As for [`Self::w_wake`].
+    unsafe fn w_drop(data: *const ()) {
+        // SAFETY: The caller's guarantee: the waker's reference is released here.
+        drop(unsafe { Arc::<Self>::from_raw(data.cast()) });
+    }
+}
+
+/// The bind queues' executor: its waker and deadlines drive the [`BindPump`].
+#[derive(Clone)]
+pub struct KernelBindExec {
+    pump: Arc<BindPump>,
+    waker: Waker,
+}
+
+impl KernelBindExec {
+    fn new() -> Result<Self> {
+        let pump = Arc::pin_init(
+            pin_init!(BindPump {
+                work <- new_work!("tyr::kernel::BindPump::work"),
+                later <- new_delayed_work!("tyr::kernel::BindPump::later"),
+                events <- new_spinlock!(None, "tyr::kernel::BindPump::events"),
+                timer <- new_spinlock!(None, "tyr::kernel::BindPump::timer"),
+                busy: AtomicPtr::new(core::ptr::null_mut()),
+                pending: AtomicBool::new(false),
+                runs: AtomicU64::new(0),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| Error::NoMemory)?;
+        let data = Arc::into_raw(pump.clone()).cast::<()>();
+        // SAFETY: `data` is an `Arc<BindPump>` reference now owned by the waker, and the
+        // vtable's functions treat it as such.
+        let waker = unsafe { Waker::from_raw(RawWaker::new(data, &BindPump::VTABLE)) };
+        Ok(KernelBindExec { pump, waker })
+    }
+
+    /// How many times the bind pump's work item has run.
+    pub fn runs(&self) -> u64 {
+        self.pump.runs.load(Ordering::Relaxed)
+    }
+}
+
+impl jobqueue::Executor for KernelBindExec {
+    fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    fn wake_at(&self, deadline: jobqueue::Instant) {
+        {
+            let mut t = self.pump.timer.lock();
+            let at = deadline.as_nanos();
+            *t = Some(t.map_or(at, |old| old.min(at)));
+        }
+        BindPump::schedule(self.pump.clone());
+    }
+}
+
 /// A firmware file in the kernel: the firmware loader's (`request_firmware`), or the
 /// simulated MCU's own image when the loader has none.
 pub enum KernelFirmware {
@@ -743,6 +956,7 @@ pub struct KernelBackend {
     sys_clock: KernelPollClock,
     dma: KernelDma,
     exec: KernelExec,
+    bind_exec: KernelBindExec,
 }
 
 impl KernelBackend {
@@ -818,6 +1032,7 @@ impl KernelBackend {
         )
         .map_err(|_| Error::NoMemory)?;
         let exec = KernelExec::new(device.clone())?;
+        let bind_exec = KernelBindExec::new()?;
         LIVE_BACKENDS.fetch_add(1, Ordering::Relaxed);
         Ok(KernelBackend {
             io: ModelRegion::new(SimModel {
@@ -829,6 +1044,7 @@ impl KernelBackend {
             sys_clock: KernelPollClock::new(),
             dma: KernelDma(bus),
             exec,
+            bind_exec,
             device,
         })
     }
@@ -870,8 +1086,10 @@ impl KernelBackend {
     /// already under way finishes with the events it took.
     pub fn set_events(&self, events: Option<Arc<dyn EventSink>>) {
         let start = events.is_some();
+        *self.bind_exec.pump.events.lock() = events.clone();
         *self.exec.pump.events.lock() = events;
         if start {
+            BindPump::wake(self.bind_exec.pump.clone());
             // A line may be asserted already.
             self.exec.kick();
         }
@@ -979,6 +1197,7 @@ impl Backend for KernelBackend {
     type TimerClock = KtimeClock;
     type SysClock = KernelPollClock;
     type Exec = KernelExec;
+    type BindExec = KernelBindExec;
     type Dma = KernelDma;
     type Fence = KernelFence;
     type JobAlloc = QueueFences;
@@ -1090,18 +1309,23 @@ impl Backend for KernelBackend {
         // touches the GPU (the remove path takes the MMIO away next). Not when the call is
         // this one (the driver's last reference went on the pump).
         let me: *mut core::ffi::c_void = ::kernel::task::Task::current_raw().cast();
-        let mut waited = Duration::ZERO;
-        loop {
-            let busy = self.exec.pump.busy.load(Ordering::Acquire);
-            if busy.is_null() || busy == me {
-                return;
+        for (busy, what) in [
+            (&self.exec.pump.busy, "event pump"),
+            (&self.bind_exec.pump.busy, "bind pump"),
+        ] {
+            let mut waited = Duration::ZERO;
+            loop {
+                let task = busy.load(Ordering::Acquire);
+                if task.is_null() || task == me {
+                    break;
+                }
+                if waited >= STOP_WAIT {
+                    pr_err!("tyr: the {what}'s call did not finish in {STOP_WAIT:?}\n");
+                    break;
+                }
+                fsleep(Delta::from_micros(100));
+                waited += Duration::from_micros(100);
             }
-            if waited >= STOP_WAIT {
-                pr_err!("tyr: the event pump's call did not finish in {STOP_WAIT:?}\n");
-                return;
-            }
-            fsleep(Delta::from_micros(100));
-            waited += Duration::from_micros(100);
         }
     }
 
@@ -1116,6 +1340,10 @@ impl Backend for KernelBackend {
 
     fn executor(&self) -> &KernelExec {
         &self.exec
+    }
+
+    fn bind_executor(&self) -> &KernelBindExec {
+        &self.bind_exec
     }
 
     fn timestamp_frequency(&self) -> u64 {

@@ -1434,7 +1434,6 @@ impl<B: Backend> Events for DevInner<B> {
     }
 
     fn work(&self) {
-        self.sched.binds.run();
         for g in self.sched.live_groups() {
             self.answer_tiler_oom(&g);
         }
@@ -1454,6 +1453,10 @@ impl<B: Backend> Events for DevInner<B> {
         self.sleep_if_asked();
         self.schedule();
         self.pm_tick();
+    }
+
+    fn bind_work(&self) {
+        self.sched.binds.run();
     }
 }
 

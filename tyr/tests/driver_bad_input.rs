@@ -66,7 +66,7 @@ impl Fixture {
         }
         assert_eq!(self.rig.vm_state(self.vm), Ok(DRM_PANTHOR_VM_STATE_USABLE));
         let vm = self.rig.client.file().inner().vm(self.vm).unwrap();
-        assert_eq!(vm.lock().unwrap().mapping_count(), 1);
+        assert_eq!(vm.lock().mapping_count(), 1);
     }
 
     /// `ops` fail with `errno` at op `index`, and change nothing.

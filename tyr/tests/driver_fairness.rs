@@ -226,7 +226,6 @@ fn resident(r: &Rig) -> usize {
         .sched
         .slots
         .lock()
-        .unwrap()
         .iter()
         .filter(|s| s.is_some())
         .count()
@@ -270,7 +269,7 @@ fn three_times_more_groups_than_slots_all_finish() {
     for (i, g) in groups.iter().enumerate() {
         if umds[i / 8].wait(&g.jobs, 20_000_000_000).is_err() {
             let dev = r.dev();
-            eprintln!("slots {:?}", dev.sched.slots.lock().unwrap());
+            eprintln!("slots {:?}", dev.sched.slots.lock());
             for gg in dev.sched.live_groups() {
                 eprintln!(
                     "key {} slot {} wants {} dead {} susp {}",

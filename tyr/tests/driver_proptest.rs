@@ -157,7 +157,7 @@ proptest! {
             // The sparse backing, once a sparse bind made it (2M aligned).
             let backing = {
                 let v = rig.client.file().inner().vm(vm).unwrap();
-                let v = v.lock().unwrap();
+                let v = v.lock();
                 v.sparse_backing().map(|b| b.0.dma_addr())
             };
             prop_assert!(backing.is_none_or(|b| b % (2 << 20) == 0));

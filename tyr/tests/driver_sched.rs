@@ -723,7 +723,7 @@ fn asynchronous_binds_are_ordered_with_jobs_by_syncobjs() {
     }
     assert_eq!(data.read_u32(0x1f_f000).unwrap(), 0xabcd);
     let vmr = umd.client().file().inner().vm(vm).unwrap();
-    let v = vmr.lock().unwrap();
+    let v = vmr.lock();
     assert_eq!(v.iova_to_phys(0x4000_0000), None);
     assert_eq!(v.mapping_count(), 1);
     assert!(!v.has_reserved_binds());
@@ -817,7 +817,7 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
         // Unlike a synchronous bind, the count is left alone (as panthor does).
         assert_eq!(a.ops.count, 2);
         let vmr = umd.client().file().inner().vm(vm).unwrap();
-        let v = vmr.lock().unwrap();
+        let v = vmr.lock();
         assert_eq!(v.mapping_count(), 0);
         assert!(!v.has_reserved_binds());
         assert_eq!(fence_status(&umd, s), None);
@@ -848,9 +848,9 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
         offset: 0,
         flags: 0,
     };
-    let res = vmr.lock().unwrap().reserve_bind(&[req]).unwrap();
+    let res = vmr.lock().reserve_bind(&[req]).unwrap();
     assert_eq!(errno(umd.map(vm, &bo, 0x10_0000)), -16);
-    vmr.lock().unwrap().release_bind(res);
+    vmr.lock().release_bind(res);
     umd.map(vm, &bo, 0x10_0000).unwrap();
 }
 

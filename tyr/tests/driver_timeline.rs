@@ -317,7 +317,7 @@ fn asynchronous_binds_signal_and_wait_on_timeline_points() {
     assert_eq!(points(&umd, t), (4, 4));
     assert_eq!(data.read_u32(0x1f_f000).unwrap(), 0xabcd);
     let vmr = umd.client().file().inner().vm(vm).unwrap();
-    let v = vmr.lock().unwrap();
+    let v = vmr.lock();
     assert_eq!(v.iova_to_phys(0x4000_0000), None);
     assert_eq!(v.mapping_count(), 1);
     assert!(!v.has_reserved_binds());

@@ -134,7 +134,7 @@ fn group_handle_is_published_after_the_scheduler_has_the_group() {
     let vm = umd.vm_create().unwrap();
     let file = umd.client().file();
     std::thread::scope(|s| {
-        let held = dev.sched.groups.lock().unwrap();
+        let held = dev.sched.groups.lock();
         let creator = s.spawn(|| umd.group_create(vm, &[0x1000]));
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(500) {

@@ -7,12 +7,16 @@
 //! ([`SimMemory`](crate::SimMemory)) is reached the same way: the driver allocates DMA memory
 //! from it on its own threads while the GPU reads page tables from it on an executor's thread.
 //! Its allocation table is therefore behind a lock, and which lock depends on where the
-//! simulation runs: a `std` mutex on a host, a `kernel::sync` lock in Linux, a spinning lock
-//! in firmware. The simulator names none of them: it is generic over a [`LockFamily`], which
+//! simulation runs: a `parking_lot` mutex on a host, a `kernel::sync` lock in Linux, a
+//! spinning lock in firmware. The simulator names none of them: it is generic over a [`LockFamily`], which
 //! says what lock wraps a value of any type, and it only ever locks through
 //! [`Lock::with`] (no guard escapes, nothing is held across a call out of the simulator).
 //!
-//! [`StdLocks`] (feature `std`) is the family of `std::sync::Mutex`. A kernel family is a
+//! [`StdLocks`] (feature `std`) is the family of `parking_lot::Mutex`. A memory controller
+//! arbitrates between the CPU and the GPU fairly; so does it (it hands the lock to a waiter at
+//! least every half millisecond), where a `std::sync::Mutex` lets a thread that takes the lock
+//! again at once (a page-table writer looking up table after table) keep the others out for
+//! tens of milliseconds. A kernel family is a
 //! thin adapter: `type Lock<T> = Pin<KBox<kernel::sync::Mutex<T>>>`, made with
 //! `KBox::pin_init(new_mutex!(value), GFP_KERNEL)`, whose failure is what
 //! [`Lock::new`] returns as [`SimError::OutOfMemory`].
@@ -36,29 +40,24 @@ pub trait LockFamily {
     type Lock<T: Send>: Lock<T> + Send + Sync;
 }
 
-/// `std::sync::Mutex` locks.
+/// `parking_lot::Mutex` locks (fair in the long run, see the module's documentation).
 #[cfg(feature = "std")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StdLocks;
 
 #[cfg(feature = "std")]
 impl LockFamily for StdLocks {
-    type Lock<T: Send> = std::sync::Mutex<T>;
+    type Lock<T: Send> = parking_lot::Mutex<T>;
 }
 
 #[cfg(feature = "std")]
-impl<T> Lock<T> for std::sync::Mutex<T> {
+impl<T> Lock<T> for parking_lot::Mutex<T> {
     fn new(value: T) -> Result<Self, SimError> {
-        Ok(std::sync::Mutex::new(value))
+        Ok(parking_lot::Mutex::new(value))
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        // Nothing panics while the simulator holds a lock, so a poisoned lock (a panic in a
-        // caller's code elsewhere) still guards a consistent value.
-        let mut guard = self
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+        f(&mut self.lock())
     }
 }
 

@@ -444,7 +444,7 @@ impl SimMemory {
             base,
             end: (cfg.end.0 & mask).max(base),
             alloc: crate::StdFrames,
-            inner: std::sync::Mutex::new(Table::new(base, cfg.page_limit)),
+            inner: parking_lot::Mutex::new(Table::new(base, cfg.page_limit)),
         }
     }
 }

@@ -7,7 +7,8 @@
 //! allocator. [`SharedGpu`] is a cloneable, thread-safe handle over one [`Gpu`] whose methods
 //! take `&self`.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 
 use super::gpu::{Gpu, IrqLine, IrqLines, Progress};
 use super::mem::SimMemory;
@@ -44,8 +45,7 @@ impl SharedGpu {
 
     /// Locks the GPU for a sequence of calls.
     pub fn lock(&self) -> MutexGuard<'_, Gpu> {
-        // No method of `Gpu` panics, so a poisoned lock still guards a consistent GPU.
-        self.gpu.lock().unwrap_or_else(PoisonError::into_inner)
+        self.gpu.lock()
     }
 
     /// Runs `f` with the GPU locked.

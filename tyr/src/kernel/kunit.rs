@@ -13,7 +13,7 @@ mod tests {
     use crate::{gpu, Error};
     use ::kernel::prelude::*;
     use ::kernel::sync::Arc;
-    use core::sync::atomic::{AtomicU64, Ordering};
+    use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use register::io::poll::PollClock as _;
     use register::io::Io;
 
@@ -426,34 +426,108 @@ mod tests {
         Ok(())
     }
 
-    struct Counter(AtomicU64);
+    /// Counts the driver's work and bind work; a slow bind work sleeps 300 ms, flagged while
+    /// it runs.
+    struct Counter {
+        works: AtomicU64,
+        binds: AtomicU64,
+        slow: AtomicBool,
+        in_bind: AtomicBool,
+    }
+
+    impl Counter {
+        fn new() -> Self {
+            Counter {
+                works: AtomicU64::new(0),
+                binds: AtomicU64::new(0),
+                slow: AtomicBool::new(false),
+                in_bind: AtomicBool::new(false),
+            }
+        }
+    }
 
     impl Events for Counter {
         fn irq(&self) {}
 
         fn work(&self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
+            self.works.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn bind_work(&self) {
+            self.in_bind.store(true, Ordering::Release);
+            self.binds.fetch_add(1, Ordering::Relaxed);
+            if self.slow.swap(false, Ordering::AcqRel) {
+                ::kernel::time::delay::fsleep(::kernel::time::Delta::from_millis(300));
+            }
+            self.in_bind.store(false, Ordering::Release);
         }
     }
 
-    #[test]
-    fn waking_the_executor_runs_the_drivers_work_on_the_workqueue() -> Result {
-        let (_dev, b) = backend(None)?;
-        let counter = Arc::new(Counter(AtomicU64::new(0)), GFP_KERNEL)?;
-        let events: Arc<dyn crate::backend::EventSink> = counter.clone();
-        b.set_events(Some(events));
-        jobqueue::Executor::waker(b.executor()).wake_by_ref();
-        // The work item runs on the system workqueue: wait for it, a second at most.
+    /// Waits up to a second for `done`, in steps of 10 ms.
+    fn wait_long(done: impl Fn() -> bool) -> Result {
         let mut waited = 0;
-        while counter.0.load(Ordering::Relaxed) == 0 {
+        while !done() {
             if waited == 100 {
                 return Err(ETIMEDOUT);
             }
             ::kernel::time::delay::fsleep(::kernel::time::Delta::from_millis(10));
             waited += 1;
         }
+        Ok(())
+    }
+
+    #[test]
+    fn waking_the_executor_runs_the_drivers_work_on_the_workqueue() -> Result {
+        let (_dev, b) = backend(None)?;
+        let counter = Arc::new(Counter::new(), GFP_KERNEL)?;
+        let events: Arc<dyn crate::backend::EventSink> = counter.clone();
+        b.set_events(Some(events));
+        jobqueue::Executor::waker(b.executor()).wake_by_ref();
+        // The work item runs on the system workqueue: wait for it, a second at most.
+        wait_long(|| counter.works.load(Ordering::Relaxed) != 0)?;
         assert!(b.executor().runs() >= 1);
         b.set_events(None);
+        Ok(())
+    }
+
+    /// The bind executor runs the driver's bind work on a work item of its own: when woken, or
+    /// when a deadline comes; while a bind work call runs for long (a huge bind), the driver's
+    /// work still runs; once the events are stopped, a wake-up runs nothing.
+    #[test]
+    fn the_bind_executor_runs_bind_work_apart_from_the_drivers_work() -> Result {
+        let (_dev, b) = backend(None)?;
+        let counter = Arc::new(Counter::new(), GFP_KERNEL)?;
+        let events: Arc<dyn crate::backend::EventSink> = counter.clone();
+        b.set_events(Some(events));
+        let before = counter.binds.load(Ordering::Relaxed);
+        jobqueue::Executor::waker(b.bind_executor()).wake_by_ref();
+        wait_long(|| counter.binds.load(Ordering::Relaxed) > before)?;
+        assert!(b.bind_executor().runs() >= 1);
+        // A deadline 5 ms ahead runs it again once it has come.
+        let clock = crate::kernel::KtimeClock;
+        let at = clock.now() + core::time::Duration::from_millis(5);
+        let binds = counter.binds.load(Ordering::Relaxed);
+        let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        jobqueue::Executor::wake_at(b.bind_executor(), jobqueue::Instant::from_nanos(ns));
+        wait_long(|| counter.binds.load(Ordering::Relaxed) > binds)?;
+        assert!(clock.now() >= at);
+        // A bind work call of 300 ms: the driver's work runs meanwhile.
+        wait_long(|| !counter.in_bind.load(Ordering::Acquire))?;
+        counter.slow.store(true, Ordering::Release);
+        jobqueue::Executor::waker(b.bind_executor()).wake_by_ref();
+        wait_long(|| counter.in_bind.load(Ordering::Acquire))?;
+        let works = counter.works.load(Ordering::Relaxed);
+        jobqueue::Executor::waker(b.executor()).wake_by_ref();
+        wait_long(|| counter.works.load(Ordering::Relaxed) > works)?;
+        assert!(counter.in_bind.load(Ordering::Acquire));
+        // Stopping waits for the call under way; then a wake-up runs nothing.
+        b.set_events(None);
+        crate::backend::Backend::stop_events(&b);
+        assert!(!counter.in_bind.load(Ordering::Acquire));
+        let binds = counter.binds.load(Ordering::Relaxed);
+        jobqueue::Executor::waker(b.bind_executor()).wake_by_ref();
+        ::kernel::time::delay::fsleep(::kernel::time::Delta::from_millis(20));
+        assert_eq!(counter.binds.load(Ordering::Relaxed), binds);
         Ok(())
     }
 
