@@ -22,10 +22,11 @@
 //!   [`register!`](crate::register!) macro generates typed locations.
 //!
 //! The backends are [`Mmio`] (volatile accesses through a pointer, what a bare-metal or kernel
-//! driver uses) and its [`RelaxedMmio`] view, [`MemRegion`] (plain host memory, for unit tests)
-//! and [`ModelRegion`] (every access forwarded to a [`DeviceModel`], what a simulator
-//! implements). [`poll`] has [`read_poll_timeout`](poll::read_poll_timeout), and [`pure`] keeps
-//! reads without side effects ([`PureView`]) apart from the others.
+//! driver uses) and its [`RelaxedMmio`] view, [`MemRegion`] (plain host memory for unit tests,
+//! `Send` and `Sync` like `Mmio`) and [`ModelRegion`] (every access forwarded to a
+//! [`DeviceModel`], what a simulator implements). [`poll`] has
+//! [`read_poll_timeout`](poll::read_poll_timeout), and [`pure`] keeps reads without side
+//! effects ([`PureView`]) apart from the others.
 //!
 //! # Examples
 //!
@@ -45,6 +46,9 @@
 use crate::io::register::LocatedRegister;
 use crate::Error;
 
+// `MemRegion`'s lock needs compare-and-swap on a byte, which a few small targets lack
+// (`thumbv6m-none-eabi`); the rest of this crate uses no atomics.
+#[cfg(target_has_atomic = "8")]
 pub mod mem;
 pub mod mmio;
 pub mod model;
@@ -52,6 +56,7 @@ pub mod poll;
 pub mod pure;
 pub mod register;
 
+#[cfg(target_has_atomic = "8")]
 pub use mem::MemRegion;
 pub use mmio::{Mmio, MmioRaw, RelaxedMmio};
 pub use model::{Access, AccessKind, AccessWidth, DeviceModel, ModelRegion, NoTrace, Trace};

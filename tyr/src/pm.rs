@@ -27,7 +27,7 @@
 //! off.
 //!
 //! Power transitions and the ring writes of `run_job` are serialised by a gate (a lock of the
-//! environment's [`LockFamily`]: a `std` mutex on the host, a `kernel::sync::Mutex` in Linux),
+//! environment's [`LockFamily`]: a `parking_lot` mutex on the host, a `kernel::sync::Mutex` in Linux),
 //! so a job is never written to the ring of a group the power-down is taking off its slot. The
 //! gate is held only for the few register writes of a job and for the power sequences (tens of
 //! microseconds on silicon). Nothing here needs `std`: the same file runs in the kernel.
