@@ -245,7 +245,7 @@ macro_rules! lock_class_nth {
 
 /// A lock owning a `T`, from the environment's [`LockFamily`].
 ///
-/// The same driver code holds a `parking_lot` mutex on a host ([`StdLocks`]) and a
+/// The same driver code holds a `parking_lot` mutex on a host (`StdLocks`, feature `std`) and a
 /// `kernel::sync::Mutex` in Linux.
 /// [`with`](Lock::with) runs a closure with the value locked; [`guard`](Lock::guard) hands out
 /// a guard for code that keeps the value locked across calls (a VM during a whole bind).
