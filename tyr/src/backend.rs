@@ -323,9 +323,10 @@ impl<T: Send> Lock<T> for parking_lot::Mutex<T> {
 /// and its bind work item.
 ///
 /// The environment calls [`irq`](Self::irq) and [`work`](Self::work) from one thread at a
-/// time, and [`bind_work`](Self::bind_work) from another (one at a time too), so that a long
-/// page-table update never holds up interrupts, submissions and scheduling (as panthor runs
-/// `VM_BIND` jobs on a workqueue of their own).
+/// time, and [`bind_work`](Self::bind_work) for a VM from a worker of that VM's bind executor
+/// (one call at a time per VM), so that a long page-table update holds up neither interrupts,
+/// submissions and scheduling nor other VMs' binds (panthor runs `VM_BIND` jobs on a
+/// scheduler per VM, on a workqueue of their own).
 pub trait Events: Send + Sync {
     /// An interrupt line is asserted; the handler reads and clears its status.
     fn irq(&self);
@@ -333,9 +334,11 @@ pub trait Events: Send + Sync {
     /// The executor was woken (or a timer it was given expired): run the job queues.
     fn work(&self);
 
-    /// The bind executor ([`Backend::bind_executor`]) was woken (or a timer it was given
-    /// expired): run the bind queues. Nothing by default.
-    fn bind_work(&self) {}
+    /// The bind executor of the VM with key `vm` ([`Backend::new_bind_executor`]) was woken
+    /// (or a timer it was given expired): run that VM's bind queue. Nothing by default.
+    fn bind_work(&self, vm: u64) {
+        let _ = vm;
+    }
 }
 
 /// The driver's event handlers as the environment holds them between calls: whatever their
@@ -382,8 +385,8 @@ pub trait Backend: Send + Sync + 'static {
     type SysClock: PollClock + Send + Sync + 'static;
     /// The workqueue the job queues run on.
     type Exec: jobqueue::Executor + Clone + Send + Sync + 'static;
-    /// The workqueue the bind queues run on: its wake-ups and timers run
-    /// [`Events::bind_work`], apart from [`Events::work`].
+    /// The executor of a VM's bind queue: its wake-ups and timers run [`Events::bind_work`]
+    /// for that VM on a worker of its own, apart from [`Events::work`] and from other VMs'.
     type BindExec: jobqueue::Executor + Clone + Send + Sync + 'static;
     /// DMA memory (cloned into every object that owns some).
     type Dma: DmaMemory + Clone + 'static;
@@ -479,11 +482,18 @@ pub trait Backend: Send + Sync + 'static {
     /// The executor job queues are created with.
     fn executor(&self) -> &Self::Exec;
 
-    /// The executor bind queues are created with: [`Events::bind_work`] runs on it, never on
-    /// the thread or work item [`executor`](Self::executor) serves, so that a bind running
-    /// for long (a huge sparse range, applied in bounded steps) holds up no interrupt,
-    /// submission or scheduling.
-    fn bind_executor(&self) -> &Self::BindExec;
+    /// A new executor for the bind queue of the VM with key `vm`: its wake-ups and timers run
+    /// [`Events::bind_work`]`(vm)` (while the events are started) on a worker of its own,
+    /// never the thread or work item [`executor`](Self::executor) serves nor another VM's, so
+    /// that a bind running for long (a huge sparse range, applied in bounded steps) holds up
+    /// no interrupt, submission, scheduling or other VM's bind. The worker goes when the
+    /// executor's last clone is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`](crate::Error::NoMemory) (or the environment's error) if no worker
+    /// can be made.
+    fn new_bind_executor(&self, vm: u64) -> Result<Self::BindExec>;
 
     /// Offers the CPU to other threads between two steps of a long update (a huge bind), after
     /// the device-wide locks were let go, so that threads waiting for them get them. Does

@@ -17,20 +17,17 @@
 //! could consume what they set aside.
 //!
 //! A job applies its op in the bounded steps of every bind (`vm::BIND_STEP_ENTRIES` entries,
-//! the address-space lock per step, [`Backend::cond_resched`] between steps). Bind queues run
-//! on a worker of their own ([`Backend::bind_executor`], [`Events::bind_work`]), as panthor
-//! runs its bind jobs on a workqueue apart from its scheduler: while a huge op runs, other
-//! clients' interrupts, submissions and synchronous binds go on (they wait for one step at
-//! most). Binds of one VM wait for each other; the binds of other VMs wait for the op too,
-//! since one worker serves the device's bind queues (panthor gives every VM its own bind
-//! scheduler). An op is not resumable across runs of the worker: `io-pgtable` never splits a
-//! 2M block, so a remap rewrites whole old VAs, and `gpuvm` applies an op in one call, so a
-//! resumable job would have to unmap the overlapped VAs in steps, commit `gpuvm`, then map in
-//! steps (every entry then points at memory `gpuvm` holds).
+//! the address-space lock per step, [`Backend::cond_resched`] between steps). Each VM's bind
+//! queue runs on a worker of its own ([`Backend::new_bind_executor`], [`Events::bind_work`]),
+//! as panthor gives every VM a bind scheduler on a workqueue apart from its group scheduler:
+//! while a huge op runs, interrupts, submissions, synchronous binds and other VMs'
+//! asynchronous binds go on (waiting for one step at most, for the address-space lock). Only
+//! later binds of the same VM wait for the op, as they must. An op is not resumable: it
+//! holds its own VM's worker until done.
 //!
 //! [`Events::bind_work`]: crate::backend::Events::bind_work
 //! [`Backend::cond_resched`]: crate::backend::Backend::cond_resched
-//! [`Backend::bind_executor`]: crate::backend::Backend::bind_executor
+//! [`Backend::new_bind_executor`]: crate::backend::Backend::new_bind_executor
 //!
 //! A bind job reaches its device through [`BindDevice`] (the environment and the
 //! address-space slots), which the device state on the scheduling floor above implements.
@@ -210,6 +207,8 @@ pub struct BindQueueState<B: Backend, D: BindDevice<B>> {
     pub queue: LockOf<B, env::Box<BindQueue<B, D>, B::Alloc>>,
     /// Its fences and job memory.
     pub alloc: B::JobAlloc,
+    /// Its executor (what the queue was made with), to wake it after a commit.
+    pub exec: B::BindExec,
 }
 
 impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
@@ -242,12 +241,14 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
         }
         let weak = env::Arc::downgrade(dev);
         let backend = dev.backend();
+        let exec = backend.new_bind_executor(key)?;
+        let waker = exec.clone();
         // Made in place: a queue holds its job slots inline (tens of KiB).
         let q = env::Box::try_new_in_place(|slot| {
             jobqueue::Queue::init_in_place(
                 slot,
                 BindHw { dev: weak },
-                backend.bind_executor().clone(),
+                exec,
                 SchedClock(backend.timer_clock().clone()),
                 BIND_CONFIG,
             )
@@ -256,6 +257,7 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
         let q: SharedBindQueue<B, D> = env::Arc::try_new(BindQueueState {
             queue: Lock::new(q, crate::lock_class!(c"tyr_bind_queue"))?,
             alloc: backend.new_job_alloc()?,
+            exec: waker,
         })?;
         map.try_insert(key, q.clone())?;
         Ok(q)
@@ -269,17 +271,14 @@ impl<B: Backend, D: BindDevice<B> + 'static> BindQueues<B, D> {
         }
     }
 
-    /// Runs every bind queue (the bind work item, [`Events::bind_work`]).
+    /// Runs the bind queue of the VM with key `key`, if it still has one (its worker's turn,
+    /// [`Events::bind_work`]).
     ///
     /// [`Events::bind_work`]: crate::backend::Events::bind_work
-    pub fn run(&self) {
-        // One queue at a time, the map's lock let go while it runs (a bind job may need it).
-        let mut at = None;
-        loop {
-            let Some((key, q)) = self.0.guard().next_after(at).map(|(k, q)| (k, q.clone())) else {
-                break;
-            };
-            at = Some(key);
+    pub fn run(&self, key: u64) {
+        // The map's lock is let go while the queue runs (a bind job may need it).
+        let q = self.0.guard().get(key).cloned();
+        if let Some(q) = q {
             q.queue.guard().run();
         }
     }

@@ -38,10 +38,11 @@
 //!   jump to the next hardware event or timer, so jobs run and time out as fast as the host
 //!   computes them. The simulator does not depend on the thread: any executor that makes the
 //!   same calls (a kernel work item, a test's loop) drives it the same way.
-//! - Bind queues run on a second thread per backend (the backend's
-//!   [`bind_executor`](Backend::bind_executor)), which calls the driver's
-//!   [`Events::bind_work`] when woken or when one of its timers is due, as a kernel driver's
-//!   bind jobs run on a workqueue apart from its scheduler's.
+//! - Each VM's bind queue runs on a thread of its own ([`HostBindExec`], from
+//!   [`new_bind_executor`](Backend::new_bind_executor)), which calls the driver's
+//!   [`Events::bind_work`] for that VM when woken or when one of its timers is due, as a
+//!   kernel driver's bind jobs run on a workqueue apart from its scheduler's; the thread ends
+//!   with the queue.
 //!
 //! # Examples
 //!
@@ -763,11 +764,57 @@ fn idle_wait(gpu: &SharedGpu, shared: &EventShared, seen: Option<Option<u64>>, w
     shared.sleeping.store(false, Ordering::SeqCst);
 }
 
-/// The bind thread: runs the driver's bind work ([`Events::bind_work`]) whenever the bind
+/// The threads of the bind queues ([`Backend::new_bind_executor`]), and what a new one
+/// starts with.
+#[derive(Default)]
+struct BindThreads {
+    threads: Vec<(Arc<EventShared>, EventThread)>,
+    /// The driver's events, while started.
+    events: Option<Arc<dyn EventSink>>,
+    asleep: bool,
+}
+
+/// A VM's bind queue's executor: waking it runs the driver's bind work for that VM on a
+/// thread of its own ([`Backend::new_bind_executor`]), which ends once the executor's last
+/// clone is dropped (or the backend's events stop).
+#[derive(Clone)]
+pub struct HostBindExec {
+    exec: HostExec,
+    /// Stops the thread when the last clone goes.
+    _owner: Arc<BindOwner>,
+}
+
+impl fmt::Debug for HostBindExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBindExec").finish_non_exhaustive()
+    }
+}
+
+impl Executor for HostBindExec {
+    fn waker(&self) -> &Waker {
+        self.exec.waker()
+    }
+
+    fn wake_at(&self, deadline: jobqueue::Instant) {
+        self.exec.wake_at(deadline);
+    }
+}
+
+/// Stops a bind thread when the last clone of its executor goes.
+struct BindOwner(Arc<EventShared>);
+
+impl Drop for BindOwner {
+    fn drop(&mut self) {
+        plock(&self.0.state).stop = true;
+        self.0.cv.notify_all();
+    }
+}
+
+/// A bind thread: runs the driver's bind work for VM `vm` ([`Events::bind_work`]) whenever its
 /// executor is woken or one of its timers (instants of `timer`) is due, apart from the event
-/// thread, as a kernel driver's bind jobs run on a workqueue of their own. It never moves
-/// simulated time.
-fn bind_loop(shared: Arc<EventShared>, timer: HostTimerClock) {
+/// thread and other VMs' bind threads, as a kernel driver's bind jobs run on a workqueue of
+/// their own. It never moves simulated time.
+fn bind_loop(shared: Arc<EventShared>, timer: HostTimerClock, vm: u64) {
     loop {
         let sink = {
             let mut s = plock(&shared.state);
@@ -795,7 +842,7 @@ fn bind_loop(shared: Arc<EventShared>, timer: HostTimerClock) {
             sink
         };
         // The driver is held (strongly) for one call.
-        if !sink.with(&mut |events| events.bind_work()) {
+        if !sink.with(&mut |events| events.bind_work(vm)) {
             return;
         }
     }
@@ -912,10 +959,9 @@ pub struct HostBackend {
     sys_clock: StdPollClock,
     dma: SimDma,
     exec: HostExec,
-    /// The bind queues' executor, served by a thread of its own.
-    bind_exec: HostExec,
     thread: Mutex<Option<EventThread>>,
-    bind_thread: Mutex<Option<EventThread>>,
+    /// The bind queues' threads, and what a new one starts with.
+    binds: Mutex<BindThreads>,
     log: Mutex<LogRing>,
     echo: bool,
     /// The simulated GPU's operating points.
@@ -1002,9 +1048,8 @@ impl HostBackend {
             sys_clock: StdPollClock::new(),
             dma: SimDma::new(gpu.memory().clone()),
             exec,
-            bind_exec: HostExec::new(),
             thread: Mutex::new(None),
-            bind_thread: Mutex::new(None),
+            binds: Mutex::new(BindThreads::default()),
             gpu,
             log: Mutex::new(LogRing::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
@@ -1078,7 +1123,7 @@ impl Backend for HostBackend {
     type TimerClock = HostTimerClock;
     type SysClock = StdPollClock;
     type Exec = HostExec;
-    type BindExec = HostExec;
+    type BindExec = HostBindExec;
     type Dma = SimDma;
     type Fence = jobqueue::host::HostFence;
     type JobAlloc = jobqueue::host::HostAlloc;
@@ -1132,8 +1177,31 @@ impl Backend for HostBackend {
         &self.exec
     }
 
-    fn bind_executor(&self) -> &HostExec {
-        &self.bind_exec
+    fn new_bind_executor(&self, vm: u64) -> Result<HostBindExec> {
+        let exec = HostExec::new();
+        let mut binds = plock(&self.binds);
+        // Threads whose executor went (their VM's queue with it) have ended.
+        binds.threads.retain(|(_, t)| !t.handle.is_finished());
+        {
+            let mut s = plock(&exec.shared.state);
+            s.events = binds.events.clone();
+            s.stop = binds.events.is_none();
+            s.asleep = binds.asleep;
+        }
+        let shared = exec.shared.clone();
+        let timer = self.timer.clone();
+        let handle = thread::Builder::new()
+            .name("tyr-binds".into())
+            .spawn(move || bind_loop(shared, timer, vm))
+            .map_err(|_| Error::NoMemory)?;
+        let id = handle.thread().id();
+        binds
+            .threads
+            .push((exec.shared.clone(), EventThread { handle, id }));
+        Ok(HostBindExec {
+            _owner: Arc::new(BindOwner(exec.shared.clone())),
+            exec,
+        })
     }
 
     fn new_job_alloc(&self) -> Result<jobqueue::host::HostAlloc> {
@@ -1159,61 +1227,60 @@ impl Backend for HostBackend {
     fn start_events<E: Events + 'static>(&self, events: env::Weak<E, Self::Alloc>) -> Result {
         self.stop_events();
         let sink: Arc<dyn EventSink> = Arc::new(WeakEvents(events));
-        for exec in [&self.exec, &self.bind_exec] {
-            let mut s = plock(&exec.shared.state);
+        {
+            let mut s = plock(&self.exec.shared.state);
             s.events = Some(sink.clone());
             s.stop = false;
             s.pending = true;
         }
+        // Bind queues made from now on serve these events (those of before were stopped).
+        plock(&self.binds).events = Some(sink);
         let gpu = self.gpu.clone();
         let shared = self.exec.shared.clone();
         let timer = self.timer.clone();
-        let events = thread::Builder::new()
+        let handle = thread::Builder::new()
             .name("tyr-events".into())
             .spawn(move || event_loop(gpu, shared, timer));
-        let shared = self.bind_exec.shared.clone();
-        let timer = self.timer.clone();
-        let binds = thread::Builder::new()
-            .name("tyr-binds".into())
-            .spawn(move || bind_loop(shared, timer));
-        let mut failed = false;
-        for (handle, slot) in [(events, &self.thread), (binds, &self.bind_thread)] {
-            match handle {
-                Ok(handle) => {
-                    let id = handle.thread().id();
-                    *plock(slot) = Some(EventThread { handle, id });
-                }
-                Err(_) => failed = true,
+        match handle {
+            Ok(handle) => {
+                let id = handle.thread().id();
+                *plock(&self.thread) = Some(EventThread { handle, id });
+                Ok(())
+            }
+            Err(_) => {
+                self.log(LogLevel::Err, format_args!("cannot start the event thread"));
+                self.stop_events();
+                Err(Error::NoMemory)
             }
         }
-        if failed {
-            self.log(
-                LogLevel::Err,
-                format_args!("cannot start the event threads"),
-            );
-            self.stop_events();
-            return Err(Error::NoMemory);
-        }
-        Ok(())
     }
 
     fn stop_events(&self) {
-        for exec in [&self.exec, &self.bind_exec] {
+        {
+            let mut s = plock(&self.exec.shared.state);
+            s.stop = true;
+            s.events = None;
+        }
+        self.exec.shared.cv.notify_all();
+        let mut threads = {
+            let mut binds = plock(&self.binds);
+            binds.events = None;
+            core::mem::take(&mut binds.threads)
+        };
+        for (shared, _) in &threads {
             {
-                let mut s = plock(&exec.shared.state);
+                let mut s = plock(&shared.state);
                 s.stop = true;
                 s.events = None;
             }
-            exec.shared.cv.notify_all();
+            shared.cv.notify_all();
         }
-        for slot in [&self.thread, &self.bind_thread] {
-            let t = plock(slot).take();
-            if let Some(t) = t {
-                // The last reference to the driver may go away on one of the threads itself:
-                // it then ends on its own once the current call returns.
-                if t.id != thread::current().id() {
-                    let _ = t.handle.join();
-                }
+        let event = plock(&self.thread).take();
+        // The last reference to the driver may go away on one of the threads itself: it then
+        // ends on its own once the current call returns.
+        for t in event.into_iter().chain(threads.drain(..).map(|(_, t)| t)) {
+            if t.id != thread::current().id() {
+                let _ = t.handle.join();
             }
         }
     }
@@ -1251,9 +1318,13 @@ impl Backend for HostBackend {
         if let TimerSource::Real(c) = &self.timer.0 {
             c.set_asleep(asleep);
         }
-        for exec in [&self.exec, &self.bind_exec] {
-            plock(&exec.shared.state).asleep = asleep;
-            exec.shared.cv.notify_all();
+        plock(&self.exec.shared.state).asleep = asleep;
+        self.exec.shared.cv.notify_all();
+        let mut binds = plock(&self.binds);
+        binds.asleep = asleep;
+        for (shared, _) in &binds.threads {
+            plock(&shared.state).asleep = asleep;
+            shared.cv.notify_all();
         }
     }
 

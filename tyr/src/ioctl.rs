@@ -1336,7 +1336,7 @@ pub(crate) fn vm_bind_async<B: Backend>(
     }
     drop(q);
     ctx.push();
-    dev.backend.bind_executor().waker().wake_by_ref();
+    queue.exec.waker().wake_by_ref();
     Ok(0)
 }
 

@@ -700,11 +700,18 @@ impl jobqueue::Executor for KernelExec {
     }
 }
 
-/// The bind queues' executor in the kernel: a work item of its own on the system workqueue
-/// (`system_dfl_wq`, unbound), which calls the driver's [`Events::bind_work`] when woken or
-/// when a deadline of `wake_at` has come (on [`KtimeClock`]), never the event pump: a bind
-/// that runs for long holds up neither interrupts nor submissions, as panthor's bind jobs run
-/// on a workqueue apart from its scheduler's.
+/// What the bind pumps of a backend share: the driver's events, while started.
+#[pin_data]
+pub struct BindShared {
+    #[pin]
+    events: SpinLock<Option<Arc<dyn EventSink>>>,
+}
+
+/// A VM's bind queue's executor in the kernel: a work item of its own on the system workqueue
+/// (`system_dfl_wq`, unbound), which calls the driver's [`Events::bind_work`] for that VM when
+/// woken or when a deadline of `wake_at` has come (on [`KtimeClock`]), never the event pump
+/// nor another VM's pump: a bind that runs for long holds up neither interrupts, submissions
+/// nor other VMs' binds, as panthor's per-VM bind schedulers run on a workqueue of their own.
 #[pin_data]
 pub struct BindPump {
     #[pin]
@@ -712,9 +719,10 @@ pub struct BindPump {
     /// The run for a deadline in the future.
     #[pin]
     later: DelayedWork<BindPump, 2>,
-    /// The driver's events, as the event pump has them.
-    #[pin]
-    events: SpinLock<Option<Arc<dyn EventSink>>>,
+    /// The driver's events, shared by the backend's bind pumps.
+    shared: Arc<BindShared>,
+    /// The VM whose bind queue this pump runs.
+    vm: u64,
     /// The earliest deadline, in [`KtimeClock`] nanoseconds.
     #[pin]
     timer: SpinLock<Option<u64>>,
@@ -724,6 +732,8 @@ pub struct BindPump {
     /// Woken: the bind work runs next (an atomic, as the event pump's: wakers run in fence
     /// callbacks, possibly in hard-IRQ context).
     pending: AtomicBool,
+    /// Its executor's last clone is gone: the backend's list lets go of it.
+    retired: AtomicBool,
     runs: AtomicU64,
 }
 
@@ -752,7 +762,7 @@ impl WorkItem<1> for BindPump {
         for _ in 0..PUMP_BUDGET {
             // Marked busy under the events' lock, as the event pump does.
             let Some(sink) = ({
-                let events = this.events.lock();
+                let events = this.shared.events.lock();
                 let sink = events.clone();
                 if sink.is_some() {
                     this.busy.store(
@@ -774,7 +784,8 @@ impl WorkItem<1> for BindPump {
                 due
             };
             let owed = this.pending.swap(false, Ordering::AcqRel) || due;
-            let alive = !owed || sink.with(&mut |events| events.bind_work());
+            let vm = this.vm;
+            let alive = !owed || sink.with(&mut |events| events.bind_work(vm));
             // The driver's last reference may go here (see the event pump).
             drop(sink);
             this.busy.store(core::ptr::null_mut(), Ordering::Release);
@@ -863,28 +874,46 @@ impl BindPump {
 pub struct KernelBindExec {
     pump: Arc<BindPump>,
     waker: Waker,
+    /// Retires the pump when the last clone goes.
+    _owner: Arc<BindRetire>,
+}
+
+/// Marks its pump retired when dropped (with the last clone of the pump's executor).
+struct BindRetire(Arc<BindPump>);
+
+impl Drop for BindRetire {
+    fn drop(&mut self) {
+        self.0.retired.store(true, Ordering::Release);
+    }
 }
 
 impl KernelBindExec {
-    fn new() -> Result<Self> {
+    fn new(shared: Arc<BindShared>, vm: u64) -> Result<Self> {
         let pump = Arc::pin_init(
             pin_init!(BindPump {
                 work <- new_work!("tyr::kernel::BindPump::work"),
                 later <- new_delayed_work!("tyr::kernel::BindPump::later"),
-                events <- new_spinlock!(None, "tyr::kernel::BindPump::events"),
+                shared,
+                vm,
                 timer <- new_spinlock!(None, "tyr::kernel::BindPump::timer"),
                 busy: AtomicPtr::new(core::ptr::null_mut()),
                 pending: AtomicBool::new(false),
+                retired: AtomicBool::new(false),
                 runs: AtomicU64::new(0),
             }),
             GFP_KERNEL,
         )
         .map_err(|_| Error::NoMemory)?;
+        let owner = Arc::new(BindRetire(pump.clone()), GFP_KERNEL).map_err(|_| Error::NoMemory)?;
         let data = Arc::into_raw(pump.clone()).cast::<()>();
         // SAFETY: `data` is an `Arc<BindPump>` reference now owned by the waker, and the
         // vtable's functions treat it as such.
         let waker = unsafe { Waker::from_raw(RawWaker::new(data, &BindPump::VTABLE)) };
-        Ok(KernelBindExec { pump, waker })
+        Ok(KernelBindExec {
+            pump,
+            waker,
+            _owner: owner,
+        })
     }
 
     /// How many times the bind pump's work item has run.
@@ -956,7 +985,11 @@ pub struct KernelBackend {
     sys_clock: KernelPollClock,
     dma: KernelDma,
     exec: KernelExec,
-    bind_exec: KernelBindExec,
+    /// The bind pumps' events.
+    bind_shared: Arc<BindShared>,
+    /// The bind pumps made so far (those whose executor is gone are dropped when the next is
+    /// made): what `stop_events` waits for.
+    bind_pumps: Pin<KBox<Mutex<KVec<Arc<BindPump>>>>>,
 }
 
 impl KernelBackend {
@@ -1032,7 +1065,15 @@ impl KernelBackend {
         )
         .map_err(|_| Error::NoMemory)?;
         let exec = KernelExec::new(device.clone())?;
-        let bind_exec = KernelBindExec::new()?;
+        let bind_shared = Arc::pin_init(
+            pin_init!(BindShared {
+                events <- new_spinlock!(None, "tyr::kernel::BindShared::events"),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| Error::NoMemory)?;
+        let bind_pumps =
+            KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL).map_err(|_| Error::NoMemory)?;
         LIVE_BACKENDS.fetch_add(1, Ordering::Relaxed);
         Ok(KernelBackend {
             io: ModelRegion::new(SimModel {
@@ -1044,7 +1085,8 @@ impl KernelBackend {
             sys_clock: KernelPollClock::new(),
             dma: KernelDma(bus),
             exec,
-            bind_exec,
+            bind_shared,
+            bind_pumps,
             device,
         })
     }
@@ -1086,10 +1128,9 @@ impl KernelBackend {
     /// already under way finishes with the events it took.
     pub fn set_events(&self, events: Option<Arc<dyn EventSink>>) {
         let start = events.is_some();
-        *self.bind_exec.pump.events.lock() = events.clone();
+        *self.bind_shared.events.lock() = events.clone();
         *self.exec.pump.events.lock() = events;
         if start {
-            BindPump::wake(self.bind_exec.pump.clone());
             // A line may be asserted already.
             self.exec.kick();
         }
@@ -1309,23 +1350,31 @@ impl Backend for KernelBackend {
         // touches the GPU (the remove path takes the MMIO away next). Not when the call is
         // this one (the driver's last reference went on the pump).
         let me: *mut core::ffi::c_void = ::kernel::task::Task::current_raw().cast();
-        for (busy, what) in [
-            (&self.exec.pump.busy, "event pump"),
-            (&self.bind_exec.pump.busy, "bind pump"),
-        ] {
+        let wait = |busy: &AtomicPtr<core::ffi::c_void>, what: &str| {
             let mut waited = Duration::ZERO;
             loop {
                 let task = busy.load(Ordering::Acquire);
                 if task.is_null() || task == me {
-                    break;
+                    return;
                 }
                 if waited >= STOP_WAIT {
                     pr_err!("tyr: the {what}'s call did not finish in {STOP_WAIT:?}\n");
-                    break;
+                    return;
                 }
                 fsleep(Delta::from_micros(100));
                 waited += Duration::from_micros(100);
             }
+        };
+        wait(&self.exec.pump.busy, "event pump");
+        // Each bind pump in turn, the list's lock let go while waiting (a bind pump's call
+        // may make a new bind executor).
+        let mut i = 0;
+        loop {
+            let Some(pump) = self.bind_pumps.lock().get(i).cloned() else {
+                break;
+            };
+            wait(&pump.busy, "bind pump");
+            i += 1;
         }
     }
 
@@ -1342,8 +1391,16 @@ impl Backend for KernelBackend {
         &self.exec
     }
 
-    fn bind_executor(&self) -> &KernelBindExec {
-        &self.bind_exec
+    fn new_bind_executor(&self, vm: u64) -> Result<KernelBindExec> {
+        let exec = KernelBindExec::new(self.bind_shared.clone(), vm)?;
+        let mut pumps = self.bind_pumps.lock();
+        // A retired pump's executor is gone with its queue: a waker left in a fence callback
+        // may still run it, and it then finds no queue for its VM.
+        pumps.retain(|p| !p.retired.load(Ordering::Acquire));
+        pumps
+            .push(exec.pump.clone(), GFP_KERNEL)
+            .map_err(|_| Error::NoMemory)?;
+        Ok(exec)
     }
 
     fn timestamp_frequency(&self) -> u64 {

@@ -1455,8 +1455,8 @@ impl<B: Backend> Events for DevInner<B> {
         self.pm_tick();
     }
 
-    fn bind_work(&self) {
-        self.sched.binds.run();
+    fn bind_work(&self, vm: u64) {
+        self.sched.binds.run(vm);
     }
 }
 

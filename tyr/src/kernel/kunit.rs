@@ -426,11 +426,11 @@ mod tests {
         Ok(())
     }
 
-    /// Counts the driver's work and bind work; a slow bind work sleeps 300 ms, flagged while
-    /// it runs.
+    /// Counts the driver's work and the bind work of VMs 1 and 2; VM 1's bind work sleeps
+    /// 300 ms when asked to, flagged while it runs.
     struct Counter {
         works: AtomicU64,
-        binds: AtomicU64,
+        binds: [AtomicU64; 2],
         slow: AtomicBool,
         in_bind: AtomicBool,
     }
@@ -439,10 +439,14 @@ mod tests {
         fn new() -> Self {
             Counter {
                 works: AtomicU64::new(0),
-                binds: AtomicU64::new(0),
+                binds: [AtomicU64::new(0), AtomicU64::new(0)],
                 slow: AtomicBool::new(false),
                 in_bind: AtomicBool::new(false),
             }
+        }
+
+        fn binds(&self, vm: usize) -> u64 {
+            self.binds[vm - 1].load(Ordering::Relaxed)
         }
     }
 
@@ -453,13 +457,19 @@ mod tests {
             self.works.fetch_add(1, Ordering::Relaxed);
         }
 
-        fn bind_work(&self) {
-            self.in_bind.store(true, Ordering::Release);
-            self.binds.fetch_add(1, Ordering::Relaxed);
-            if self.slow.swap(false, Ordering::AcqRel) {
+        fn bind_work(&self, vm: u64) {
+            let Some(n) = usize::try_from(vm)
+                .ok()
+                .and_then(|v| self.binds.get(v.wrapping_sub(1)))
+            else {
+                return;
+            };
+            n.fetch_add(1, Ordering::Relaxed);
+            if vm == 1 && self.slow.swap(false, Ordering::AcqRel) {
+                self.in_bind.store(true, Ordering::Release);
                 ::kernel::time::delay::fsleep(::kernel::time::Delta::from_millis(300));
+                self.in_bind.store(false, Ordering::Release);
             }
-            self.in_bind.store(false, Ordering::Release);
         }
     }
 
@@ -490,44 +500,45 @@ mod tests {
         Ok(())
     }
 
-    /// The bind executor runs the driver's bind work on a work item of its own: when woken, or
-    /// when a deadline comes; while a bind work call runs for long (a huge bind), the driver's
-    /// work still runs; once the events are stopped, a wake-up runs nothing.
+    /// A VM's bind executor runs the driver's bind work for that VM on a work item of its own:
+    /// when woken, or when a deadline comes; while one VM's bind work runs for long (a huge
+    /// bind), the driver's work and another VM's bind work still run; once the events are
+    /// stopped (which waits for the call under way), a wake-up runs nothing.
     #[test]
-    fn the_bind_executor_runs_bind_work_apart_from_the_drivers_work() -> Result {
+    fn each_vms_bind_executor_runs_its_bind_work_apart_from_the_rest() -> Result {
         let (_dev, b) = backend(None)?;
         let counter = Arc::new(Counter::new(), GFP_KERNEL)?;
         let events: Arc<dyn crate::backend::EventSink> = counter.clone();
         b.set_events(Some(events));
-        let before = counter.binds.load(Ordering::Relaxed);
-        jobqueue::Executor::waker(b.bind_executor()).wake_by_ref();
-        wait_long(|| counter.binds.load(Ordering::Relaxed) > before)?;
-        assert!(b.bind_executor().runs() >= 1);
+        let one = b.new_bind_executor(1)?;
+        let two = b.new_bind_executor(2)?;
+        jobqueue::Executor::waker(&one).wake_by_ref();
+        wait_long(|| counter.binds(1) > 0)?;
+        assert!(one.runs() >= 1);
+        assert_eq!(counter.binds(2), 0);
         // A deadline 5 ms ahead runs it again once it has come.
         let clock = crate::kernel::KtimeClock;
         let at = clock.now() + core::time::Duration::from_millis(5);
-        let binds = counter.binds.load(Ordering::Relaxed);
+        let binds = counter.binds(1);
         let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        jobqueue::Executor::wake_at(b.bind_executor(), jobqueue::Instant::from_nanos(ns));
-        wait_long(|| counter.binds.load(Ordering::Relaxed) > binds)?;
+        jobqueue::Executor::wake_at(&one, jobqueue::Instant::from_nanos(ns));
+        wait_long(|| counter.binds(1) > binds)?;
         assert!(clock.now() >= at);
-        // A bind work call of 300 ms: the driver's work runs meanwhile.
-        wait_long(|| !counter.in_bind.load(Ordering::Acquire))?;
+        // VM 1's bind work takes 300 ms: the driver's work and VM 2's bind work run meanwhile.
         counter.slow.store(true, Ordering::Release);
-        jobqueue::Executor::waker(b.bind_executor()).wake_by_ref();
+        jobqueue::Executor::waker(&one).wake_by_ref();
         wait_long(|| counter.in_bind.load(Ordering::Acquire))?;
-        let works = counter.works.load(Ordering::Relaxed);
         jobqueue::Executor::waker(b.executor()).wake_by_ref();
-        wait_long(|| counter.works.load(Ordering::Relaxed) > works)?;
+        jobqueue::Executor::waker(&two).wake_by_ref();
+        wait_long(|| counter.works.load(Ordering::Relaxed) > 0 && counter.binds(2) > 0)?;
         assert!(counter.in_bind.load(Ordering::Acquire));
         // Stopping waits for the call under way; then a wake-up runs nothing.
-        b.set_events(None);
         crate::backend::Backend::stop_events(&b);
         assert!(!counter.in_bind.load(Ordering::Acquire));
-        let binds = counter.binds.load(Ordering::Relaxed);
-        jobqueue::Executor::waker(b.bind_executor()).wake_by_ref();
+        let binds = counter.binds(2);
+        jobqueue::Executor::waker(&two).wake_by_ref();
         ::kernel::time::delay::fsleep(::kernel::time::Delta::from_millis(20));
-        assert_eq!(counter.binds.load(Ordering::Relaxed), binds);
+        assert_eq!(counter.binds(2), binds);
         Ok(())
     }
 
