@@ -603,6 +603,21 @@ impl<D: DmaMemory> Words<'_, D> {
         })
     }
 
+    /// The 64-bit word at `addr & !7` (0 if the address is not in live memory).
+    pub(crate) fn rd64_at(&self, addr: u64) -> u64 {
+        self.word(addr).map_or(0, |w| w.load(Ordering::Acquire))
+    }
+
+    /// Replaces the bits `mask` of the 64-bit word at `addr & !7` with those of `v`, in one
+    /// atomic update (nothing if the address is not in live memory).
+    pub(crate) fn update64(&self, addr: u64, mask: u64, v: u64) {
+        if let Some(w) = self.word(addr) {
+            let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                Some((old & !mask) | (v & mask))
+            });
+        }
+    }
+
     /// Writes the 32-bit word at `addr` (nothing if the address is not in live memory).
     pub(crate) fn wr32(&self, addr: u64, v: u32) {
         if let Some(w) = self.word(addr) {

@@ -89,16 +89,24 @@ impl<B: Backend> TyrBo<B> {
             return Err(Error::Invalid);
         }
         let w = Words(&self.dma);
-        for (i, b) in data.iter().enumerate() {
-            let at = self.mem.addr + offset + i as u64;
-            let word = w.rd32(at & !3);
-            let shift = (at & 3) * 8;
-            w.wr32(
-                at & !3,
-                (word & !(0xff << shift)) | (u32::from(*b) << shift),
-            );
+        // One atomic update per 64-bit word (little-endian), the bytes outside `data` kept.
+        let start = self.mem.addr + offset;
+        let mut i = 0usize;
+        while i < data.len() {
+            let at = start + i as u64;
+            let first = (at & 7) as usize;
+            let n = (8 - first).min(data.len() - i);
+            let mut bytes = [0u8; 8];
+            bytes[first..first + n].copy_from_slice(&data[i..i + n]);
+            let mask = if n == 8 {
+                u64::MAX
+            } else {
+                ((1u64 << (n * 8)) - 1) << (first * 8)
+            };
+            w.update64(at, mask, u64::from_le_bytes(bytes));
+            i += n;
         }
-        self.dma.sync_for_device(self.mem.addr + offset, data.len());
+        self.dma.sync_for_device(start, data.len());
         Ok(())
     }
 
@@ -110,9 +118,16 @@ impl<B: Backend> TyrBo<B> {
             return Err(Error::Invalid);
         }
         let w = Words(&self.dma);
-        for (i, b) in buf.iter_mut().enumerate() {
-            let at = self.mem.addr + offset + i as u64;
-            *b = (w.rd32(at & !3) >> ((at & 3) * 8)) as u8;
+        // One load per 64-bit word (little-endian).
+        let start = self.mem.addr + offset;
+        let mut i = 0usize;
+        while i < buf.len() {
+            let at = start + i as u64;
+            let first = (at & 7) as usize;
+            let n = (8 - first).min(buf.len() - i);
+            let bytes = w.rd64_at(at).to_le_bytes();
+            buf[i..i + n].copy_from_slice(&bytes[first..first + n]);
+            i += n;
         }
         Ok(())
     }
