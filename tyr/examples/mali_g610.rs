@@ -36,6 +36,7 @@ use drm_ctx::device;
 use tyr::csf::instr;
 use tyr::driver;
 use tyr::host::HostBackend;
+use tyr::job::SubmitTimes;
 use tyr::uapi::*;
 use tyr::umd::{spin_stream, timeline_op, Job, Umd};
 
@@ -43,6 +44,8 @@ use tyr::umd::{spin_stream, timeline_op, Job, Umd};
 const CHAIN: u64 = 64;
 /// Binds and submissions timed for the throughput figures.
 const BINDS: u64 = 4000;
+/// Jobs of the one-at-a-time submit breakdown.
+const LATENCY_JOBS: u64 = 1000;
 const SUBMITS: u64 = 4000;
 /// How many submissions may be in flight before the client waits (the queue holds 64).
 const WINDOW: usize = 48;
@@ -323,6 +326,53 @@ fn run() -> Result<(), String> {
 
     println!(
         "throughput: {sync_binds:.0} synchronous binds/s, {async_binds:.0} asynchronous binds/s, {submits:.0} submits/s ({SUBMITS} jobs, counter checked)"
+    );
+
+    // ---------------------------------------------------------------- one submit's time
+    // One job at a time, each waited for: the driver's profile says where the time went.
+    let profile = &dev.shared().sched.shared.profile;
+    let one = pool[0];
+    let before = profile.read();
+    let t = Instant::now();
+    for _ in 0..LATENCY_JOBS {
+        umd.submit(
+            groups[0],
+            &[Job::new(0, CODE_VA + 0x8000, 8 * counter.len() as u32).signal(one)],
+        )
+        .map_err(e("GROUP_SUBMIT"))?;
+        umd.wait(&[one], 10 * SECOND).map_err(e("SYNCOBJ_WAIT"))?;
+    }
+    let each = t.elapsed().as_nanos() as u64 / LATENCY_JOBS;
+    let p = profile.read().since(&before);
+    check(
+        p.calls == LATENCY_JOBS && p.runs == LATENCY_JOBS && p.done == LATENCY_JOBS,
+        &format!("profile counted {p:?} for {LATENCY_JOBS} jobs"),
+    )?;
+    let mean = |ns: u64| SubmitTimes::mean(ns, LATENCY_JOBS);
+    // The stages follow one another along the job's way, except the commit, which is the
+    // ioctl's share of the time from queued to run (the work item may start the job before
+    // the ioctl returns).
+    let path = [
+        mean(p.decode_ns),
+        mean(p.prepare_ns),
+        mean(p.handoff_ns),
+        mean(p.ring_ns),
+        mean(p.gpu_ns),
+    ];
+    let us = |ns: u64| ns as f64 / 1000.0;
+    println!(
+        "submit breakdown (one job at a time, mean of {LATENCY_JOBS}): {:.1} us: decode {:.1}, \
+         prepare (syncobjs, dependencies) {:.1}, queued until run {:.1} (of which the ioctl's \
+         commit {:.1}), ring write and doorbell {:.1}, GPU and completion interrupt {:.1}, \
+         completion to the waiter {:.1}",
+        us(each),
+        us(path[0]),
+        us(path[1]),
+        us(path[2]),
+        us(mean(p.commit_ns)),
+        us(path[3]),
+        us(path[4]),
+        us(each.saturating_sub(path.iter().sum())),
     );
     // Idle now: the GPU powers down after the idle timeout (the driver's clock: real time).
     let pm = &dev.shared().pm;

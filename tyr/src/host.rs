@@ -610,6 +610,10 @@ impl Executor for HostExec {
     }
 }
 
+/// How long a thread runs between two yields of [`Backend::cond_resched`] (the order of a
+/// scheduler's time slice).
+const RESCHED_SLICE: Duration = Duration::from_millis(2);
+
 /// How long the idle event thread sleeps before looking again.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 
@@ -1168,9 +1172,27 @@ impl Backend for HostBackend {
     }
 
     fn cond_resched(&self) {
-        // The host's locks hand over to a waiter at least every half millisecond (`StdLocks`);
-        // yielding lets a waiter that is ready run now rather than at the end of the slice.
-        std::thread::yield_now();
+        // The kernel's `cond_resched` gives the CPU away only when the scheduler asks for it
+        // (the thread has had its slice); yielding at every call would hand it away after
+        // each step of every small bind, which on a loaded machine costs a whole slice of
+        // the other threads each time (the demo's binds fell to a few hundred per second).
+        // So: yield once the thread has run `RESCHED_SLICE` since it last did. The host's
+        // locks hand over to waiters by themselves (`StdLocks`).
+        std::thread_local! {
+            static LAST: core::cell::Cell<Option<std::time::Instant>> =
+                const { core::cell::Cell::new(None) };
+        }
+        LAST.with(|last| {
+            let now = std::time::Instant::now();
+            match last.get() {
+                Some(t) if now.duration_since(t) < RESCHED_SLICE => {}
+                Some(_) => {
+                    std::thread::yield_now();
+                    last.set(Some(std::time::Instant::now()));
+                }
+                None => last.set(Some(now)),
+            }
+        });
     }
 
     fn executor(&self) -> &HostExec {

@@ -1127,6 +1127,7 @@ pub(crate) fn group_submit<B: Backend>(
     args: &mut uapi::GroupSubmit,
     file: &File<B>,
 ) -> DrmResult<u32> {
+    let t0 = sched::now_ns(&dev.backend);
     if args.pad != 0 {
         return Err(DrmError::Invalid);
     }
@@ -1163,6 +1164,7 @@ pub(crate) fn group_submit<B: Backend>(
         }
         syncs.try_push(read_array(file.user(), &qs.syncs, MAX_SYNCS)?)?;
     }
+    let t1 = sched::now_ns(&dev.backend);
     let mut ctx = SyncCtx::<B>::new(file);
     for s in &syncs {
         ctx.collect_signals(s)?;
@@ -1180,6 +1182,7 @@ pub(crate) fn group_submit<B: Backend>(
             stream_size: qs.stream_size,
             latest_flush: qs.latest_flush,
             hw: dev.backend.new_hw_fence(&q.alloc)?,
+            queued_at: 0,
         };
         let mut job = PreparedJob::new(
             &q.alloc,
@@ -1199,6 +1202,7 @@ pub(crate) fn group_submit<B: Backend>(
             job,
         })?;
     }
+    let t2 = sched::now_ns(&dev.backend);
     // Lock the queues involved (in index order) and check there is room for every job.
     type Locked<'a, B> = (
         usize,
@@ -1221,7 +1225,8 @@ pub(crate) fn group_submit<B: Backend>(
         let _ = locks.push_within_capacity((i, jq));
     }
     // Commit: nothing fails from here on.
-    for p in preps {
+    for mut p in preps {
+        p.job.payload_mut().queued_at = t2;
         let Some((_, jq)) = locks.iter_mut().find(|(i, _)| *i == p.queue) else {
             continue;
         };
@@ -1237,6 +1242,12 @@ pub(crate) fn group_submit<B: Backend>(
     drop(locks);
     ctx.push();
     dev.backend.executor().waker().wake_by_ref();
+    let t3 = sched::now_ns(&dev.backend);
+    dev.sched.shared.profile.add_call(
+        t1.saturating_sub(t0),
+        t2.saturating_sub(t1),
+        t3.saturating_sub(t2),
+    );
     Ok(0)
 }
 

@@ -118,7 +118,7 @@ use crate::regs::{
 };
 use crate::{dev_err, dev_info, env, gpu, uapi, Error, Result};
 
-pub use crate::job::{SchedClock, JOB_SLOTS, JOB_TIMEOUT};
+pub use crate::job::{SchedClock, SubmitProfile, JOB_SLOTS, JOB_TIMEOUT};
 
 /// Instructions the driver writes into the ring per job (its cost in credits).
 pub const JOB_INSTRS: u32 = 16;
@@ -158,6 +158,9 @@ pub struct JobPayload<F> {
     pub latest_flush: u32,
     /// The hardware fence, allocated at submission so that `run_job` allocates nothing.
     pub hw: F,
+    /// When the job was put on its queue (the clock of the driver's deadlines, ns), for the
+    /// [`SubmitProfile`].
+    pub queued_at: u64,
 }
 
 /// State a group shares with its queues' ring backends and the interrupt handler.
@@ -237,7 +240,7 @@ impl GroupState {
 }
 
 /// The time of the driver's deadlines ([`Backend::timer_clock`]) in nanoseconds.
-fn now_ns<B: Backend>(b: &B) -> u64 {
+pub(crate) fn now_ns<B: Backend>(b: &B) -> u64 {
     u64::try_from(b.timer_clock().now().as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -250,6 +253,8 @@ pub struct SchedShared {
     pub reset_needed: AtomicBool,
     /// Number of GPU resets done.
     pub resets: AtomicU32,
+    /// Where submitted jobs' time goes.
+    pub profile: SubmitProfile,
 }
 
 /// A ring in flight: one job written to the ring and not yet seen complete.
@@ -259,6 +264,17 @@ struct Inflight<F> {
     /// Ring position (bytes, monotonic) of the job's first instruction.
     pos: u64,
     fence: F,
+    /// When its doorbell was rung (ns, the clock of the driver's deadlines).
+    rung_at: u64,
+}
+
+/// Jobs [`RingHw::complete`] found complete.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Completed {
+    /// How many.
+    pub jobs: u64,
+    /// The sum of their [`Inflight::rung_at`].
+    rung_sum: u64,
 }
 
 /// The ring backend of one queue (what `jobqueue` calls to put jobs on the hardware).
@@ -332,8 +348,9 @@ impl<B: Backend> RingHw<B> {
     }
 
     /// Signals the hardware fences of every job the sync object says is done.
-    pub fn complete(&mut self, dma: &B::Dma) {
+    pub fn complete(&mut self, dma: &B::Dma) -> Completed {
         let value = self.completed(dma);
+        let mut done = Completed::default();
         while self.len > 0 {
             match &self.inflight[self.head] {
                 Some(j) if j.target <= value => {}
@@ -341,10 +358,13 @@ impl<B: Backend> RingHw<B> {
             }
             if let Some(j) = self.inflight[self.head].take() {
                 j.fence.signal(Ok(()));
+                done.jobs += 1;
+                done.rung_sum = done.rung_sum.wrapping_add(j.rung_at);
             }
             self.head = (self.head + 1) % JOB_SLOTS;
             self.len -= 1;
         }
+        done
     }
 
     /// Fails every job still on the ring: the first with `first`, the others with `ECANCELED`.
@@ -474,8 +494,10 @@ impl<B: Backend> JqBackend for RingHw<B> {
         if self.len >= JOB_SLOTS {
             return Err(FenceError::INVALID);
         }
+        let started = now_ns(&dev.backend);
+        let handoff = started.saturating_sub(job.payload().queued_at);
         // The GPU does not power down while this job reaches its ring (see `crate::pm`).
-        dev.pm.hold(|| {
+        let ran = dev.pm.hold(|| {
             let dma = dev.backend.dma();
             if self.len == 0 {
                 // The queue had nothing to do: its job-timeout window starts now.
@@ -494,6 +516,7 @@ impl<B: Backend> JqBackend for RingHw<B> {
                 target,
                 pos,
                 fence: fence.clone(),
+                rung_at: started,
             });
             self.len += 1;
             if dev.pm.is_holding() {
@@ -514,7 +537,20 @@ impl<B: Backend> JqBackend for RingHw<B> {
                 slot => ring_doorbell(&dev.backend, slot),
             }
             Ok(fence)
-        })
+        });
+        if ran.is_ok() {
+            let rung = now_ns(&dev.backend);
+            // The job just written is the ring's last; its GPU stage starts at the doorbell.
+            let last = (self.head + self.len + JOB_SLOTS - 1) % JOB_SLOTS;
+            if let Some(j) = self.inflight[last].as_mut() {
+                j.rung_at = rung;
+            }
+            dev.sched
+                .shared
+                .profile
+                .add_run(handoff, rung.saturating_sub(started));
+        }
+        ran
     }
 
     fn timed_out(
@@ -922,6 +958,7 @@ impl<B: Backend> Sched<B> {
             shared: SchedShared {
                 reset_needed: AtomicBool::new(false),
                 resets: AtomicU32::new(0),
+                profile: SubmitProfile::default(),
             },
             groups: Lock::new(env::IdMap::new(), crate::lock_class!(c"tyr_groups"))?,
             registered: AtomicUsize::new(0),
@@ -1653,7 +1690,12 @@ impl<B: Backend> DevInner<B> {
                 continue;
             }
             for q in &g.queues {
-                q.jq.guard().backend_mut().complete(dma);
+                let done = q.jq.guard().backend_mut().complete(dma);
+                if done.jobs > 0 {
+                    let now = now_ns(&self.backend);
+                    let gpu = now.wrapping_mul(done.jobs).wrapping_sub(done.rung_sum);
+                    self.sched.shared.profile.add_done(done.jobs, gpu);
+                }
             }
         }
     }
