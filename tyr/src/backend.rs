@@ -488,8 +488,9 @@ pub trait Backend: Send + Sync + 'static {
     /// that a bind running for long (a huge sparse range, applied in bounded steps) holds up
     /// no interrupt, submission, scheduling or other VM's bind. The worker goes when the
     /// executor's last clone is dropped. After [`stop_events`](Self::stop_events) its
-    /// wake-ups run nothing, also after a later [`start_events`](Self::start_events) (the
-    /// driver starts the events once, at probe, before it makes any bind queue).
+    /// wake-ups run nothing; whether a later [`start_events`](Self::start_events) serves it
+    /// again is the backend's choice (the host's does not, the kernel's does): the driver
+    /// starts the events once, at probe, before it makes any bind queue.
     ///
     /// # Errors
     ///
