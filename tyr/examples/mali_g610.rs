@@ -33,6 +33,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use drm_ctx::device;
+use tyr::backend::Lock as _;
 use tyr::csf::instr;
 use tyr::driver;
 use tyr::host::HostBackend;
@@ -535,7 +536,7 @@ fn sharing() -> Result<String, String> {
     dev.shared()
         .pm
         .set_idle_timeout(std::time::Duration::from_secs(3600));
-    let slots = sched.slots.lock().len();
+    let slots = sched.slots.guard().len();
 
     // Three clients, 24 groups with chains of 8 jobs, released together by a gate job.
     let clients: Vec<Umd> = (0..3)
@@ -635,7 +636,7 @@ fn sharing() -> Result<String, String> {
         g.submit(low_umd, jobs, None)?;
     }
     let t = Instant::now();
-    while sched.slots.lock().iter().any(Option::is_none) {
+    while sched.slots.guard().iter().any(Option::is_none) {
         if t.elapsed().as_secs() >= 60 {
             let done: Vec<usize> = low
                 .iter()
@@ -648,7 +649,7 @@ fn sharing() -> Result<String, String> {
                 .collect();
             return Err(format!(
                 "the LOW groups never took every slot: slots {:?}, jobs done per LOW group {done:?}",
-                sched.slots.lock()
+                sched.slots.guard()
             ));
         }
         std::thread::yield_now();

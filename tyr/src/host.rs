@@ -351,7 +351,7 @@ fn clock_gettime(id: libc::clockid_t) -> Duration {
 #[derive(Clone, Debug)]
 pub struct SimDma {
     mem: Arc<SimMemory>,
-    syncs: Arc<parking_lot::Mutex<SyncRing>>,
+    syncs: Arc<Mutex<SyncRing>>,
 }
 
 /// How many of the latest cache maintenance requests a [`SimDma`] keeps.
@@ -394,7 +394,7 @@ impl SimDma {
         };
         SimDma {
             mem,
-            syncs: Arc::new(parking_lot::Mutex::new(SyncRing {
+            syncs: Arc::new(Mutex::new(SyncRing {
                 slots: [empty; SYNC_LOG],
                 total: 0,
             })),
@@ -407,7 +407,7 @@ impl SimDma {
     }
 
     fn record(&self, dir: SyncDir, addr: u64, len: usize) {
-        let mut r = self.syncs.lock();
+        let mut r = plock(&self.syncs);
         let i = (r.total % SYNC_LOG as u64) as usize;
         r.slots[i] = SyncRecord { dir, addr, len };
         r.total = r.total.wrapping_add(1);
@@ -415,13 +415,13 @@ impl SimDma {
 
     /// How many cache maintenance requests were made so far.
     pub fn sync_count(&self) -> u64 {
-        self.syncs.lock().total
+        plock(&self.syncs).total
     }
 
     /// The requests made since the count was `since` ([`sync_count`](Self::sync_count)),
     /// oldest first; at most the latest [`SYNC_LOG`].
     pub fn syncs(&self, since: u64) -> Vec<SyncRecord> {
-        let r = self.syncs.lock();
+        let r = plock(&self.syncs);
         let first = since.max(r.total.saturating_sub(SYNC_LOG as u64));
         (first..r.total)
             .map(|n| r.slots[(n % SYNC_LOG as u64) as usize])

@@ -15,6 +15,7 @@ use drm_ctx::host::syncobj::FenceRef;
 use drm_ctx::{device, drm::Registration, types::ARef};
 use jobqueue::host::HostFence;
 use mali_sim::Config;
+use tyr::backend::Lock as _;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
 use tyr::host::JobSyncFence;
@@ -78,7 +79,7 @@ fn unmap(va: u64, size: u64) -> VmBindOp {
 
 fn mapping_count(umd: &Umd, vm: u32) -> usize {
     let vm = umd.client().file().inner().vm(vm).unwrap();
-    let n = vm.lock().mapping_count();
+    let n = vm.guard().mapping_count();
     n
 }
 

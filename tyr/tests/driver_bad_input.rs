@@ -9,6 +9,7 @@ mod driver_common;
 use driver_common::*;
 use drm_ctx::drm::ioctl;
 use mali_sim::Config;
+use tyr::backend::Lock as _;
 use tyr::uapi::*;
 
 const EINVAL: i32 = -22;
@@ -66,7 +67,7 @@ impl Fixture {
         }
         assert_eq!(self.rig.vm_state(self.vm), Ok(DRM_PANTHOR_VM_STATE_USABLE));
         let vm = self.rig.client.file().inner().vm(self.vm).unwrap();
-        assert_eq!(vm.lock().mapping_count(), 1);
+        assert_eq!(vm.guard().mapping_count(), 1);
     }
 
     /// `ops` fail with `errno` at op `index`, and change nothing.

@@ -18,6 +18,7 @@ use driver_common::*;
 use drm_ctx::drm::OpenOptions;
 use jobqueue::host::HostFence;
 use jobqueue::SignalFence as _;
+use tyr::backend::Lock as _;
 use tyr::csf::instr;
 use tyr::host::JobSyncFence;
 use tyr::sched::TICK_PERIOD;
@@ -225,7 +226,7 @@ fn resident(r: &Rig) -> usize {
     r.dev()
         .sched
         .slots
-        .lock()
+        .guard()
         .iter()
         .filter(|s| s.is_some())
         .count()
@@ -269,7 +270,7 @@ fn three_times_more_groups_than_slots_all_finish() {
     for (i, g) in groups.iter().enumerate() {
         if umds[i / 8].wait(&g.jobs, 20_000_000_000).is_err() {
             let dev = r.dev();
-            eprintln!("slots {:?}", dev.sched.slots.lock());
+            eprintln!("slots {:?}", dev.sched.slots.guard());
             for gg in dev.sched.live_groups() {
                 eprintln!(
                     "key {} slot {} wants {} dead {} susp {}",

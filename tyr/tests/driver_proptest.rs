@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use driver_common::*;
 use proptest::prelude::*;
+use tyr::backend::Lock as _;
 use tyr::uapi::*;
 
 const BASE: u64 = 0x4000_0000; // 2M aligned
@@ -157,7 +158,7 @@ proptest! {
             // The sparse backing, once a sparse bind made it (2M aligned).
             let backing = {
                 let v = rig.client.file().inner().vm(vm).unwrap();
-                let v = v.lock();
+                let v = v.guard();
                 v.sparse_backing().map(|b| b.0.dma_addr())
             };
             prop_assert!(backing.is_none_or(|b| b % (2 << 20) == 0));

@@ -9,6 +9,7 @@ use drm_ctx::device;
 use drm_ctx::drm::Registration;
 use drm_ctx::types::ARef;
 use mali_sim::Config;
+use tyr::backend::Lock as _;
 use tyr::csf::instr;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::{HostBackend, HostTime};
@@ -723,7 +724,7 @@ fn asynchronous_binds_are_ordered_with_jobs_by_syncobjs() {
     }
     assert_eq!(data.read_u32(0x1f_f000).unwrap(), 0xabcd);
     let vmr = umd.client().file().inner().vm(vm).unwrap();
-    let v = vmr.lock();
+    let v = vmr.guard();
     assert_eq!(v.iova_to_phys(0x4000_0000), None);
     assert_eq!(v.mapping_count(), 1);
     assert!(!v.has_reserved_binds());
@@ -817,7 +818,7 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
         // Unlike a synchronous bind, the count is left alone (as panthor does).
         assert_eq!(a.ops.count, 2);
         let vmr = umd.client().file().inner().vm(vm).unwrap();
-        let v = vmr.lock();
+        let v = vmr.guard();
         assert_eq!(v.mapping_count(), 0);
         assert!(!v.has_reserved_binds());
         assert_eq!(fence_status(&umd, s), None);
@@ -850,7 +851,7 @@ fn asynchronous_binds_check_everything_at_submission_and_change_nothing_on_error
     };
     let res = vmr.lock().reserve_bind(&[req]).unwrap();
     assert_eq!(errno(umd.map(vm, &bo, 0x10_0000)), -16);
-    vmr.lock().release_bind(res);
+    vmr.guard().release_bind(res);
     umd.map(vm, &bo, 0x10_0000).unwrap();
 }
 

@@ -11,6 +11,7 @@ mod driver_common;
 
 use driver_common::*;
 use mali_sim::AccessType;
+use tyr::backend::Lock as _;
 use tyr::csf::instr;
 use tyr::uapi::*;
 use tyr::umd::{Job, Umd};
@@ -30,7 +31,7 @@ fn sparse_op(va: u64, size: u64, flags: u32) -> VmBindOp {
 /// Device address of the sparse backing of VM `vm` of `file`, if it has one.
 fn backing_of(file: &tyr::driver::TyrFile<tyr::host::HostBackend>, vm: u32) -> Option<u64> {
     let vm = file.vm(vm).unwrap();
-    let v = vm.lock();
+    let v = vm.guard();
     v.sparse_backing().map(BoBacking::dma_addr)
 }
 
@@ -53,7 +54,7 @@ fn check_unmapped(rig: &Rig, slot: usize, va: u64, size: u64) {
 
 fn mapping_count(rig: &Rig, vm: u32) -> usize {
     let vm = rig.client.file().inner().vm(vm).unwrap();
-    let n = vm.lock().mapping_count();
+    let n = vm.guard().mapping_count();
     n
 }
 
@@ -332,7 +333,7 @@ fn asynchronous_sparse_binds_and_gpu_writes_land_in_the_backing() {
     let file = umd.client().file().inner();
     let vmr = file.vm(vm).unwrap();
     let (backing, value) = {
-        let v = vmr.lock();
+        let v = vmr.guard();
         let b = v.sparse_backing().unwrap();
         let mut buf = [0; 4];
         b.0.cpu_read(0x1230, &mut buf).unwrap();
@@ -353,7 +354,7 @@ fn asynchronous_sparse_binds_and_gpu_writes_land_in_the_backing() {
     check_sparse(&rig, slot, backing, sparse, SZ_2M, true);
     check_unmapped(&rig, slot, sparse + SZ_2M, SZ_2M);
     check_sparse(&rig, slot, backing, sparse + 2 * SZ_2M, SZ_2M, true);
-    assert!(!vmr.lock().has_reserved_binds());
+    assert!(!vmr.guard().has_reserved_binds());
 }
 
 #[test]

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use drm_ctx::host::syncobj::{self, live_chain_links, FenceRef};
 use jobqueue::host::HostFence;
 use jobqueue::SignalFence as _;
+use tyr::backend::Lock as _;
 use tyr::csf::instr;
 use tyr::host::JobSyncFence;
 use tyr::uapi::*;
@@ -317,7 +318,7 @@ fn asynchronous_binds_signal_and_wait_on_timeline_points() {
     assert_eq!(points(&umd, t), (4, 4));
     assert_eq!(data.read_u32(0x1f_f000).unwrap(), 0xabcd);
     let vmr = umd.client().file().inner().vm(vm).unwrap();
-    let v = vmr.lock();
+    let v = vmr.guard();
     assert_eq!(v.iova_to_phys(0x4000_0000), None);
     assert_eq!(v.mapping_count(), 1);
     assert!(!v.has_reserved_binds());

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use drm_ctx::{device, drm::Registration, types::ARef};
 use mali_sim::Config;
+use tyr::backend::Lock as _;
 use tyr::driver::{self, TyrDriver};
 use tyr::host::HostBackend;
 use tyr::uapi::*;
@@ -134,7 +135,7 @@ fn group_handle_is_published_after_the_scheduler_has_the_group() {
     let vm = umd.vm_create().unwrap();
     let file = umd.client().file();
     std::thread::scope(|s| {
-        let held = dev.sched.groups.lock();
+        let held = dev.sched.groups.guard();
         let creator = s.spawn(|| umd.group_create(vm, &[0x1000]));
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(500) {

@@ -143,5 +143,5 @@ pub use mem::{MemConfig, PhysAddr, PhysMemory, SimMemory, PAGE_SIZE};
 pub use mmu::{LockRegion, TlbStats};
 pub use power::Domain;
 #[cfg(feature = "std")]
-pub use shared::SharedGpu;
+pub use shared::{GpuGuard, SharedGpu};
 pub use walk::{AccessType, Fault, FaultKind, Perms, Translation, WalkConfig};

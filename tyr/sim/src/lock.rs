@@ -40,17 +40,45 @@ pub trait LockFamily {
     type Lock<T: Send>: Lock<T> + Send + Sync;
 }
 
-/// `parking_lot::Mutex` locks (fair in the long run, see the module's documentation).
+/// `parking_lot::Mutex` locks (fair in the long run, see the module's documentation), and
+/// `std::sync::Mutex` under Miri ([`StdMutex`]).
 #[cfg(feature = "std")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StdLocks;
 
-#[cfg(feature = "std")]
-impl LockFamily for StdLocks {
-    type Lock<T: Send> = parking_lot::Mutex<T>;
-}
+/// The host's mutex: `parking_lot`'s, or under Miri `std`'s (`parking_lot`'s queue of parked
+/// threads keeps pointers in integers, which Miri's strict-provenance mode refuses; fairness is
+/// not what Miri checks).
+#[cfg(all(feature = "std", not(miri)))]
+pub type StdMutex<T> = parking_lot::Mutex<T>;
+/// The host's mutex: `parking_lot`'s, or under Miri `std`'s (`parking_lot`'s queue of parked
+/// threads keeps pointers in integers, which Miri's strict-provenance mode refuses; fairness is
+/// not what Miri checks).
+#[cfg(all(feature = "std", miri))]
+pub type StdMutex<T> = std::sync::Mutex<T>;
 
 #[cfg(feature = "std")]
+impl LockFamily for StdLocks {
+    type Lock<T: Send> = StdMutex<T>;
+}
+
+#[cfg(all(feature = "std", miri))]
+impl<T> Lock<T> for std::sync::Mutex<T> {
+    fn new(value: T) -> Result<Self, SimError> {
+        Ok(std::sync::Mutex::new(value))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        // Nothing panics while the simulator holds a lock, so a poisoned lock (a panic in a
+        // caller's code elsewhere) still guards a consistent value.
+        let mut guard = self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+#[cfg(all(feature = "std", not(miri)))]
 impl<T> Lock<T> for parking_lot::Mutex<T> {
     fn new(value: T) -> Result<Self, SimError> {
         Ok(parking_lot::Mutex::new(value))

@@ -444,7 +444,7 @@ impl SimMemory {
             base,
             end: (cfg.end.0 & mask).max(base),
             alloc: crate::StdFrames,
-            inner: parking_lot::Mutex::new(Table::new(base, cfg.page_limit)),
+            inner: crate::lock::StdMutex::new(Table::new(base, cfg.page_limit)),
         }
     }
 }

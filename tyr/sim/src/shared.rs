@@ -7,11 +7,19 @@
 //! allocator. [`SharedGpu`] is a cloneable, thread-safe handle over one [`Gpu`] whose methods
 //! take `&self`.
 
-use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
+
+use crate::lock::StdMutex;
 
 use super::gpu::{Gpu, IrqLine, IrqLines, Progress};
 use super::mem::SimMemory;
+
+/// The GPU locked ([`SharedGpu::lock`]).
+#[cfg(not(miri))]
+pub type GpuGuard<'a> = parking_lot::MutexGuard<'a, Gpu>;
+/// The GPU locked ([`SharedGpu::lock`]).
+#[cfg(miri)]
+pub type GpuGuard<'a> = std::sync::MutexGuard<'a, Gpu>;
 
 /// A cloneable handle to one [`Gpu`].
 ///
@@ -29,7 +37,7 @@ use super::mem::SimMemory;
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedGpu {
-    gpu: Arc<Mutex<Gpu>>,
+    gpu: Arc<StdMutex<Gpu>>,
     mem: Arc<SimMemory>,
 }
 
@@ -38,14 +46,21 @@ impl SharedGpu {
     pub fn new(gpu: Gpu) -> Self {
         let mem = gpu.memory().clone();
         SharedGpu {
-            gpu: Arc::new(Mutex::new(gpu)),
+            gpu: Arc::new(StdMutex::new(gpu)),
             mem,
         }
     }
 
     /// Locks the GPU for a sequence of calls.
-    pub fn lock(&self) -> MutexGuard<'_, Gpu> {
-        self.gpu.lock()
+    pub fn lock(&self) -> GpuGuard<'_> {
+        #[cfg(not(miri))]
+        return self.gpu.lock();
+        // No method of `Gpu` panics, so a poisoned lock still guards a consistent GPU.
+        #[cfg(miri)]
+        return self
+            .gpu
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
     }
 
     /// Runs `f` with the GPU locked.
