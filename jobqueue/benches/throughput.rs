@@ -69,8 +69,10 @@ fn jobqueue_batch(q: &mut Q, exec: &TestExecutor, alloc: &HostAlloc, deps: usize
     let mut dep_fences = Vec::with_capacity(BATCH * deps);
     let mut done = Vec::with_capacity(BATCH);
     for _ in 0..BATCH {
-        let mut job =
-            PreparedJob::new(alloc, q.config(), Cost(1), MaxDeps(deps), HostFence::new()).unwrap();
+        // Prepared from the memory the queue keeps from retired jobs (`Queue::prepare`).
+        let mut job = q
+            .prepare(alloc, Cost(1), MaxDeps(deps), HostFence::new())
+            .unwrap();
         for _ in 0..deps {
             let f = HostFence::new();
             job.add_dependency(&f).unwrap();
@@ -208,9 +210,9 @@ fn latency(c: &mut Criterion) {
             for _ in 0..iters {
                 // Setup (not measured): one committed job waiting for one dependency.
                 let dep = HostFence::new();
-                let mut job =
-                    PreparedJob::new(&alloc, q.config(), Cost(1), MaxDeps(1), HostFence::new())
-                        .unwrap();
+                let mut job = q
+                    .prepare(&alloc, Cost(1), MaxDeps(1), HostFence::new())
+                    .unwrap();
                 job.add_dependency(&dep).unwrap();
                 q.reserve().unwrap().commit(job);
                 exec.run_until_idle(|| q.run());

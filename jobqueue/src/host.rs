@@ -330,6 +330,10 @@ impl Fence for HostFence {
     fn same_fence(&self, other: &Self) -> bool {
         self.ptr_eq(other)
     }
+
+    fn timeline(&self) -> Option<(u64, u64)> {
+        HostFence::timeline(self)
+    }
 }
 
 /// Marks `node` unqueued, drops its waker, and returns the node after it.
@@ -343,6 +347,25 @@ fn unlink(node: &CallbackNode) -> Option<Arc<CallbackNode>> {
 impl SignalFence for HostFence {
     fn set_seqno(&self, seqno: u64) {
         self.0.seqno.store(seqno, Ordering::Release);
+    }
+
+    fn try_recycle(&mut self) -> bool {
+        // The only reference (no clone, nobody waiting: a waiter holds a clone), so nothing
+        // else can observe the reset.
+        let Some(inner) = Arc::get_mut(&mut self.0) else {
+            return false;
+        };
+        let state = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if state.head.is_some() {
+            // Callbacks queued by former clones: leave them to be woken by a signal.
+            return false;
+        }
+        state.result = None;
+        state.waiters = 0;
+        inner.settled.store(0, Ordering::Relaxed);
+        inner.signal_calls.store(0, Ordering::Relaxed);
+        inner.seqno.store(0, Ordering::Relaxed);
+        true
     }
 
     fn signal(&self, result: FenceResult) -> bool {

@@ -70,16 +70,25 @@ impl<F: Fence> DepSlot<F> {
     }
 }
 
-impl<F: Fence> Drop for DepSlot<F> {
-    fn drop(&mut self) {
-        // A job freed before its dependency signalled (its queue was killed, or it failed on
-        // another dependency) takes its callback back, so the fence neither keeps the node nor
-        // wakes a queue that no longer waits for it.
-        if let Some(dep) = &self.dep {
+impl<F: Fence> DepSlot<F> {
+    /// Empties the slot, taking its callback back off a fence that has not signalled, so that
+    /// the slot can serve another job.
+    pub(crate) fn clear(&mut self) {
+        // A job done with before its dependency signalled (its queue was killed, it failed on
+        // another dependency, it went on the ring behind a job of its own queue) takes its
+        // callback back, so the fence neither keeps the node nor wakes a queue that no longer
+        // waits for it.
+        if let Some(dep) = self.dep.take() {
             if dep.armed {
                 dep.fence.remove_callback(&self.cb);
             }
         }
+    }
+}
+
+impl<F: Fence> Drop for DepSlot<F> {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

@@ -38,13 +38,16 @@ use core::marker::PhantomData;
 use crate::error::{Error, FenceError};
 use crate::exec::Executor;
 use crate::fence::{AddCallback, Fence, FenceResult, SignalFence};
-use crate::job::{Committed, PreparedJob, QueueConfig, Rejected};
+use crate::job::{Committed, Cost, JobParts, MaxDeps, PreparedJob, QueueConfig, Rejected};
 use crate::mem::Allocator;
 use crate::time::{Clock, Instant};
 
 /// The job type a queue for backend `B` accepts.
 pub type JobFor<B> =
     PreparedJob<<B as Backend>::Fence, <B as Backend>::Alloc, <B as Backend>::Payload>;
+
+/// The memory of a job of a queue for backend `B`, kept for reuse.
+type PartsFor<B> = JobParts<<B as Backend>::Fence, <B as Backend>::Alloc>;
 
 /// Context handed to code in the fence-signalling path.
 ///
@@ -197,6 +200,8 @@ enum State<F> {
     /// On the ring, holding its credits.
     Running {
         hw: F,
+        /// The job's callback node is queued on `hw` (see [`Queue::collect_completions`]).
+        armed: bool,
         deadline: Instant,
         extensions: u32,
         attempt: u32,
@@ -220,7 +225,10 @@ impl<B: Backend> Entry<B> {
     /// no longer waits for it, and with the kernel's `dma_fence` dropping the last reference
     /// of a fence that still has callbacks is a bug the kernel warns about.
     fn disarm(&self) {
-        if let State::Running { hw, .. } = &self.state {
+        if let State::Running {
+            hw, armed: true, ..
+        } = &self.state
+        {
             hw.remove_callback(&self.job.hw_cb);
         }
     }
@@ -233,6 +241,7 @@ impl<B: Backend> Entry<B> {
 /// - The `len` occupied slots start at `head` and wrap around; all others are `None`.
 /// - Of the occupied slots, the first `started` are running or finished, the rest are waiting.
 /// - `credits` is the sum of the costs of the running jobs and never exceeds the capacity.
+/// - The first `pooled` entries of `pool` are `Some`, the others `None`.
 ///
 /// # Examples
 ///
@@ -286,6 +295,10 @@ pub struct Queue<B: Backend, X: Executor, C: Clock, const N: usize> {
     clock: C,
     config: QueueConfig,
     slots: [Option<Entry<B>>; N],
+    /// The memory of retired jobs (or set aside by [`reserve_memory`](Self::reserve_memory)),
+    /// for the jobs [`prepare`](Self::prepare) makes next: a stack, the most recent on top.
+    pool: [Option<PartsFor<B>>; N],
+    pooled: usize,
     head: usize,
     len: usize,
     started: usize,
@@ -343,6 +356,8 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             clock,
             config,
             slots: core::array::from_fn(|_| None),
+            pool: core::array::from_fn(|_| None),
+            pooled: 0,
             head: 0,
             len: 0,
             started: 0,
@@ -391,6 +406,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         init!(exec, exec);
         init!(clock, clock);
         init!(config, config);
+        init!(pooled, 0);
         init!(head, 0);
         init!(len, 0);
         init!(started, 0);
@@ -403,6 +419,13 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         for i in 0..N {
             let elem = slots.wrapping_add(i);
             // SAFETY: `i < N`: the element is inside the slot array, written once, here.
+            unsafe { elem.write(None) };
+        }
+        // SAFETY: As in `init!`: the place of the pool array, only computed.
+        let pool = unsafe { core::ptr::addr_of_mut!((*q).pool) }.cast::<Option<PartsFor<B>>>();
+        for i in 0..N {
+            let elem = pool.wrapping_add(i);
+            // SAFETY: `i < N`: the element is inside the pool array, written once, here.
             unsafe { elem.write(None) };
         }
         // SAFETY: Every field was written above.
@@ -455,6 +478,162 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             Err(Error::QueueFull)
         } else {
             Ok(Reservation { queue: self })
+        }
+    }
+
+    /// Prepares a job as [`PreparedJob::new`] does, from memory this queue kept instead of new
+    /// allocations where it can.
+    ///
+    /// When a job retires, the queue keeps its done fence, its hardware-fence callback node and
+    /// its table of dependency slots (up to `N` jobs' worth, besides the `N` slots of the
+    /// ring). This takes the most recently kept set whose table has room for `max_deps`,
+    /// recycles its done fence if nobody holds it any more ([`SignalFence::try_recycle`]), and
+    /// allocates through `alloc` only what it could not reuse; with nothing kept, it allocates
+    /// everything, exactly as `PreparedJob::new`. Once the queue has retired as many jobs as
+    /// it holds at a time, and their done fences have been let go, a steady stream of jobs
+    /// allocates nothing. [`reserve_memory`](Self::reserve_memory) fills the store up front.
+    ///
+    /// Errors, and the payload handed back with them, are those of `PreparedJob::new`. A
+    /// recycled done fence stays on the [timeline](crate::Fence::timeline) it was made on:
+    /// prepare a queue's jobs with one allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+    /// # use jobqueue::{Backend, FenceError, RunJob, SignalCtx, TimedOutJob, TimeoutAction};
+    /// use jobqueue::{Cost, Fence, MaxDeps, Queue, QueueConfig};
+    /// # struct Ring;
+    /// # impl Backend for Ring {
+    /// #     type Fence = HostFence;
+    /// #     type Alloc = HostAlloc;
+    /// #     type Payload = ();
+    /// #     fn run_job(&mut self, _: RunJob<'_, ()>, _: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
+    /// #         Ok(HostFence::signalled(Ok(())))
+    /// #     }
+    /// #     fn timed_out(&mut self, _: TimedOutJob<'_, ()>, _: &SignalCtx<'_>) -> TimeoutAction {
+    /// #         TimeoutAction::Fail
+    /// #     }
+    /// # }
+    ///
+    /// let (exec, alloc) = (TestExecutor::new(), HostAlloc::new());
+    /// let mut q: Queue<Ring, _, _, 4> =
+    ///     Queue::new(Ring, exec.clone(), ManualClock::new(), QueueConfig::new(4)).unwrap();
+    /// // Set aside the memory of 4 jobs of up to 2 dependencies now ...
+    /// q.reserve_memory(&alloc, 4, MaxDeps(2)).unwrap();
+    /// for _ in 0..100 {
+    ///     // ... and every job after that is made from it, and given back when it retires.
+    ///     let job = q.prepare(&alloc, Cost(1), MaxDeps(2), ()).unwrap();
+    ///     let done = q.reserve().unwrap().commit(job).done;
+    ///     exec.run_until_idle(|| q.run());
+    ///     assert_eq!(done.status(), Some(Ok(())));
+    /// }
+    /// ```
+    pub fn prepare(
+        &mut self,
+        alloc: &B::Alloc,
+        Cost(cost): Cost,
+        MaxDeps(max_deps): MaxDeps,
+        payload: B::Payload,
+    ) -> Result<JobFor<B>, Rejected<B::Payload>> {
+        if let Err(error) = self.config.check_cost(cost) {
+            return Err(Rejected {
+                error,
+                value: payload,
+            });
+        }
+        match self.take_parts(alloc, max_deps) {
+            Ok(parts) => Ok(PreparedJob::from_parts(parts, cost, max_deps, payload)),
+            Err(crate::mem::AllocError) => Err(Rejected {
+                error: Error::NoMemory,
+                value: payload,
+            }),
+        }
+    }
+
+    /// Allocates the memory of up to `jobs` jobs with room for `max_deps` dependencies each,
+    /// for [`prepare`](Self::prepare) to use, so that the queue's first jobs do not allocate
+    /// either. The store holds at most `N` jobs' worth; beyond that this allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] when an allocation fails; what was allocated before stays in the
+    /// store.
+    pub fn reserve_memory(
+        &mut self,
+        alloc: &B::Alloc,
+        jobs: usize,
+        MaxDeps(max_deps): MaxDeps,
+    ) -> Result<(), Error> {
+        for _ in 0..jobs {
+            if self.pooled >= N {
+                break;
+            }
+            let parts = JobParts::alloc(alloc, max_deps).map_err(|_| Error::NoMemory)?;
+            self.keep(parts);
+        }
+        Ok(())
+    }
+
+    /// How many jobs' worth of memory the queue keeps for [`prepare`](Self::prepare).
+    pub fn kept_jobs(&self) -> usize {
+        self.pooled
+    }
+
+    /// Takes the most recently kept parts with room for `max_deps` dependencies (or, failing
+    /// that, the most recent ones with a new table), ready for a new job, or allocates them.
+    fn take_parts(
+        &mut self,
+        alloc: &B::Alloc,
+        max_deps: usize,
+    ) -> Result<PartsFor<B>, crate::mem::AllocError> {
+        let top = self.pooled.checked_sub(1);
+        let Some(top) = top else {
+            return JobParts::alloc(alloc, max_deps);
+        };
+        let fits = (0..=top).rev().find(|&i| {
+            self.pool
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(|p| p.deps.len() >= max_deps)
+        });
+        let at = fits.unwrap_or(top);
+        // Move the top into the hole, keeping the first `pooled` entries occupied.
+        let last = self.pool.get_mut(top).and_then(Option::take);
+        let taken = match self.pool.get_mut(at) {
+            Some(hole) if at != top => core::mem::replace(hole, last),
+            _ => last,
+        };
+        self.pooled = top;
+        let Some(mut parts) = taken else {
+            return JobParts::alloc(alloc, max_deps);
+        };
+        // A kept done fence is either fresh (`reserve_memory`) or the signalled fence of a
+        // retired job, which is reused only if nobody holds it any more.
+        let reuse = !parts.done.is_signalled() || parts.done.0.try_recycle();
+        let renewed = (|| {
+            if !reuse {
+                parts.renew_fence(alloc)?;
+            }
+            if parts.deps.len() < max_deps {
+                parts.renew_deps(alloc, max_deps)?;
+            }
+            Ok(())
+        })();
+        match renewed {
+            Ok(()) => Ok(parts),
+            Err(e) => {
+                self.keep(parts);
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps `parts` for a later job if there is room, or frees them.
+    fn keep(&mut self, parts: PartsFor<B>) {
+        if let Some(free) = self.pool.get_mut(self.pooled) {
+            *free = Some(parts);
+            self.pooled += 1;
         }
     }
 
@@ -553,14 +732,28 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         self.credits = 0;
     }
 
+    /// Notices the hardware fences that have signalled.
+    ///
+    /// A job's callback node may still have been on its previous fence when the job went on
+    /// the ring (`Busy`: that fence was signalled and still waking its callbacks, the queue's
+    /// waker among them, so a run is due). The queue then queues it here, on that run.
     fn collect_completions(&mut self) -> bool {
         let mut progress = false;
+        let waker = self.exec.waker();
         for i in 0..self.started {
             let Some(entry) = slot(&mut self.slots, self.head, i) else {
                 continue;
             };
-            if let State::Running { hw, .. } = &entry.state {
-                if let Some(result) = hw.status() {
+            if let State::Running { hw, armed, .. } = &mut entry.state {
+                let mut status = hw.status();
+                if status.is_none() && !*armed {
+                    match hw.add_callback(&entry.job.hw_cb, waker) {
+                        AddCallback::Queued => *armed = true,
+                        AddCallback::Signalled(r) => status = Some(r),
+                        AddCallback::Busy => {}
+                    }
+                }
+                if let Some(result) = status {
                     self.credits = self.credits.saturating_sub(entry.cost);
                     entry.state = State::Finished(result);
                     progress = true;
@@ -581,6 +774,11 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             };
             if let Some(entry) = self.slots.get_mut(self.head).and_then(Option::take) {
                 entry.job.done.signal(result);
+                // Nothing allocates here: the parts move into the store (or are freed when
+                // it is full), and the payload is dropped as the job's end.
+                let (parts, payload) = entry.job.into_parts();
+                drop(payload);
+                self.keep(parts);
             }
             self.head = (self.head + 1) % N;
             self.len -= 1;
@@ -609,6 +807,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             deadline,
             extensions,
             attempt,
+            ..
         } = &mut entry.state
         else {
             return;
@@ -701,10 +900,12 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             entry.state = match run {
                 Ok(hw) => match hw.add_callback(&entry.job.hw_cb, waker) {
                     AddCallback::Signalled(result) => State::Finished(result),
-                    // `Busy`: the node still sits on a lost hardware fence. The deadline below
-                    // still wakes the queue, which then polls the new fence.
-                    AddCallback::Queued | AddCallback::Busy => State::Running {
+                    // `Busy`: the node still sits on a lost hardware fence that is signalling;
+                    // the run its wake-up causes queues the node (`collect_completions`), and
+                    // the deadline below wakes the queue in any case.
+                    r @ (AddCallback::Queued | AddCallback::Busy) => State::Running {
                         hw,
+                        armed: r == AddCallback::Queued,
                         deadline: now.saturating_add(self.config.timeout()),
                         extensions: 0,
                         attempt,
@@ -856,10 +1057,11 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         entry.state = match run {
             Ok(hw) => match hw.add_callback(&entry.job.hw_cb, waker) {
                 AddCallback::Signalled(result) => State::Finished(result),
-                AddCallback::Queued | AddCallback::Busy => {
+                r @ (AddCallback::Queued | AddCallback::Busy) => {
                     self.credits += entry.cost;
                     State::Running {
                         hw,
+                        armed: r == AddCallback::Queued,
                         deadline: now.saturating_add(self.config.timeout()),
                         extensions: 0,
                         attempt: 0,
