@@ -290,7 +290,12 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     }
 
     /// A job made of `parts`, whose table has at least `max_deps` empty slots.
-    pub(crate) fn from_parts(parts: JobParts<F, A>, cost: u32, max_deps: usize, payload: P) -> Self {
+    pub(crate) fn from_parts(
+        parts: JobParts<F, A>,
+        cost: u32,
+        max_deps: usize,
+        payload: P,
+    ) -> Self {
         PreparedJob {
             cost,
             payload,

@@ -1155,7 +1155,6 @@ mod tests {
 
     use super::*;
     use crate::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
-    use crate::job::{Cost, MaxDeps};
     use std::vec::Vec;
 
     struct Ring(Vec<HostFence>);
@@ -1279,6 +1278,233 @@ mod tests {
         assert_eq!(queued(), [0, 0, 0, 0]);
         assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
         assert!(q.backend().0.is_empty());
+    }
+
+    /// The host allocator, counting the calls made to it.
+    #[derive(Default)]
+    struct CountingAlloc {
+        inner: HostAlloc,
+        calls: core::cell::Cell<usize>,
+    }
+
+    impl Allocator<HostFence> for CountingAlloc {
+        type DepTable = <HostAlloc as Allocator<HostFence>>::DepTable;
+
+        fn try_new_fence(
+            &self,
+            token: &crate::AllocToken<'_>,
+        ) -> Result<HostFence, crate::AllocError> {
+            self.calls.set(self.calls.get() + 1);
+            self.inner.try_new_fence(token)
+        }
+
+        fn try_new_callback(
+            &self,
+            token: &crate::AllocToken<'_>,
+        ) -> Result<crate::host::HostCallback, crate::AllocError> {
+            self.calls.set(self.calls.get() + 1);
+            self.inner.try_new_callback(token)
+        }
+
+        fn try_new_dep_table(
+            &self,
+            token: &crate::AllocToken<'_>,
+            len: usize,
+        ) -> Result<Self::DepTable, crate::AllocError> {
+            self.calls.set(self.calls.get() + 1);
+            self.inner.try_new_dep_table(token, len)
+        }
+    }
+
+    /// `Ring` over the counting allocator.
+    struct CountingRing(Ring);
+
+    impl Backend for CountingRing {
+        type Fence = HostFence;
+        type Alloc = CountingAlloc;
+        type Payload = usize;
+
+        fn run_job(
+            &mut self,
+            job: RunJob<'_, usize>,
+            ctx: &SignalCtx<'_>,
+        ) -> Result<HostFence, FenceError> {
+            self.0.run_job(job, ctx)
+        }
+
+        fn timed_out(&mut self, job: TimedOutJob<'_, usize>, ctx: &SignalCtx<'_>) -> TimeoutAction {
+            self.0.timed_out(job, ctx)
+        }
+    }
+
+    /// Runs `jobs` jobs of `deps` dependencies each through `q`, up to `batch` at a time, and
+    /// checks that at most one callback of a waiting job is queued at any time.
+    fn run_jobs<const N: usize>(
+        q: &mut Queue<CountingRing, TestExecutor, ManualClock, N>,
+        exec: &TestExecutor,
+        alloc: &CountingAlloc,
+        jobs: usize,
+        deps: usize,
+        batch: usize,
+    ) {
+        let mut left = jobs;
+        while left > 0 {
+            let n = left.min(batch);
+            left -= n;
+            let mut fences = Vec::new();
+            let mut done = Vec::new();
+            for tag in 0..n {
+                let mut job = q.prepare(alloc, Cost(1), MaxDeps(deps), tag).unwrap();
+                for _ in 0..deps {
+                    let f = HostFence::new();
+                    job.add_dependency(&f).unwrap();
+                    fences.push(f);
+                }
+                done.push(q.reserve().unwrap().commit(job).done);
+            }
+            exec.run_until_idle(|| q.run());
+            // Signal the dependencies from the last to the first, the order that would arm
+            // the most callbacks if the queue armed one per dependency.
+            for f in fences.iter().rev() {
+                let armed: usize = fences.iter().map(HostFence::queued_callbacks).sum();
+                assert!(armed <= 1, "{armed} callbacks queued");
+                f.signal(Ok(()));
+                exec.run_until_idle(|| q.run());
+            }
+            for hw in q.backend_mut().0 .0.drain(..) {
+                hw.signal(Ok(()));
+            }
+            exec.run_until_idle(|| q.run());
+            assert_eq!(q.pending_jobs(), 0);
+            assert!(done.iter().all(|d| d.status() == Some(Ok(()))));
+        }
+    }
+
+    #[test]
+    fn retired_jobs_memory_is_reused() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(4);
+        let mut q: Queue<CountingRing, _, _, 4> = Queue::new(
+            CountingRing(Ring(Vec::new())),
+            exec.clone(),
+            ManualClock::new(),
+            config,
+        )
+        .unwrap();
+        let alloc = CountingAlloc::default();
+        // Warm-up: the first batch allocates (fence, node, table per job) ...
+        run_jobs(&mut q, &exec, &alloc, 4, 3, 4);
+        assert_eq!(alloc.calls.get(), 4 * 3);
+        assert_eq!(q.kept_jobs(), 4);
+        // ... and then nothing, however many jobs follow, with fewer dependencies too.
+        alloc.calls.set(0);
+        run_jobs(&mut q, &exec, &alloc, 200, 3, 4);
+        run_jobs(&mut q, &exec, &alloc, 50, 1, 3);
+        run_jobs(&mut q, &exec, &alloc, 50, 0, 1);
+        assert_eq!(alloc.calls.get(), 0);
+        // More dependencies than the kept tables hold: a new table, the rest reused.
+        run_jobs(&mut q, &exec, &alloc, 1, 5, 1);
+        assert_eq!(alloc.calls.get(), 1);
+        // A done fence still held by someone is not reused: a new one is allocated.
+        let job = q.prepare(&alloc, Cost(1), MaxDeps(0), 0).unwrap();
+        let held = q.reserve().unwrap().commit(job).done;
+        exec.run_until_idle(|| q.run());
+        q.backend_mut().0 .0.pop().unwrap().signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        let before = alloc.calls.get();
+        let job = q.prepare(&alloc, Cost(1), MaxDeps(0), 0).unwrap();
+        assert_eq!(alloc.calls.get(), before + 1);
+        assert!(!job.done_fence().ptr_eq(&held));
+        assert_eq!(held.status(), Some(Ok(())));
+    }
+
+    #[test]
+    fn reserved_memory_serves_the_first_jobs() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(8);
+        let mut q: Queue<CountingRing, _, _, 8> = Queue::new(
+            CountingRing(Ring(Vec::new())),
+            exec.clone(),
+            ManualClock::new(),
+            config,
+        )
+        .unwrap();
+        let alloc = CountingAlloc::default();
+        q.reserve_memory(&alloc, 100, MaxDeps(2)).unwrap();
+        // Capped at the queue's size.
+        assert_eq!(q.kept_jobs(), 8);
+        assert_eq!(alloc.calls.get(), 8 * 3);
+        alloc.calls.set(0);
+        run_jobs(&mut q, &exec, &alloc, 64, 2, 8);
+        assert_eq!(alloc.calls.get(), 0);
+        // Out of memory while reserving is an error, not an abort; what was made stays.
+        let mut q: Queue<CountingRing, _, _, 8> = Queue::new(
+            CountingRing(Ring(Vec::new())),
+            exec.clone(),
+            ManualClock::new(),
+            config,
+        )
+        .unwrap();
+        let failing = CountingAlloc {
+            inner: HostAlloc::failing_after(7),
+            calls: Default::default(),
+        };
+        assert_eq!(
+            q.reserve_memory(&failing, 4, MaxDeps(1)),
+            Err(Error::NoMemory)
+        );
+        assert_eq!(q.kept_jobs(), 1);
+        let r = q.prepare(&failing, Cost(1), MaxDeps(0), 9);
+        assert!(r.is_ok(), "the kept job's memory needs no allocation");
+        let r = q.prepare(&failing, Cost(1), MaxDeps(0), 9);
+        let rejected = r.err().unwrap();
+        assert_eq!((rejected.error, rejected.value), (Error::NoMemory, 9));
+    }
+
+    #[test]
+    fn one_dependency_per_timeline() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(4);
+        let mut q: Queue<Ring, _, _, 4> =
+            Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
+        let alloc = HostAlloc::new();
+        let on = |seqno| {
+            let f = HostFence::on_timeline(1_000_000);
+            f.set_seqno(seqno);
+            f
+        };
+        let (f3, f5, f4) = (on(3), on(5), on(4));
+        let other = HostFence::on_timeline(1_000_001);
+        other.set_seqno(1);
+        let mut job = PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(2), 0).unwrap();
+        job.add_dependency(&f3).unwrap();
+        // The later fence of the timeline takes the earlier one's slot; an earlier one adds
+        // nothing.
+        job.add_dependency(&f5).unwrap();
+        job.add_dependency(&f4).unwrap();
+        job.add_dependency(&f5).unwrap();
+        assert_eq!(job.pending_dependencies(), 1);
+        job.add_dependency(&other).unwrap();
+        assert_eq!(job.pending_dependencies(), 2);
+        // Fences with no place on a timeline each take a slot.
+        assert_eq!(
+            job.add_dependency(&HostFence::new()),
+            Err(Error::TooManyDependencies)
+        );
+        let done = q.submit(job).unwrap().done;
+        exec.run_until_idle(|| q.run());
+        // It waits for `f5` (and `other`), not for `f3` or `f4`.
+        assert_eq!(f3.queued_callbacks() + f4.queued_callbacks(), 0);
+        assert_eq!(f5.queued_callbacks(), 1);
+        f5.signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(other.queued_callbacks(), 1);
+        other.signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(q.backend().0.len(), 1);
+        q.backend_mut().0.pop().unwrap().signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(done.status(), Some(Ok(())));
     }
 
     #[test]
