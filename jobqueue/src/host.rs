@@ -21,9 +21,9 @@ use std::task::Wake;
 // Under `--cfg loom` the locks are loom's, so that loom can explore every interleaving of
 // fence signals, callback registration and executor wake-ups.
 #[cfg(not(loom))]
-use core::sync::atomic::AtomicI32;
+use core::sync::atomic::{AtomicBool, AtomicI32};
 #[cfg(loom)]
-use loom::sync::atomic::AtomicI32;
+use loom::sync::atomic::{AtomicBool, AtomicI32};
 #[cfg(loom)]
 use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
@@ -100,6 +100,8 @@ struct FenceState {
     head: Option<Arc<CallbackNode>>,
     /// Threads blocked in `wait`/`wait_timeout`.
     waiters: usize,
+    /// Calls of `signal`, successful or not.
+    signal_calls: usize,
 }
 
 #[derive(Default)]
@@ -109,7 +111,6 @@ struct FenceInner {
     /// that [`Fence::status`] is one atomic load: polling a dependency takes no lock.
     settled: AtomicI32,
     cond: Condvar,
-    signal_calls: AtomicUsize,
     /// The timeline the fence belongs to (its allocator's), 0 for none.
     context: u64,
     /// Its place on the timeline ([`SignalFence::set_seqno`]), 0 until it has one.
@@ -221,7 +222,7 @@ impl HostFence {
     /// How often [`signal`](SignalFence::signal) was called, successful or not (for tests that
     /// check a fence is signalled exactly once).
     pub fn signal_calls(&self) -> usize {
-        self.0.signal_calls.load(Ordering::SeqCst)
+        lock(&self.0.state).signal_calls
     }
 
     /// How many callbacks are queued on the fence, waiting for it to signal (for tests that
@@ -244,7 +245,6 @@ impl HostFence {
             state: Mutex::default(),
             settled: AtomicI32::new(0),
             cond: Condvar::new(),
-            signal_calls: AtomicUsize::new(0),
             context,
             seqno: AtomicU64::new(0),
         }))
@@ -362,16 +362,16 @@ impl SignalFence for HostFence {
         }
         state.result = None;
         state.waiters = 0;
+        state.signal_calls = 0;
         inner.settled.store(0, Ordering::Relaxed);
-        inner.signal_calls.store(0, Ordering::Relaxed);
         inner.seqno.store(0, Ordering::Relaxed);
         true
     }
 
     fn signal(&self, result: FenceResult) -> bool {
-        self.0.signal_calls.fetch_add(1, Ordering::SeqCst);
         let (mut next, notify) = {
             let mut state = lock(&self.0.state);
+            state.signal_calls += 1;
             if state.result.is_some() {
                 return false;
             }
@@ -524,8 +524,6 @@ impl Clock for ManualClock {
 
 #[derive(Default)]
 struct ExecState {
-    pending: bool,
-    wakes: u64,
     timer: Option<Instant>,
     waiters: usize,
 }
@@ -534,6 +532,11 @@ struct ExecState {
 struct ExecShared {
     state: Mutex<ExecState>,
     cond: Condvar,
+    /// A wake-up is pending. Set outside the lock, so that waking an executor that is already
+    /// due to run costs one atomic operation; only the wake-up that sets it takes the lock, to
+    /// notify threads in `wait_pending` (which check it under the lock).
+    pending: AtomicBool,
+    wakes: AtomicU64,
 }
 
 impl Wake for ExecShared {
@@ -542,11 +545,14 @@ impl Wake for ExecShared {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let mut s = lock(&self.state);
-        s.pending = true;
-        s.wakes += 1;
-        let notify = s.waiters > 0;
-        drop(s);
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+        if self.pending.swap(true, Ordering::SeqCst) {
+            // Already pending: the wake-up that set it notified any waiter.
+            return;
+        }
+        // A waiter checks `pending` under the lock before it sleeps: it either saw the flag
+        // set, or sleeps by the time this takes the lock and is counted.
+        let notify = lock(&self.state).waiters > 0;
         if notify {
             self.cond.notify_all();
         }
@@ -587,17 +593,17 @@ impl TestExecutor {
 
     /// Clears the pending flag and returns whether it was set.
     pub fn take_pending(&self) -> bool {
-        core::mem::take(&mut lock(&self.shared.state).pending)
+        self.shared.pending.swap(false, Ordering::SeqCst)
     }
 
     /// Whether a wake-up is pending.
     pub fn is_pending(&self) -> bool {
-        lock(&self.shared.state).pending
+        self.shared.pending.load(Ordering::SeqCst)
     }
 
     /// How many wake-ups happened so far.
     pub fn wakes(&self) -> u64 {
-        lock(&self.shared.state).wakes
+        self.shared.wakes.load(Ordering::Relaxed)
     }
 
     /// The earliest requested timer, if any.
@@ -622,7 +628,7 @@ impl TestExecutor {
         match s.timer {
             Some(t) if t <= now => {
                 s.timer = None;
-                s.pending = true;
+                self.shared.pending.store(true, Ordering::SeqCst);
                 true
             }
             _ => false,
@@ -632,14 +638,15 @@ impl TestExecutor {
     /// Blocks until a wake-up is pending or `timeout` passes; returns whether one is pending.
     pub fn wait_pending(&self, timeout: Duration) -> bool {
         let s = lock(&self.shared.state);
-        wait_while(
+        let s = wait_while(
             &self.shared.cond,
             s,
             timeout,
             |s| &mut s.waiters,
-            |s| !s.pending,
-        )
-        .pending
+            |_| !self.shared.pending.load(Ordering::SeqCst),
+        );
+        drop(s);
+        self.shared.pending.load(Ordering::SeqCst)
     }
 }
 
