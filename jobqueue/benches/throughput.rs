@@ -153,13 +153,14 @@ fn throughput(c: &mut Criterion) {
     g.finish();
 }
 
-/// The floor of the throughput rows: what every job costs before any queue is involved.
+/// The floor of the throughput rows before the queue kept its jobs' memory: what every job
+/// cost before any queue was involved.
 ///
-/// Per job, exactly the memory and fence work the rows above do outside the queue's own
-/// bookkeeping: the prepare step's allocations (done fence, hardware-fence callback node,
+/// Per job: the allocations of `PreparedJob::new` (done fence, hardware-fence callback node,
 /// dependency table with a node per slot) through the same allocator, the benchmark's own
 /// fences (the payload's hardware fence and the dependencies), signalling each of them once,
-/// and freeing everything. No queue, no executor, no wake-up.
+/// and freeing everything. No queue, no executor, no wake-up. The rows above take the first
+/// three from the memory of retired jobs (`Queue::prepare`) instead.
 fn floor(c: &mut Criterion) {
     let mut g = c.benchmark_group("jobs_floor");
     g.throughput(Throughput::Elements(BATCH as u64));

@@ -546,6 +546,8 @@ impl Wake for ExecShared {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.wakes.fetch_add(1, Ordering::Relaxed);
+        // An RMW even when the flag is already set: the consumer's `take_pending` then reads
+        // this write (or a later one), so its run sees everything done before this wake-up.
         if self.pending.swap(true, Ordering::SeqCst) {
             // Already pending: the wake-up that set it notified any waiter.
             return;

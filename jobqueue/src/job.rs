@@ -5,10 +5,12 @@
 //! Submitting a job is split in two, as in the kernel's scheduler (`drm_sched_job_init` then
 //! `drm_sched_job_arm`/`drm_sched_entity_push_job`):
 //!
-//! 1. **Prepare** ([`PreparedJob::new`], then [`PreparedJob::add_dependency`]): may fail, may
-//!    sleep, and does every allocation the job will ever need: its done fence, a slot for each
-//!    dependency and a callback node per slot, and the callback node for the hardware fence.
-//!    Nothing is visible to anyone yet; dropping the prepared job undoes everything.
+//! 1. **Prepare** ([`PreparedJob::new`] or [`Queue::prepare`](crate::Queue::prepare), then
+//!    [`PreparedJob::add_dependency`]): may fail, may sleep, and obtains all the memory the job
+//!    will ever need: its done fence, a slot for each dependency and a callback node per slot,
+//!    and the callback node for the hardware fence (`PreparedJob::new` allocates them;
+//!    `Queue::prepare` reuses those of a retired job where it can). Nothing is visible to
+//!    anyone yet; dropping the prepared job undoes everything.
 //! 2. **Commit** ([`Reservation::commit`](crate::Reservation::commit)): cannot fail, assigns the
 //!    sequence number, and publishes the done fence. From here on, the job only moves through
 //!    memory it already owns.

@@ -3,10 +3,13 @@
 //! The allocation seam: every byte a job needs is obtained while it is prepared.
 //!
 //! A job's done fence, its table of dependency slots and the callback nodes that let the queue
-//! be woken by fences are all allocated by [`PreparedJob::new`](crate::PreparedJob::new) through
-//! an [`Allocator`] the driver supplies (kernel: `KBox`/`dma_fence` allocation with
-//! `GFP_KERNEL`; host: the global allocator). Once a job is committed, nothing on the way to
-//! signalling its done fence allocates again.
+//! be woken by fences come from an [`Allocator`] the driver supplies (kernel: `KBox`/`dma_fence`
+//! allocation with `GFP_KERNEL`; host: the global allocator), when the job is prepared:
+//! [`PreparedJob::new`](crate::PreparedJob::new) allocates all of them;
+//! [`Queue::prepare`](crate::Queue::prepare) first reuses what a retired job of the queue left
+//! behind and allocates only the rest. Once a job is committed, nothing on the way to
+//! signalling its done fence allocates again; when it retires, its memory goes back to its
+//! queue (moved, not freed, up to the queue's size).
 //!
 //! The allocator's methods demand an [`AllocToken`], which only the job preparation code of this
 //! crate can create. Code running in the signalling path (the driver's `run_job` and timeout

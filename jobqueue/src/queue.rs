@@ -23,8 +23,10 @@
 //!   whatever the handler answers.
 //!
 //! All of this happens in [`Queue::run`], which the driver calls from a work item whenever the
-//! [`Executor`] is woken. The queue never allocates: it owns a fixed array of `N` job slots, and
-//! every job brings the rest of its memory from [`PreparedJob::new`]. Code that the queue calls
+//! [`Executor`] is woken. The queue never allocates there: it owns a fixed array of `N` job
+//! slots, every job brings the rest of its memory from its preparation ([`PreparedJob::new`] or
+//! [`Queue::prepare`]), and a retired job's memory moves into a store of the queue (at most `N`
+//! jobs' worth) from which `Queue::prepare` takes it again. Code that the queue calls
 //! on the way to signalling a fence (the [`Backend`] methods) receives a [`SignalCtx`], which
 //! offers no allocation.
 //!
