@@ -130,7 +130,8 @@ impl QueueConfig {
 pub struct Cost(pub u32);
 
 /// How many pending dependencies a job has room for ([`PreparedJob::add_dependency`] fails
-/// beyond that; dependencies already signalled take no room).
+/// beyond that; dependencies already signalled take no room, nor do those on the timeline of
+/// one already added).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MaxDeps(pub usize);
 

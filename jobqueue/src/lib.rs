@@ -13,7 +13,8 @@
 //! - [`fence`]: the [`Fence`] abstraction (status with error, preallocated callbacks);
 //! - [`mem`]: the [`Allocator`] seam, usable only while preparing a job;
 //! - [`job`]: [`PreparedJob`] (fallible, allocating) and [`Committed`];
-//! - [`queue`]: the [`Queue`], the driver's [`Backend`], timeouts and teardown;
+//! - [`queue`]: the [`Queue`], the driver's [`Backend`], timeouts and teardown, and the memory
+//!   of retired jobs that [`Queue::prepare`] reuses;
 //! - [`exec`], [`time`]: the executor and clock seams (no threads of its own);
 //! - `host` (feature `std`): host fences, allocator, clock and a deterministic executor;
 //! - `kernel` (feature `kernel`, built inside a Linux tree by `cargo xtask kernel-build`):
