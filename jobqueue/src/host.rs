@@ -21,9 +21,9 @@ use std::task::Wake;
 // Under `--cfg loom` the locks are loom's, so that loom can explore every interleaving of
 // fence signals, callback registration and executor wake-ups.
 #[cfg(not(loom))]
-use core::sync::atomic::{AtomicBool, AtomicI32};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize as WaiterCount};
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, AtomicI32};
+use loom::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize as WaiterCount};
 #[cfg(loom)]
 use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
@@ -522,21 +522,37 @@ impl Clock for ManualClock {
     }
 }
 
-#[derive(Default)]
-struct ExecState {
-    timer: Option<Instant>,
-    waiters: usize,
+/// No timer requested (`ExecShared::timer`).
+const NO_TIMER: u64 = u64::MAX;
+
+struct ExecShared {
+    /// Held by threads in `wait_pending` from counting themselves to sleeping, and taken by
+    /// the wake-up that sees one counted, so that it notifies only once they sleep.
+    lock: Mutex<()>,
+    cond: Condvar,
+    /// A wake-up is pending. Set without the lock, so that waking an executor costs two atomic
+    /// operations (this flag and `wakes`); only a wake-up that finds threads in `wait_pending`
+    /// takes the lock.
+    pending: AtomicBool,
+    /// Threads in `wait_pending`.
+    waiters: WaiterCount,
+    wakes: AtomicU64,
+    /// The earliest requested timer in nanoseconds, `NO_TIMER` for none. The test drives the
+    /// timers, so a deadline at the very end of time counts as none.
+    timer: AtomicU64,
 }
 
-#[derive(Default)]
-struct ExecShared {
-    state: Mutex<ExecState>,
-    cond: Condvar,
-    /// A wake-up is pending. Set outside the lock, so that waking an executor that is already
-    /// due to run costs one atomic operation; only the wake-up that sets it takes the lock, to
-    /// notify threads in `wait_pending` (which check it under the lock).
-    pending: AtomicBool,
-    wakes: AtomicU64,
+impl Default for ExecShared {
+    fn default() -> Self {
+        ExecShared {
+            lock: Mutex::new(()),
+            cond: Condvar::new(),
+            pending: AtomicBool::new(false),
+            waiters: WaiterCount::new(0),
+            wakes: AtomicU64::new(0),
+            timer: AtomicU64::new(NO_TIMER),
+        }
+    }
 }
 
 impl Wake for ExecShared {
@@ -552,10 +568,11 @@ impl Wake for ExecShared {
             // Already pending: the wake-up that set it notified any waiter.
             return;
         }
-        // A waiter checks `pending` under the lock before it sleeps: it either saw the flag
-        // set, or sleeps by the time this takes the lock and is counted.
-        let notify = lock(&self.state).waiters > 0;
-        if notify {
+        // A waiter counts itself, then checks `pending`, under the lock; all four accesses
+        // are sequentially consistent, so either it sees the flag set or this sees it counted.
+        // It sleeps by the time this gets the lock.
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            drop(lock(&self.lock));
             self.cond.notify_all();
         }
     }
@@ -610,7 +627,8 @@ impl TestExecutor {
 
     /// The earliest requested timer, if any.
     pub fn timer(&self) -> Option<Instant> {
-        lock(&self.shared.state).timer
+        let t = self.shared.timer.load(Ordering::SeqCst);
+        (t != NO_TIMER).then(|| Instant::from_nanos(t))
     }
 
     /// Runs `work` while wake-ups are pending (at most 10 000 rounds, against livelock);
@@ -626,29 +644,44 @@ impl TestExecutor {
 
     /// Fires the timer if it is due at `now`: clears it and marks work pending.
     pub fn fire_timers(&self, now: Instant) -> bool {
-        let mut s = lock(&self.shared.state);
-        match s.timer {
-            Some(t) if t <= now => {
-                s.timer = None;
-                self.shared.pending.store(true, Ordering::SeqCst);
-                true
-            }
-            _ => false,
+        let timer = &self.shared.timer;
+        let due = timer
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                (t != NO_TIMER && t <= now.as_nanos()).then_some(NO_TIMER)
+            })
+            .is_ok();
+        if due {
+            self.shared.pending.store(true, Ordering::SeqCst);
         }
+        due
     }
 
     /// Blocks until a wake-up is pending or `timeout` passes; returns whether one is pending.
     pub fn wait_pending(&self, timeout: Duration) -> bool {
-        let s = lock(&self.shared.state);
-        let s = wait_while(
-            &self.shared.cond,
-            s,
-            timeout,
-            |s| &mut s.waiters,
-            |_| !self.shared.pending.load(Ordering::SeqCst),
-        );
-        drop(s);
-        self.shared.pending.load(Ordering::SeqCst)
+        let shared = &*self.shared;
+        let guard = lock(&shared.lock);
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
+        #[cfg(not(loom))]
+        let guard = {
+            let pending = || !shared.pending.load(Ordering::SeqCst);
+            shared
+                .cond
+                .wait_timeout_while(guard, timeout, |_| pending())
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+        };
+        #[cfg(loom)]
+        let guard = {
+            let _ = timeout;
+            let mut guard = guard;
+            while !shared.pending.load(Ordering::SeqCst) {
+                guard = shared.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
+            guard
+        };
+        shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+        shared.pending.load(Ordering::SeqCst)
     }
 }
 
@@ -658,8 +691,11 @@ impl Executor for TestExecutor {
     }
 
     fn wake_at(&self, deadline: Instant) {
-        let mut s = lock(&self.shared.state);
-        s.timer = Some(s.timer.map_or(deadline, |t| t.min(deadline)));
+        let d = deadline.as_nanos();
+        // Usually the same deadline again: a load, no write.
+        if d < self.shared.timer.load(Ordering::SeqCst) {
+            self.shared.timer.fetch_min(d, Ordering::SeqCst);
+        }
     }
 }
 
