@@ -69,8 +69,10 @@ fn jobqueue_batch(q: &mut Q, exec: &TestExecutor, alloc: &HostAlloc, deps: usize
     let mut dep_fences = Vec::with_capacity(BATCH * deps);
     let mut done = Vec::with_capacity(BATCH);
     for _ in 0..BATCH {
-        let mut job =
-            PreparedJob::new(alloc, q.config(), Cost(1), MaxDeps(deps), HostFence::new()).unwrap();
+        // Prepared from the memory the queue keeps from retired jobs (`Queue::prepare`).
+        let mut job = q
+            .prepare(alloc, Cost(1), MaxDeps(deps), HostFence::new())
+            .unwrap();
         for _ in 0..deps {
             let f = HostFence::new();
             job.add_dependency(&f).unwrap();
@@ -151,13 +153,14 @@ fn throughput(c: &mut Criterion) {
     g.finish();
 }
 
-/// The floor of the throughput rows: what every job costs before any queue is involved.
+/// The floor of the throughput rows before the queue kept its jobs' memory: what every job
+/// cost before any queue was involved.
 ///
-/// Per job, exactly the memory and fence work the rows above do outside the queue's own
-/// bookkeeping: the prepare step's allocations (done fence, hardware-fence callback node,
+/// Per job: the allocations of `PreparedJob::new` (done fence, hardware-fence callback node,
 /// dependency table with a node per slot) through the same allocator, the benchmark's own
 /// fences (the payload's hardware fence and the dependencies), signalling each of them once,
-/// and freeing everything. No queue, no executor, no wake-up.
+/// and freeing everything. No queue, no executor, no wake-up. The rows above take the first
+/// three from the memory of retired jobs (`Queue::prepare`) instead.
 fn floor(c: &mut Criterion) {
     let mut g = c.benchmark_group("jobs_floor");
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -208,9 +211,9 @@ fn latency(c: &mut Criterion) {
             for _ in 0..iters {
                 // Setup (not measured): one committed job waiting for one dependency.
                 let dep = HostFence::new();
-                let mut job =
-                    PreparedJob::new(&alloc, q.config(), Cost(1), MaxDeps(1), HostFence::new())
-                        .unwrap();
+                let mut job = q
+                    .prepare(&alloc, Cost(1), MaxDeps(1), HostFence::new())
+                    .unwrap();
                 job.add_dependency(&dep).unwrap();
                 q.reserve().unwrap().commit(job);
                 exec.run_until_idle(|| q.run());

@@ -109,6 +109,19 @@ pub trait Fence: Clone + Send + Sync {
         let _ = other;
         false
     }
+
+    /// The fence's timeline and its place on it, like a `dma_fence`'s context and seqno:
+    /// `None` for a fence that has no place (yet).
+    ///
+    /// Fences of one timeline must signal in the order of their places, and places compare as
+    /// plain integers (a timeline whose numbers wrap around must not report them). A job then
+    /// only needs to wait for the latest fence of each timeline:
+    /// [`PreparedJob::add_dependency`](crate::PreparedJob::add_dependency) keeps one dependency
+    /// per timeline, as `drm_sched_job_add_dependency` does. The default, `None`, only costs
+    /// that saving.
+    fn timeline(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// A fence that can be signalled by its owner.
@@ -126,5 +139,18 @@ pub trait SignalFence: Fence {
     /// does nothing. Must not allocate.
     fn set_seqno(&self, seqno: u64) {
         let _ = seqno;
+    }
+
+    /// Makes the fence a new, pending fence again, if this is its only reference.
+    ///
+    /// A queue keeps the done fences of its retired jobs and, when it prepares a job
+    /// ([`Queue::prepare`](crate::Queue::prepare)), asks the kept fence to be recycled instead of
+    /// allocating a new one. An implementation returns `true` only when nobody else can observe
+    /// the fence (no clone, no callback, no waiter), after resetting it to the state of a fresh
+    /// fence of the same timeline without a place on it; otherwise it returns `false` and
+    /// changes nothing. The default never recycles (fences such as `dma_fence`, which readers
+    /// may reach without a reference, cannot be). Never called in a signalling path.
+    fn try_recycle(&mut self) -> bool {
+        false
     }
 }

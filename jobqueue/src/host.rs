@@ -21,9 +21,9 @@ use std::task::Wake;
 // Under `--cfg loom` the locks are loom's, so that loom can explore every interleaving of
 // fence signals, callback registration and executor wake-ups.
 #[cfg(not(loom))]
-use core::sync::atomic::AtomicI32;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize as WaiterCount};
 #[cfg(loom)]
-use loom::sync::atomic::AtomicI32;
+use loom::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize as WaiterCount};
 #[cfg(loom)]
 use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
@@ -100,6 +100,8 @@ struct FenceState {
     head: Option<Arc<CallbackNode>>,
     /// Threads blocked in `wait`/`wait_timeout`.
     waiters: usize,
+    /// Calls of `signal`, successful or not.
+    signal_calls: usize,
 }
 
 #[derive(Default)]
@@ -109,7 +111,6 @@ struct FenceInner {
     /// that [`Fence::status`] is one atomic load: polling a dependency takes no lock.
     settled: AtomicI32,
     cond: Condvar,
-    signal_calls: AtomicUsize,
     /// The timeline the fence belongs to (its allocator's), 0 for none.
     context: u64,
     /// Its place on the timeline ([`SignalFence::set_seqno`]), 0 until it has one.
@@ -221,7 +222,7 @@ impl HostFence {
     /// How often [`signal`](SignalFence::signal) was called, successful or not (for tests that
     /// check a fence is signalled exactly once).
     pub fn signal_calls(&self) -> usize {
-        self.0.signal_calls.load(Ordering::SeqCst)
+        lock(&self.0.state).signal_calls
     }
 
     /// How many callbacks are queued on the fence, waiting for it to signal (for tests that
@@ -244,7 +245,6 @@ impl HostFence {
             state: Mutex::default(),
             settled: AtomicI32::new(0),
             cond: Condvar::new(),
-            signal_calls: AtomicUsize::new(0),
             context,
             seqno: AtomicU64::new(0),
         }))
@@ -330,6 +330,10 @@ impl Fence for HostFence {
     fn same_fence(&self, other: &Self) -> bool {
         self.ptr_eq(other)
     }
+
+    fn timeline(&self) -> Option<(u64, u64)> {
+        HostFence::timeline(self)
+    }
 }
 
 /// Marks `node` unqueued, drops its waker, and returns the node after it.
@@ -345,10 +349,29 @@ impl SignalFence for HostFence {
         self.0.seqno.store(seqno, Ordering::Release);
     }
 
+    fn try_recycle(&mut self) -> bool {
+        // The only reference (no clone, nobody waiting: a waiter holds a clone), so nothing
+        // else can observe the reset.
+        let Some(inner) = Arc::get_mut(&mut self.0) else {
+            return false;
+        };
+        let state = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if state.head.is_some() {
+            // Callbacks queued by former clones: leave them to be woken by a signal.
+            return false;
+        }
+        state.result = None;
+        state.waiters = 0;
+        state.signal_calls = 0;
+        inner.settled.store(0, Ordering::Relaxed);
+        inner.seqno.store(0, Ordering::Relaxed);
+        true
+    }
+
     fn signal(&self, result: FenceResult) -> bool {
-        self.0.signal_calls.fetch_add(1, Ordering::SeqCst);
         let (mut next, notify) = {
             let mut state = lock(&self.0.state);
+            state.signal_calls += 1;
             if state.result.is_some() {
                 return false;
             }
@@ -499,18 +522,37 @@ impl Clock for ManualClock {
     }
 }
 
-#[derive(Default)]
-struct ExecState {
-    pending: bool,
-    wakes: u64,
-    timer: Option<Instant>,
-    waiters: usize,
+/// No timer requested (`ExecShared::timer`).
+const NO_TIMER: u64 = u64::MAX;
+
+struct ExecShared {
+    /// Held by threads in `wait_pending` from counting themselves to sleeping, and taken by
+    /// the wake-up that sees one counted, so that it notifies only once they sleep.
+    lock: Mutex<()>,
+    cond: Condvar,
+    /// A wake-up is pending. Set without the lock, so that waking an executor costs two atomic
+    /// operations (this flag and `wakes`); only a wake-up that finds threads in `wait_pending`
+    /// takes the lock.
+    pending: AtomicBool,
+    /// Threads in `wait_pending`.
+    waiters: WaiterCount,
+    wakes: AtomicU64,
+    /// The earliest requested timer in nanoseconds, `NO_TIMER` for none. The test drives the
+    /// timers, so a deadline at the very end of time counts as none.
+    timer: AtomicU64,
 }
 
-#[derive(Default)]
-struct ExecShared {
-    state: Mutex<ExecState>,
-    cond: Condvar,
+impl Default for ExecShared {
+    fn default() -> Self {
+        ExecShared {
+            lock: Mutex::new(()),
+            cond: Condvar::new(),
+            pending: AtomicBool::new(false),
+            waiters: WaiterCount::new(0),
+            wakes: AtomicU64::new(0),
+            timer: AtomicU64::new(NO_TIMER),
+        }
+    }
 }
 
 impl Wake for ExecShared {
@@ -519,12 +561,18 @@ impl Wake for ExecShared {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let mut s = lock(&self.state);
-        s.pending = true;
-        s.wakes += 1;
-        let notify = s.waiters > 0;
-        drop(s);
-        if notify {
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+        // An RMW even when the flag is already set: the consumer's `take_pending` then reads
+        // this write (or a later one), so its run sees everything done before this wake-up.
+        if self.pending.swap(true, Ordering::SeqCst) {
+            // Already pending: the wake-up that set it notified any waiter.
+            return;
+        }
+        // A waiter counts itself, then checks `pending`, under the lock; all four accesses
+        // are sequentially consistent, so either it sees the flag set or this sees it counted.
+        // It sleeps by the time this gets the lock.
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            drop(lock(&self.lock));
             self.cond.notify_all();
         }
     }
@@ -564,22 +612,23 @@ impl TestExecutor {
 
     /// Clears the pending flag and returns whether it was set.
     pub fn take_pending(&self) -> bool {
-        core::mem::take(&mut lock(&self.shared.state).pending)
+        self.shared.pending.swap(false, Ordering::SeqCst)
     }
 
     /// Whether a wake-up is pending.
     pub fn is_pending(&self) -> bool {
-        lock(&self.shared.state).pending
+        self.shared.pending.load(Ordering::SeqCst)
     }
 
     /// How many wake-ups happened so far.
     pub fn wakes(&self) -> u64 {
-        lock(&self.shared.state).wakes
+        self.shared.wakes.load(Ordering::Relaxed)
     }
 
     /// The earliest requested timer, if any.
     pub fn timer(&self) -> Option<Instant> {
-        lock(&self.shared.state).timer
+        let t = self.shared.timer.load(Ordering::SeqCst);
+        (t != NO_TIMER).then(|| Instant::from_nanos(t))
     }
 
     /// Runs `work` while wake-ups are pending (at most 10 000 rounds, against livelock);
@@ -595,28 +644,44 @@ impl TestExecutor {
 
     /// Fires the timer if it is due at `now`: clears it and marks work pending.
     pub fn fire_timers(&self, now: Instant) -> bool {
-        let mut s = lock(&self.shared.state);
-        match s.timer {
-            Some(t) if t <= now => {
-                s.timer = None;
-                s.pending = true;
-                true
-            }
-            _ => false,
+        let timer = &self.shared.timer;
+        let due = timer
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                (t != NO_TIMER && t <= now.as_nanos()).then_some(NO_TIMER)
+            })
+            .is_ok();
+        if due {
+            self.shared.pending.store(true, Ordering::SeqCst);
         }
+        due
     }
 
     /// Blocks until a wake-up is pending or `timeout` passes; returns whether one is pending.
     pub fn wait_pending(&self, timeout: Duration) -> bool {
-        let s = lock(&self.shared.state);
-        wait_while(
-            &self.shared.cond,
-            s,
-            timeout,
-            |s| &mut s.waiters,
-            |s| !s.pending,
-        )
-        .pending
+        let shared = &*self.shared;
+        let guard = lock(&shared.lock);
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
+        #[cfg(not(loom))]
+        let guard = {
+            let pending = || !shared.pending.load(Ordering::SeqCst);
+            shared
+                .cond
+                .wait_timeout_while(guard, timeout, |_| pending())
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+        };
+        #[cfg(loom)]
+        let guard = {
+            let _ = timeout;
+            let mut guard = guard;
+            while !shared.pending.load(Ordering::SeqCst) {
+                guard = shared.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
+            guard
+        };
+        shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+        shared.pending.load(Ordering::SeqCst)
     }
 }
 
@@ -626,8 +691,11 @@ impl Executor for TestExecutor {
     }
 
     fn wake_at(&self, deadline: Instant) {
-        let mut s = lock(&self.shared.state);
-        s.timer = Some(s.timer.map_or(deadline, |t| t.min(deadline)));
+        let d = deadline.as_nanos();
+        // Usually the same deadline again: a load, no write.
+        if d < self.shared.timer.load(Ordering::SeqCst) {
+            self.shared.timer.fetch_min(d, Ordering::SeqCst);
+        }
     }
 }
 

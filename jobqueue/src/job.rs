@@ -5,10 +5,12 @@
 //! Submitting a job is split in two, as in the kernel's scheduler (`drm_sched_job_init` then
 //! `drm_sched_job_arm`/`drm_sched_entity_push_job`):
 //!
-//! 1. **Prepare** ([`PreparedJob::new`], then [`PreparedJob::add_dependency`]): may fail, may
-//!    sleep, and does every allocation the job will ever need: its done fence, a slot for each
-//!    dependency and a callback node per slot, and the callback node for the hardware fence.
-//!    Nothing is visible to anyone yet; dropping the prepared job undoes everything.
+//! 1. **Prepare** ([`PreparedJob::new`] or [`Queue::prepare`](crate::Queue::prepare), then
+//!    [`PreparedJob::add_dependency`]): may fail, may sleep, and obtains all the memory the job
+//!    will ever need: its done fence, a slot for each dependency and a callback node per slot,
+//!    and the callback node for the hardware fence (`PreparedJob::new` allocates them;
+//!    `Queue::prepare` reuses those of a retired job where it can). Nothing is visible to
+//!    anyone yet; dropping the prepared job undoes everything.
 //! 2. **Commit** ([`Reservation::commit`](crate::Reservation::commit)): cannot fail, assigns the
 //!    sequence number, and publishes the done fence. From here on, the job only moves through
 //!    memory it already owns.
@@ -20,7 +22,7 @@ use core::time::Duration;
 
 use crate::error::{Error, FenceError};
 use crate::fence::SignalFence;
-use crate::mem::{AllocToken, Allocator, Dependency};
+use crate::mem::{AllocError, AllocToken, Allocator, Dependency};
 
 /// Static parameters of a queue.
 ///
@@ -128,7 +130,8 @@ impl QueueConfig {
 pub struct Cost(pub u32);
 
 /// How many pending dependencies a job has room for ([`PreparedJob::add_dependency`] fails
-/// beyond that; dependencies already signalled take no room).
+/// beyond that; dependencies already signalled take no room, nor do those on the timeline of
+/// one already added).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MaxDeps(pub usize);
 
@@ -196,6 +199,40 @@ impl<F: SignalFence> Drop for DoneFence<F> {
     }
 }
 
+/// The memory of one job apart from its payload: done fence, callback node for the hardware
+/// fence, dependency slots. A queue keeps those of retired jobs for the jobs it prepares next
+/// ([`Queue::prepare`](crate::Queue::prepare)).
+pub(crate) struct JobParts<F: SignalFence, A: Allocator<F>> {
+    pub(crate) done: DoneFence<F>,
+    pub(crate) hw_cb: F::Callback,
+    pub(crate) deps: A::DepTable,
+}
+
+impl<F: SignalFence, A: Allocator<F>> JobParts<F, A> {
+    /// Allocates the parts of a job with room for `max_deps` dependencies.
+    pub(crate) fn alloc(alloc: &A, max_deps: usize) -> Result<Self, AllocError> {
+        AllocToken::scope(|token| {
+            let done = DoneFence(alloc.try_new_fence(token)?);
+            let hw_cb = alloc.try_new_callback(token)?;
+            let deps = alloc.try_new_dep_table(token, max_deps)?;
+            Ok(JobParts { done, hw_cb, deps })
+        })
+    }
+
+    /// Allocates a new done fence in place of the current one.
+    pub(crate) fn renew_fence(&mut self, alloc: &A) -> Result<(), AllocError> {
+        let done = AllocToken::scope(|token| alloc.try_new_fence(token))?;
+        self.done = DoneFence(done);
+        Ok(())
+    }
+
+    /// Allocates a new table of `max_deps` dependency slots in place of the current one.
+    pub(crate) fn renew_deps(&mut self, alloc: &A, max_deps: usize) -> Result<(), AllocError> {
+        self.deps = AllocToken::scope(|token| alloc.try_new_dep_table(token, max_deps))?;
+        Ok(())
+    }
+}
+
 /// A fully allocated job that has not been committed yet.
 ///
 /// Dropping it releases everything it allocated. Its done fence, which later jobs of the same
@@ -205,7 +242,9 @@ pub struct PreparedJob<F: SignalFence, A: Allocator<F>, P> {
     pub(crate) payload: P,
     pub(crate) done: DoneFence<F>,
     pub(crate) hw_cb: F::Callback,
+    /// At least `max_deps` slots: a recycled table may be longer.
     pub(crate) deps: A::DepTable,
+    pub(crate) max_deps: usize,
     pub(crate) n_deps: usize,
     /// The first dependency error seen while adding dependencies, with the number of slots
     /// that were in use at that time (so the order of errors follows the order of addition).
@@ -244,27 +283,48 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
                 value: payload,
             });
         }
-        let parts = AllocToken::scope(|token| {
-            let done = alloc.try_new_fence(token)?;
-            let hw_cb = alloc.try_new_callback(token)?;
-            let deps = alloc.try_new_dep_table(token, max_deps)?;
-            Ok((done, hw_cb, deps))
-        });
-        match parts {
-            Ok((done, hw_cb, deps)) => Ok(PreparedJob {
-                cost,
-                payload,
-                done: DoneFence(done),
-                hw_cb,
-                deps,
-                n_deps: 0,
-                dep_error: None,
-            }),
-            Err(crate::mem::AllocError) => Err(Rejected {
+        match JobParts::alloc(alloc, max_deps) {
+            Ok(parts) => Ok(Self::from_parts(parts, cost, max_deps, payload)),
+            Err(AllocError) => Err(Rejected {
                 error: Error::NoMemory,
                 value: payload,
             }),
         }
+    }
+
+    /// A job made of `parts`, whose table has at least `max_deps` empty slots.
+    pub(crate) fn from_parts(
+        parts: JobParts<F, A>,
+        cost: u32,
+        max_deps: usize,
+        payload: P,
+    ) -> Self {
+        PreparedJob {
+            cost,
+            payload,
+            done: parts.done,
+            hw_cb: parts.hw_cb,
+            deps: parts.deps,
+            max_deps,
+            n_deps: 0,
+            dep_error: None,
+        }
+    }
+
+    /// Takes the job apart: its parts, emptied for another job, and its payload.
+    pub(crate) fn into_parts(self) -> (JobParts<F, A>, P) {
+        let PreparedJob {
+            payload,
+            done,
+            hw_cb,
+            mut deps,
+            n_deps,
+            ..
+        } = self;
+        for slot in deps.iter_mut().take(n_deps) {
+            slot.clear();
+        }
+        (JobParts { done, hw_cb, deps }, payload)
     }
 
     /// The fence that signals when the job completes (its done fence).
@@ -296,7 +356,10 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
     ///
     /// A fence that already signalled successfully needs no slot. One that already signalled
     /// with an error needs none either: the job will fail with that error (unless a dependency
-    /// added earlier fails too) and never reach the ring. A pending fence takes a slot; when all
+    /// added earlier fails too) and never reach the ring. A pending fence on the
+    /// [timeline](crate::Fence::timeline) of a pending dependency already added needs none:
+    /// the later of the two on that timeline is kept, in the earlier one's slot (as
+    /// `drm_sched_job_add_dependency` does). Any other pending fence takes a slot; when all
     /// slots are in use this fails with [`Error::TooManyDependencies`] and changes nothing.
     ///
     /// # Examples
@@ -324,6 +387,22 @@ impl<F: SignalFence, A: Allocator<F>, P> PreparedJob<F, A, P> {
                 Ok(())
             }
             None => {
+                if let Some((context, seqno)) = fence.timeline() {
+                    let same_timeline = self.deps.iter_mut().take(self.n_deps).find_map(|s| {
+                        let dep = s.dep.as_mut()?;
+                        let (c, s) = dep.fence.timeline()?;
+                        (c == context).then_some((dep, s))
+                    });
+                    if let Some((dep, known)) = same_timeline {
+                        if seqno > known {
+                            dep.fence = fence.clone();
+                        }
+                        return Ok(());
+                    }
+                }
+                if self.n_deps >= self.max_deps {
+                    return Err(Error::TooManyDependencies);
+                }
                 let slot = self
                     .deps
                     .get_mut(self.n_deps)

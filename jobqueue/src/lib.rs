@@ -13,7 +13,8 @@
 //! - [`fence`]: the [`Fence`] abstraction (status with error, preallocated callbacks);
 //! - [`mem`]: the [`Allocator`] seam, usable only while preparing a job;
 //! - [`job`]: [`PreparedJob`] (fallible, allocating) and [`Committed`];
-//! - [`queue`]: the [`Queue`], the driver's [`Backend`], timeouts and teardown;
+//! - [`queue`]: the [`Queue`], the driver's [`Backend`], timeouts and teardown, and the memory
+//!   of retired jobs that [`Queue::prepare`] reuses;
 //! - [`exec`], [`time`]: the executor and clock seams (no threads of its own);
 //! - `host` (feature `std`): host fences, allocator, clock and a deterministic executor;
 //! - `kernel` (feature `kernel`, built inside a Linux tree by `cargo xtask kernel-build`):
@@ -99,13 +100,17 @@
 
 //! # Performance
 //!
-//! With the host backend, a queue moves about 6.7 million jobs per second without dependencies,
-//! 4.4 million with one and 1.9 million with four (prepare to done fence, jobs committed with
-//! [`Reservation::commit_direct`]), and the time from a dependency's signal to `run_job` is
-//! about 80 ns; the same run measures the jobs' own allocations and fences without any queue
-//! at 8.1, 4.3 and 2.2 million per second, the ceiling for this allocation model. The README
-//! has the table against an async-task peer and the command (`cargo xtask bench`, or
-//! `cargo bench -p gpukit-jobqueue --bench throughput`).
+//! With the host backend, on a shared 2-core machine under load (medians of three runs, each
+//! figure varying by up to a third between runs), a queue moves about 5.5 million jobs per
+//! second without dependencies, 3.8 million with one and 1.9 million with four (prepare to done
+//! fence, jobs prepared with [`Queue::prepare`] from the memory of retired jobs and committed
+//! with [`Reservation::commit_direct`]), and the time from a dependency's signal to `run_job`
+//! is about 100 to 125 ns. That is 1.8x, 1.9x and 1.65x the throughput of an async-task peer
+//! in the same runs, and 1.7x its signal-to-run speed. The same runs measure the jobs' own
+//! allocations and fences with [`PreparedJob::new`] and no queue at about 6.0, 3.1 and 1.5
+//! million per second: with its memory reused, a job with dependencies now costs less through
+//! the queue than allocating it did alone. The README has the table and the command
+//! (`cargo xtask bench`, or `cargo bench -p gpukit-jobqueue --bench throughput`).
 //!
 //! Against the kernel's `drm_sched`, in the same kernel (suite `gpukit_jobqueue_vs_c`): the
 //! same driver, whose `run_job` returns a signalled fence or one of a simulated ring that

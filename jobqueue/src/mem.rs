@@ -3,10 +3,13 @@
 //! The allocation seam: every byte a job needs is obtained while it is prepared.
 //!
 //! A job's done fence, its table of dependency slots and the callback nodes that let the queue
-//! be woken by fences are all allocated by [`PreparedJob::new`](crate::PreparedJob::new) through
-//! an [`Allocator`] the driver supplies (kernel: `KBox`/`dma_fence` allocation with
-//! `GFP_KERNEL`; host: the global allocator). Once a job is committed, nothing on the way to
-//! signalling its done fence allocates again.
+//! be woken by fences come from an [`Allocator`] the driver supplies (kernel: `KBox`/`dma_fence`
+//! allocation with `GFP_KERNEL`; host: the global allocator), when the job is prepared:
+//! [`PreparedJob::new`](crate::PreparedJob::new) allocates all of them;
+//! [`Queue::prepare`](crate::Queue::prepare) first reuses what a retired job of the queue left
+//! behind and allocates only the rest. Once a job is committed, nothing on the way to
+//! signalling its done fence allocates again; when it retires, its memory goes back to its
+//! queue (moved, not freed, up to the queue's size).
 //!
 //! The allocator's methods demand an [`AllocToken`], which only the job preparation code of this
 //! crate can create. Code running in the signalling path (the driver's `run_job` and timeout
@@ -70,16 +73,25 @@ impl<F: Fence> DepSlot<F> {
     }
 }
 
-impl<F: Fence> Drop for DepSlot<F> {
-    fn drop(&mut self) {
-        // A job freed before its dependency signalled (its queue was killed, or it failed on
-        // another dependency) takes its callback back, so the fence neither keeps the node nor
-        // wakes a queue that no longer waits for it.
-        if let Some(dep) = &self.dep {
+impl<F: Fence> DepSlot<F> {
+    /// Empties the slot, taking its callback back off a fence that has not signalled, so that
+    /// the slot can serve another job.
+    pub(crate) fn clear(&mut self) {
+        // A job done with before its dependency signalled (its queue was killed, it failed on
+        // another dependency, it went on the ring behind a job of its own queue) takes its
+        // callback back, so the fence neither keeps the node nor wakes a queue that no longer
+        // waits for it.
+        if let Some(dep) = self.dep.take() {
             if dep.armed {
                 dep.fence.remove_callback(&self.cb);
             }
         }
+    }
+}
+
+impl<F: Fence> Drop for DepSlot<F> {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

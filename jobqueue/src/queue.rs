@@ -23,8 +23,10 @@
 //!   whatever the handler answers.
 //!
 //! All of this happens in [`Queue::run`], which the driver calls from a work item whenever the
-//! [`Executor`] is woken. The queue never allocates: it owns a fixed array of `N` job slots, and
-//! every job brings the rest of its memory from [`PreparedJob::new`]. Code that the queue calls
+//! [`Executor`] is woken. The queue never allocates there: it owns a fixed array of `N` job
+//! slots, every job brings the rest of its memory from its preparation ([`PreparedJob::new`] or
+//! [`Queue::prepare`]), and a retired job's memory moves into a store of the queue (at most `N`
+//! jobs' worth) from which `Queue::prepare` takes it again. Code that the queue calls
 //! on the way to signalling a fence (the [`Backend`] methods) receives a [`SignalCtx`], which
 //! offers no allocation.
 //!
@@ -38,13 +40,16 @@ use core::marker::PhantomData;
 use crate::error::{Error, FenceError};
 use crate::exec::Executor;
 use crate::fence::{AddCallback, Fence, FenceResult, SignalFence};
-use crate::job::{Committed, PreparedJob, QueueConfig, Rejected};
+use crate::job::{Committed, Cost, JobParts, MaxDeps, PreparedJob, QueueConfig, Rejected};
 use crate::mem::Allocator;
 use crate::time::{Clock, Instant};
 
 /// The job type a queue for backend `B` accepts.
 pub type JobFor<B> =
     PreparedJob<<B as Backend>::Fence, <B as Backend>::Alloc, <B as Backend>::Payload>;
+
+/// The memory of a job of a queue for backend `B`, kept for reuse.
+type PartsFor<B> = JobParts<<B as Backend>::Fence, <B as Backend>::Alloc>;
 
 /// Context handed to code in the fence-signalling path.
 ///
@@ -197,6 +202,8 @@ enum State<F> {
     /// On the ring, holding its credits.
     Running {
         hw: F,
+        /// The job's callback node is queued on `hw` (see [`Queue::collect_completions`]).
+        armed: bool,
         deadline: Instant,
         extensions: u32,
         attempt: u32,
@@ -220,7 +227,10 @@ impl<B: Backend> Entry<B> {
     /// no longer waits for it, and with the kernel's `dma_fence` dropping the last reference
     /// of a fence that still has callbacks is a bug the kernel warns about.
     fn disarm(&self) {
-        if let State::Running { hw, .. } = &self.state {
+        if let State::Running {
+            hw, armed: true, ..
+        } = &self.state
+        {
             hw.remove_callback(&self.job.hw_cb);
         }
     }
@@ -233,6 +243,7 @@ impl<B: Backend> Entry<B> {
 /// - The `len` occupied slots start at `head` and wrap around; all others are `None`.
 /// - Of the occupied slots, the first `started` are running or finished, the rest are waiting.
 /// - `credits` is the sum of the costs of the running jobs and never exceeds the capacity.
+/// - The first `pooled` entries of `pool` are `Some`, the others `None`.
 ///
 /// # Examples
 ///
@@ -286,6 +297,10 @@ pub struct Queue<B: Backend, X: Executor, C: Clock, const N: usize> {
     clock: C,
     config: QueueConfig,
     slots: [Option<Entry<B>>; N],
+    /// The memory of retired jobs (or set aside by [`reserve_memory`](Self::reserve_memory)),
+    /// for the jobs [`prepare`](Self::prepare) makes next: a stack, the most recent on top.
+    pool: [Option<PartsFor<B>>; N],
+    pooled: usize,
     head: usize,
     len: usize,
     started: usize,
@@ -343,6 +358,8 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             clock,
             config,
             slots: core::array::from_fn(|_| None),
+            pool: core::array::from_fn(|_| None),
+            pooled: 0,
             head: 0,
             len: 0,
             started: 0,
@@ -391,6 +408,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         init!(exec, exec);
         init!(clock, clock);
         init!(config, config);
+        init!(pooled, 0);
         init!(head, 0);
         init!(len, 0);
         init!(started, 0);
@@ -403,6 +421,13 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         for i in 0..N {
             let elem = slots.wrapping_add(i);
             // SAFETY: `i < N`: the element is inside the slot array, written once, here.
+            unsafe { elem.write(None) };
+        }
+        // SAFETY: As in `init!`: the place of the pool array, only computed.
+        let pool = unsafe { core::ptr::addr_of_mut!((*q).pool) }.cast::<Option<PartsFor<B>>>();
+        for i in 0..N {
+            let elem = pool.wrapping_add(i);
+            // SAFETY: `i < N`: the element is inside the pool array, written once, here.
             unsafe { elem.write(None) };
         }
         // SAFETY: Every field was written above.
@@ -455,6 +480,162 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             Err(Error::QueueFull)
         } else {
             Ok(Reservation { queue: self })
+        }
+    }
+
+    /// Prepares a job as [`PreparedJob::new`] does, from memory this queue kept instead of new
+    /// allocations where it can.
+    ///
+    /// When a job retires, the queue keeps its done fence, its hardware-fence callback node and
+    /// its table of dependency slots (up to `N` jobs' worth, besides the `N` slots of the
+    /// ring). This takes the most recently kept set whose table has room for `max_deps`,
+    /// recycles its done fence if nobody holds it any more ([`SignalFence::try_recycle`]), and
+    /// allocates through `alloc` only what it could not reuse; with nothing kept, it allocates
+    /// everything, exactly as `PreparedJob::new`. Once the queue has retired as many jobs as
+    /// it holds at a time, and their done fences have been let go, a steady stream of jobs
+    /// allocates nothing. [`reserve_memory`](Self::reserve_memory) fills the store up front.
+    ///
+    /// Errors, and the payload handed back with them, are those of `PreparedJob::new`. A
+    /// recycled done fence stays on the [timeline](crate::Fence::timeline) it was made on:
+    /// prepare a queue's jobs with one allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use jobqueue::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
+    /// # use jobqueue::{Backend, FenceError, RunJob, SignalCtx, TimedOutJob, TimeoutAction};
+    /// use jobqueue::{Cost, Fence, MaxDeps, Queue, QueueConfig};
+    /// # struct Ring;
+    /// # impl Backend for Ring {
+    /// #     type Fence = HostFence;
+    /// #     type Alloc = HostAlloc;
+    /// #     type Payload = ();
+    /// #     fn run_job(&mut self, _: RunJob<'_, ()>, _: &SignalCtx<'_>) -> Result<HostFence, FenceError> {
+    /// #         Ok(HostFence::signalled(Ok(())))
+    /// #     }
+    /// #     fn timed_out(&mut self, _: TimedOutJob<'_, ()>, _: &SignalCtx<'_>) -> TimeoutAction {
+    /// #         TimeoutAction::Fail
+    /// #     }
+    /// # }
+    ///
+    /// let (exec, alloc) = (TestExecutor::new(), HostAlloc::new());
+    /// let mut q: Queue<Ring, _, _, 4> =
+    ///     Queue::new(Ring, exec.clone(), ManualClock::new(), QueueConfig::new(4)).unwrap();
+    /// // Set aside the memory of 4 jobs of up to 2 dependencies now ...
+    /// q.reserve_memory(&alloc, 4, MaxDeps(2)).unwrap();
+    /// for _ in 0..100 {
+    ///     // ... and every job after that is made from it, and given back when it retires.
+    ///     let job = q.prepare(&alloc, Cost(1), MaxDeps(2), ()).unwrap();
+    ///     let done = q.reserve().unwrap().commit(job).done;
+    ///     exec.run_until_idle(|| q.run());
+    ///     assert_eq!(done.status(), Some(Ok(())));
+    /// }
+    /// ```
+    pub fn prepare(
+        &mut self,
+        alloc: &B::Alloc,
+        Cost(cost): Cost,
+        MaxDeps(max_deps): MaxDeps,
+        payload: B::Payload,
+    ) -> Result<JobFor<B>, Rejected<B::Payload>> {
+        if let Err(error) = self.config.check_cost(cost) {
+            return Err(Rejected {
+                error,
+                value: payload,
+            });
+        }
+        match self.take_parts(alloc, max_deps) {
+            Ok(parts) => Ok(PreparedJob::from_parts(parts, cost, max_deps, payload)),
+            Err(crate::mem::AllocError) => Err(Rejected {
+                error: Error::NoMemory,
+                value: payload,
+            }),
+        }
+    }
+
+    /// Allocates the memory of up to `jobs` jobs with room for `max_deps` dependencies each,
+    /// for [`prepare`](Self::prepare) to use, so that the queue's first jobs do not allocate
+    /// either. The store holds at most `N` jobs' worth; beyond that this allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] when an allocation fails; what was allocated before stays in the
+    /// store.
+    pub fn reserve_memory(
+        &mut self,
+        alloc: &B::Alloc,
+        jobs: usize,
+        MaxDeps(max_deps): MaxDeps,
+    ) -> Result<(), Error> {
+        for _ in 0..jobs {
+            if self.pooled >= N {
+                break;
+            }
+            let parts = JobParts::alloc(alloc, max_deps).map_err(|_| Error::NoMemory)?;
+            self.keep(parts);
+        }
+        Ok(())
+    }
+
+    /// How many jobs' worth of memory the queue keeps for [`prepare`](Self::prepare).
+    pub fn kept_jobs(&self) -> usize {
+        self.pooled
+    }
+
+    /// Takes the most recently kept parts with room for `max_deps` dependencies (or, failing
+    /// that, the most recent ones with a new table), ready for a new job, or allocates them.
+    fn take_parts(
+        &mut self,
+        alloc: &B::Alloc,
+        max_deps: usize,
+    ) -> Result<PartsFor<B>, crate::mem::AllocError> {
+        let top = self.pooled.checked_sub(1);
+        let Some(top) = top else {
+            return JobParts::alloc(alloc, max_deps);
+        };
+        let fits = (0..=top).rev().find(|&i| {
+            self.pool
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(|p| p.deps.len() >= max_deps)
+        });
+        let at = fits.unwrap_or(top);
+        // Move the top into the hole, keeping the first `pooled` entries occupied.
+        let last = self.pool.get_mut(top).and_then(Option::take);
+        let taken = match self.pool.get_mut(at) {
+            Some(hole) if at != top => core::mem::replace(hole, last),
+            _ => last,
+        };
+        self.pooled = top;
+        let Some(mut parts) = taken else {
+            return JobParts::alloc(alloc, max_deps);
+        };
+        // A kept done fence is either fresh (`reserve_memory`) or the signalled fence of a
+        // retired job, which is reused only if nobody holds it any more.
+        let reuse = !parts.done.is_signalled() || parts.done.0.try_recycle();
+        let renewed = (|| {
+            if !reuse {
+                parts.renew_fence(alloc)?;
+            }
+            if parts.deps.len() < max_deps {
+                parts.renew_deps(alloc, max_deps)?;
+            }
+            Ok(())
+        })();
+        match renewed {
+            Ok(()) => Ok(parts),
+            Err(e) => {
+                self.keep(parts);
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps `parts` for a later job if there is room, or frees them.
+    fn keep(&mut self, parts: PartsFor<B>) {
+        if let Some(free) = self.pool.get_mut(self.pooled) {
+            *free = Some(parts);
+            self.pooled += 1;
         }
     }
 
@@ -553,14 +734,28 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         self.credits = 0;
     }
 
+    /// Notices the hardware fences that have signalled.
+    ///
+    /// A job's callback node may still have been on its previous fence when the job went on
+    /// the ring (`Busy`: that fence was signalled and still waking its callbacks, the queue's
+    /// waker among them, so a run is due). The queue then queues it here, on that run.
     fn collect_completions(&mut self) -> bool {
         let mut progress = false;
+        let waker = self.exec.waker();
         for i in 0..self.started {
             let Some(entry) = slot(&mut self.slots, self.head, i) else {
                 continue;
             };
-            if let State::Running { hw, .. } = &entry.state {
-                if let Some(result) = hw.status() {
+            if let State::Running { hw, armed, .. } = &mut entry.state {
+                let mut status = hw.status();
+                if status.is_none() && !*armed {
+                    match hw.add_callback(&entry.job.hw_cb, waker) {
+                        AddCallback::Queued => *armed = true,
+                        AddCallback::Signalled(r) => status = Some(r),
+                        AddCallback::Busy => {}
+                    }
+                }
+                if let Some(result) = status {
                     self.credits = self.credits.saturating_sub(entry.cost);
                     entry.state = State::Finished(result);
                     progress = true;
@@ -581,6 +776,11 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             };
             if let Some(entry) = self.slots.get_mut(self.head).and_then(Option::take) {
                 entry.job.done.signal(result);
+                // Nothing allocates here: the parts move into the store (or are freed when
+                // it is full), and the payload is dropped as the job's end.
+                let (parts, payload) = entry.job.into_parts();
+                drop(payload);
+                self.keep(parts);
             }
             self.head = (self.head + 1) % N;
             self.len -= 1;
@@ -609,6 +809,7 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             deadline,
             extensions,
             attempt,
+            ..
         } = &mut entry.state
         else {
             return;
@@ -701,10 +902,12 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
             entry.state = match run {
                 Ok(hw) => match hw.add_callback(&entry.job.hw_cb, waker) {
                     AddCallback::Signalled(result) => State::Finished(result),
-                    // `Busy`: the node still sits on a lost hardware fence. The deadline below
-                    // still wakes the queue, which then polls the new fence.
-                    AddCallback::Queued | AddCallback::Busy => State::Running {
+                    // `Busy`: the node still sits on a lost hardware fence that is signalling;
+                    // the run its wake-up causes queues the node (`collect_completions`), and
+                    // the deadline below wakes the queue in any case.
+                    r @ (AddCallback::Queued | AddCallback::Busy) => State::Running {
                         hw,
+                        armed: r == AddCallback::Queued,
                         deadline: now.saturating_add(self.config.timeout()),
                         extensions: 0,
                         attempt,
@@ -856,10 +1059,11 @@ impl<B: Backend, X: Executor, C: Clock, const N: usize> Queue<B, X, C, N> {
         entry.state = match run {
             Ok(hw) => match hw.add_callback(&entry.job.hw_cb, waker) {
                 AddCallback::Signalled(result) => State::Finished(result),
-                AddCallback::Queued | AddCallback::Busy => {
+                r @ (AddCallback::Queued | AddCallback::Busy) => {
                     self.credits += entry.cost;
                     State::Running {
                         hw,
+                        armed: r == AddCallback::Queued,
                         deadline: now.saturating_add(self.config.timeout()),
                         extensions: 0,
                         attempt: 0,
@@ -953,7 +1157,6 @@ mod tests {
 
     use super::*;
     use crate::host::{HostAlloc, HostFence, ManualClock, TestExecutor};
-    use crate::job::{Cost, MaxDeps};
     use std::vec::Vec;
 
     struct Ring(Vec<HostFence>);
@@ -1077,6 +1280,233 @@ mod tests {
         assert_eq!(queued(), [0, 0, 0, 0]);
         assert_eq!(done.status(), Some(Err(FenceError::CANCELED)));
         assert!(q.backend().0.is_empty());
+    }
+
+    /// The host allocator, counting the calls made to it.
+    #[derive(Default)]
+    struct CountingAlloc {
+        inner: HostAlloc,
+        calls: core::cell::Cell<usize>,
+    }
+
+    impl Allocator<HostFence> for CountingAlloc {
+        type DepTable = <HostAlloc as Allocator<HostFence>>::DepTable;
+
+        fn try_new_fence(
+            &self,
+            token: &crate::AllocToken<'_>,
+        ) -> Result<HostFence, crate::AllocError> {
+            self.calls.set(self.calls.get() + 1);
+            self.inner.try_new_fence(token)
+        }
+
+        fn try_new_callback(
+            &self,
+            token: &crate::AllocToken<'_>,
+        ) -> Result<crate::host::HostCallback, crate::AllocError> {
+            self.calls.set(self.calls.get() + 1);
+            self.inner.try_new_callback(token)
+        }
+
+        fn try_new_dep_table(
+            &self,
+            token: &crate::AllocToken<'_>,
+            len: usize,
+        ) -> Result<Self::DepTable, crate::AllocError> {
+            self.calls.set(self.calls.get() + 1);
+            self.inner.try_new_dep_table(token, len)
+        }
+    }
+
+    /// `Ring` over the counting allocator.
+    struct CountingRing(Ring);
+
+    impl Backend for CountingRing {
+        type Fence = HostFence;
+        type Alloc = CountingAlloc;
+        type Payload = usize;
+
+        fn run_job(
+            &mut self,
+            job: RunJob<'_, usize>,
+            ctx: &SignalCtx<'_>,
+        ) -> Result<HostFence, FenceError> {
+            self.0.run_job(job, ctx)
+        }
+
+        fn timed_out(&mut self, job: TimedOutJob<'_, usize>, ctx: &SignalCtx<'_>) -> TimeoutAction {
+            self.0.timed_out(job, ctx)
+        }
+    }
+
+    /// Runs `jobs` jobs of `deps` dependencies each through `q`, up to `batch` at a time, and
+    /// checks that at most one callback of a waiting job is queued at any time.
+    fn run_jobs<const N: usize>(
+        q: &mut Queue<CountingRing, TestExecutor, ManualClock, N>,
+        exec: &TestExecutor,
+        alloc: &CountingAlloc,
+        jobs: usize,
+        deps: usize,
+        batch: usize,
+    ) {
+        let mut left = jobs;
+        while left > 0 {
+            let n = left.min(batch);
+            left -= n;
+            let mut fences = Vec::new();
+            let mut done = Vec::new();
+            for tag in 0..n {
+                let mut job = q.prepare(alloc, Cost(1), MaxDeps(deps), tag).unwrap();
+                for _ in 0..deps {
+                    let f = HostFence::new();
+                    job.add_dependency(&f).unwrap();
+                    fences.push(f);
+                }
+                done.push(q.reserve().unwrap().commit(job).done);
+            }
+            exec.run_until_idle(|| q.run());
+            // Signal the dependencies from the last to the first, the order that would arm
+            // the most callbacks if the queue armed one per dependency.
+            for f in fences.iter().rev() {
+                let armed: usize = fences.iter().map(HostFence::queued_callbacks).sum();
+                assert!(armed <= 1, "{armed} callbacks queued");
+                f.signal(Ok(()));
+                exec.run_until_idle(|| q.run());
+            }
+            for hw in q.backend_mut().0 .0.drain(..) {
+                hw.signal(Ok(()));
+            }
+            exec.run_until_idle(|| q.run());
+            assert_eq!(q.pending_jobs(), 0);
+            assert!(done.iter().all(|d| d.status() == Some(Ok(()))));
+        }
+    }
+
+    #[test]
+    fn retired_jobs_memory_is_reused() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(4);
+        let mut q: Queue<CountingRing, _, _, 4> = Queue::new(
+            CountingRing(Ring(Vec::new())),
+            exec.clone(),
+            ManualClock::new(),
+            config,
+        )
+        .unwrap();
+        let alloc = CountingAlloc::default();
+        // Warm-up: the first batch allocates (fence, node, table per job) ...
+        run_jobs(&mut q, &exec, &alloc, 4, 3, 4);
+        assert_eq!(alloc.calls.get(), 4 * 3);
+        assert_eq!(q.kept_jobs(), 4);
+        // ... and then nothing, however many jobs follow, with fewer dependencies too.
+        alloc.calls.set(0);
+        run_jobs(&mut q, &exec, &alloc, 200, 3, 4);
+        run_jobs(&mut q, &exec, &alloc, 50, 1, 3);
+        run_jobs(&mut q, &exec, &alloc, 50, 0, 1);
+        assert_eq!(alloc.calls.get(), 0);
+        // More dependencies than the kept tables hold: a new table, the rest reused.
+        run_jobs(&mut q, &exec, &alloc, 1, 5, 1);
+        assert_eq!(alloc.calls.get(), 1);
+        // A done fence still held by someone is not reused: a new one is allocated.
+        let job = q.prepare(&alloc, Cost(1), MaxDeps(0), 0).unwrap();
+        let held = q.reserve().unwrap().commit(job).done;
+        exec.run_until_idle(|| q.run());
+        q.backend_mut().0 .0.pop().unwrap().signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        let before = alloc.calls.get();
+        let job = q.prepare(&alloc, Cost(1), MaxDeps(0), 0).unwrap();
+        assert_eq!(alloc.calls.get(), before + 1);
+        assert!(!job.done_fence().ptr_eq(&held));
+        assert_eq!(held.status(), Some(Ok(())));
+    }
+
+    #[test]
+    fn reserved_memory_serves_the_first_jobs() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(8);
+        let mut q: Queue<CountingRing, _, _, 8> = Queue::new(
+            CountingRing(Ring(Vec::new())),
+            exec.clone(),
+            ManualClock::new(),
+            config,
+        )
+        .unwrap();
+        let alloc = CountingAlloc::default();
+        q.reserve_memory(&alloc, 100, MaxDeps(2)).unwrap();
+        // Capped at the queue's size.
+        assert_eq!(q.kept_jobs(), 8);
+        assert_eq!(alloc.calls.get(), 8 * 3);
+        alloc.calls.set(0);
+        run_jobs(&mut q, &exec, &alloc, 64, 2, 8);
+        assert_eq!(alloc.calls.get(), 0);
+        // Out of memory while reserving is an error, not an abort; what was made stays.
+        let mut q: Queue<CountingRing, _, _, 8> = Queue::new(
+            CountingRing(Ring(Vec::new())),
+            exec.clone(),
+            ManualClock::new(),
+            config,
+        )
+        .unwrap();
+        let failing = CountingAlloc {
+            inner: HostAlloc::failing_after(7),
+            calls: Default::default(),
+        };
+        assert_eq!(
+            q.reserve_memory(&failing, 4, MaxDeps(1)),
+            Err(Error::NoMemory)
+        );
+        assert_eq!(q.kept_jobs(), 1);
+        let r = q.prepare(&failing, Cost(1), MaxDeps(0), 9);
+        assert!(r.is_ok(), "the kept job's memory needs no allocation");
+        let r = q.prepare(&failing, Cost(1), MaxDeps(0), 9);
+        let rejected = r.err().unwrap();
+        assert_eq!((rejected.error, rejected.value), (Error::NoMemory, 9));
+    }
+
+    #[test]
+    fn one_dependency_per_timeline() {
+        let exec = TestExecutor::new();
+        let config = QueueConfig::new(4);
+        let mut q: Queue<Ring, _, _, 4> =
+            Queue::new(Ring(Vec::new()), exec.clone(), ManualClock::new(), config).unwrap();
+        let alloc = HostAlloc::new();
+        let on = |seqno| {
+            let f = HostFence::on_timeline(1_000_000);
+            f.set_seqno(seqno);
+            f
+        };
+        let (f3, f5, f4) = (on(3), on(5), on(4));
+        let other = HostFence::on_timeline(1_000_001);
+        other.set_seqno(1);
+        let mut job = PreparedJob::new(&alloc, &config, Cost(1), MaxDeps(2), 0).unwrap();
+        job.add_dependency(&f3).unwrap();
+        // The later fence of the timeline takes the earlier one's slot; an earlier one adds
+        // nothing.
+        job.add_dependency(&f5).unwrap();
+        job.add_dependency(&f4).unwrap();
+        job.add_dependency(&f5).unwrap();
+        assert_eq!(job.pending_dependencies(), 1);
+        job.add_dependency(&other).unwrap();
+        assert_eq!(job.pending_dependencies(), 2);
+        // Fences with no place on a timeline each take a slot.
+        assert_eq!(
+            job.add_dependency(&HostFence::new()),
+            Err(Error::TooManyDependencies)
+        );
+        let done = q.submit(job).unwrap().done;
+        exec.run_until_idle(|| q.run());
+        // It waits for `f5` (and `other`), not for `f3` or `f4`.
+        assert_eq!(f3.queued_callbacks() + f4.queued_callbacks(), 0);
+        assert_eq!(f5.queued_callbacks(), 1);
+        f5.signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(other.queued_callbacks(), 1);
+        other.signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(q.backend().0.len(), 1);
+        q.backend_mut().0.pop().unwrap().signal(Ok(()));
+        exec.run_until_idle(|| q.run());
+        assert_eq!(done.status(), Some(Ok(())));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p gpukit-jobqueue --test loom --release`.
 //! Under `cfg(loom)` the host fence and the test executor use loom's locks, so loom explores
 //! the interleavings of a fence signalled on another thread with, respectively, dropping the
-//! queue, submitting a job that depends on the fence, and the job's timeout.
+//! queue, submitting a job that depends on the fence, the job's timeout, and reusing a retired
+//! job's callback node while its previous fence is still signalling.
 
 #![cfg(loom)]
 
@@ -135,5 +136,48 @@ fn callback_removal_races_signal() {
         // Either way the node is free again.
         let g = HostFence::new();
         assert_eq!(g.add_callback(&cb, &waker), jobqueue::AddCallback::Queued);
+    });
+}
+
+#[test]
+fn reused_callback_node_races_its_previous_fence() {
+    // One slot, so the second job is made from the first one's memory (`Queue::prepare`): its
+    // dependency's callback node may still be on the first job's dependency, whose signal is
+    // still waking it, when the queue arms it again. No wake-up may be lost either way.
+    model(|| {
+        let mut h = Harness::<1>::new(1);
+        let (d0, d1) = (HostFence::new(), HostFence::new());
+        let mut job =
+            h.q.prepare(&h.alloc, jobqueue::Cost(1), jobqueue::MaxDeps(1), 0)
+                .unwrap();
+        job.add_dependency(&d0).unwrap();
+        let done0 = h.q.reserve().unwrap().commit(job).done;
+        h.run();
+        let (s0, s1) = (d0.clone(), d1.clone());
+        let t = loom::thread::spawn(move || {
+            s0.signal(Ok(()));
+            s1.signal(Ok(()));
+        });
+        while d0.status().is_none() {
+            loom::thread::yield_now();
+        }
+        // Run now, as a work item run for any reason would, without waiting for `d0`'s
+        // wake-up: the node may still be on `d0`'s list.
+        h.q.run();
+        h.hw(0).signal(Ok(()));
+        h.run();
+        assert_eq!(done0.status(), Some(Ok(())));
+        let mut job =
+            h.q.prepare(&h.alloc, jobqueue::Cost(1), jobqueue::MaxDeps(1), 1)
+                .unwrap();
+        job.add_dependency(&d1).unwrap();
+        let done1 = h.q.reserve().unwrap().commit(job).done;
+        h.run();
+        t.join().unwrap();
+        h.run();
+        assert_eq!(h.ring().first_runs(), vec![0, 1]);
+        h.hw(1).signal(Ok(()));
+        h.run();
+        assert_eq!(done1.status(), Some(Ok(())));
     });
 }

@@ -424,6 +424,48 @@ fn run_case(ops: Vec<Op>, pipelined: bool) -> Result<(), TestCaseError> {
                         DepRef::Job(k) => done.len().checked_sub(k + 1).map(MDep::Job),
                     })
                     .collect();
+                // The job waits for one pending done fence of this queue (they share its
+                // timeline): the latest, in the place of the first (`add_dependency`).
+                let mut all_fences = fences.clone();
+                let latest = all_fences
+                    .iter()
+                    .filter(|(own, f)| own.is_some() && f.status().is_none())
+                    .filter_map(|(own, _)| *own)
+                    .max();
+                let mut seen = false;
+                let keep: Vec<bool> = all_fences
+                    .iter()
+                    .map(|(own, f)| {
+                        if own.is_none() || f.status().is_some() {
+                            return true;
+                        }
+                        !std::mem::replace(&mut seen, true)
+                    })
+                    .collect();
+                let mut mdeps = mdeps;
+                let mut fences = Vec::new();
+                for (i, (own, f)) in all_fences.drain(..).enumerate() {
+                    if keep[i] {
+                        match (own, latest) {
+                            (Some(_), Some(j)) if f.status().is_none() => {
+                                fences.push((Some(j), done[j].clone()))
+                            }
+                            _ => fences.push((own, f)),
+                        }
+                    }
+                }
+                let mut i = 0;
+                mdeps.retain(|_| {
+                    i += 1;
+                    keep[i - 1]
+                });
+                for m in mdeps.iter_mut() {
+                    if let (MDep::Job(j), Some(l)) = (&*m, latest) {
+                        if done[*j].status().is_none() {
+                            *m = MDep::Job(l);
+                        }
+                    }
+                }
                 let tag = done.len();
                 let payload = Payload {
                     tag,

@@ -6,7 +6,9 @@
 //! prepared first (that is where memory may be allocated); then every step on the way to
 //! signalling their done fences is taken with the counter armed: commit, running the queue,
 //! dependency and hardware signals (also from another thread), timeouts with extension, failure
-//! and reset with resubmission, and finally killing and dropping the queue.
+//! and reset with resubmission, and finally killing and dropping the queue. A second test shows
+//! that a warm queue (`Queue::prepare`, reusing retired jobs' memory) does not allocate even to
+//! prepare its jobs.
 
 mod common;
 
@@ -170,4 +172,58 @@ fn nothing_allocates_between_commit_and_signal() {
         assert!(d.status().is_some());
         assert_eq!(d.signal_calls(), 1);
     }
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_warm_queue_prepares_its_jobs_without_allocating() {
+    // Jobs with two dependencies each, four at a time: prepared with `Queue::prepare`, their
+    // dependencies added, committed, run, completed, retired. After one round of warm-up the
+    // queue's store of retired jobs' memory serves every later job, and the whole cycle,
+    // preparation included, makes no allocation at all.
+    const JOBS: usize = 4;
+    const ROUNDS: usize = 50;
+    let mut h = Harness::<JOBS>::new(JOBS as u32);
+    {
+        let ring = h.q.backend_mut();
+        ring.runs.reserve(JOBS * (ROUNDS + 1));
+        ring.fence_pool = (0..JOBS * (ROUNDS + 1)).map(|_| HostFence::new()).collect();
+    }
+    let mut deps = (0..2 * JOBS * (ROUNDS + 1))
+        .map(|_| HostFence::new())
+        .collect::<Vec<_>>();
+    let mut done = Vec::with_capacity(JOBS);
+    let round = |h: &mut Harness<JOBS>, deps: &mut Vec<HostFence>, done: &mut Vec<HostFence>| {
+        let mut mine: [Option<HostFence>; 2 * JOBS] = Default::default();
+        for (tag, pair) in mine.chunks_mut(2).enumerate() {
+            let alloc = &h.alloc;
+            let mut job = h.q.prepare(alloc, Cost(1), MaxDeps(2), tag as u64).unwrap();
+            for d in pair.iter_mut() {
+                let f = deps.pop().unwrap();
+                job.add_dependency(&f).unwrap();
+                *d = Some(f);
+            }
+            done.push(h.q.reserve().unwrap().commit(job).done);
+        }
+        h.run();
+        for f in mine.iter().flatten() {
+            f.signal(Ok(()));
+        }
+        h.run();
+        let runs = h.ring().runs.len();
+        for r in &h.ring().runs[runs - JOBS..] {
+            r.hw.signal(Ok(()));
+        }
+        h.run();
+        assert!(done.iter().all(|d| d.status() == Some(Ok(()))));
+        done.clear();
+    };
+    round(&mut h, &mut deps, &mut done);
+    let n = allocations_in(|| {
+        for _ in 0..ROUNDS {
+            round(&mut h, &mut deps, &mut done);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations after warm-up");
+    assert_eq!(h.q.pending_jobs(), 0);
 }
