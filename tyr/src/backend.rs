@@ -528,9 +528,10 @@ pub trait Backend: Send + Sync + 'static {
     fn new_bind_executor(&self, vm: u64) -> Result<Self::BindExec>;
 
     /// Offers the CPU to other threads between two steps of a long update (a huge bind), after
-    /// the device-wide locks were let go, so that threads waiting for them get them. Does
-    /// nothing by default; the host yields, the kernel calls `__cond_resched` (what the C
-    /// macro `cond_resched()` calls).
+    /// the device-wide locks were let go, when the thread has run long enough that the
+    /// scheduler would rather run another. Does nothing by default; the kernel calls
+    /// `__cond_resched` (what the C macro `cond_resched()` calls), the host yields once per
+    /// 2 ms of running.
     fn cond_resched(&self) {}
 
     /// Starts calling `events` on interrupts and executor wake-ups, until
