@@ -40,6 +40,8 @@
 //!   [`Events`] when an interrupt line is asserted (the threaded interrupt handler) and when the
 //!   [`Executor`](jobqueue::Executor) it lends the job queues was woken (the work item of a
 //!   workqueue); both run on the environment's thread, never concurrently with each other.
+//!   Each VM's bind queue has an executor of its own ([`Backend::new_bind_executor`]), whose
+//!   wake-ups run [`Events::bind_work`] on a worker of their own, concurrently with the rest.
 //!
 //! `host::HostBackend` (feature `host`) implements the bundle over the simulated Mali-G610.
 

@@ -5,8 +5,10 @@
 //!
 //! Both sides get the same driver: `run_job` hands back an already-signalled hardware fence
 //! and records when it ran. Both allocate per job at submission (a `PreparedJob` here, a
-//! `drm_sched_job` with its scheduler fences there), both run their work on the system's
-//! workqueues, and both see the same submission window: at most 32 jobs whose done fence has
+//! `drm_sched_job` with its scheduler fences there). Their workqueues differ: the queue's
+//! `Runner` runs on the system's unbound workqueue (`system_dfl_wq`), while `drm_sched`, given
+//! no `submit_wq`, makes an ordered workqueue of its own (`WQ_MEM_RECLAIM`), as it does for a
+//! driver that passes none. Both see the same submission window: at most 32 jobs whose done fence has
 //! not signalled (the queue's 32 slots and credits; 32 credits for `drm_sched`, and the
 //! submitting thread waits for job `i - 32` before it submits job `i`). Both pipeline: a
 //! dependency on an earlier job of the same queue is met once that job is on the ring
