@@ -584,6 +584,38 @@ impl WorkItem<1> for EventPump {
 }
 
 impl EventPump {
+    fn schedule(this: Arc<Self>) {
+        // Already queued (not yet running): that run will see what this call was for. A run
+        // under way does not count as queued, so nothing is lost.
+        let _ = jobqueue::kernel::default_workqueue().enqueue::<Arc<Self>, 1>(this);
+    }
+}
+
+impl PumpWake for EventPump {
+    fn wake(this: Arc<Self>) {
+        this.pending.store(true, Ordering::Release);
+        Self::schedule(this);
+    }
+}
+
+/// A work item an executor's [`Waker`] wakes: the event pump, a bind pump.
+trait PumpWake: Send + Sync + Sized + 'static {
+    /// Marks the pump woken and queues it.
+    fn wake(this: Arc<Self>);
+}
+
+/// A [`Waker`] that owns one reference of an `Arc<P>` and wakes it with [`PumpWake::wake`].
+fn pump_waker<P: PumpWake>(pump: &Arc<P>) -> Waker {
+    let data = Arc::into_raw(pump.clone()).cast::<()>();
+    // SAFETY: `data` is an `Arc<P>` reference now owned by the waker, and the vtable's
+    // functions treat it as such.
+    unsafe { Waker::from_raw(RawWaker::new(data, &PumpVtable::<P>::VTABLE)) }
+}
+
+/// The vtable of [`pump_waker`]'s wakers for pumps of type `P`.
+struct PumpVtable<P>(core::marker::PhantomData<P>);
+
+impl<P: PumpWake> PumpVtable<P> {
     const VTABLE: RawWakerVTable = RawWakerVTable::new(
         Self::w_clone,
         Self::w_wake,
@@ -591,33 +623,22 @@ impl EventPump {
         Self::w_drop,
     );
 
-    fn schedule(this: Arc<Self>) {
-        // Already queued (not yet running): that run will see what this call was for. A run
-        // under way does not count as queued, so nothing is lost.
-        let _ = jobqueue::kernel::default_workqueue().enqueue::<Arc<Self>, 1>(this);
-    }
-
-    fn wake(this: Arc<Self>) {
-        this.pending.store(true, Ordering::Release);
-        Self::schedule(this);
-    }
-
     /// # Safety
     ///
-    /// `data` came from `Arc::into_raw` of an `Arc<EventPump>` that is still owned by a waker.
+    /// `data` came from `Arc::into_raw` of an `Arc<P>` that is still owned by a waker.
     unsafe fn w_clone(data: *const ()) -> RawWaker {
-        // SAFETY: The caller's guarantee: `data` is a live `Arc<EventPump>` we do not own.
-        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
-        let extra: Arc<Self> = borrowed.into();
+        // SAFETY: The caller's guarantee: `data` is a live `Arc<P>` we do not own.
+        let borrowed = unsafe { ArcBorrow::<P>::from_raw(data.cast()) };
+        let extra: Arc<P> = borrowed.into();
         RawWaker::new(Arc::into_raw(extra).cast(), &Self::VTABLE)
     }
 
     /// # Safety
     ///
-    /// `data` came from `Arc::into_raw` of an `Arc<EventPump>` owned by the waker consumed here.
+    /// `data` came from `Arc::into_raw` of an `Arc<P>` owned by the waker consumed here.
     unsafe fn w_wake(data: *const ()) {
         // SAFETY: The caller's guarantee: the waker's reference is handed to us.
-        Self::wake(unsafe { Arc::from_raw(data.cast()) });
+        P::wake(unsafe { Arc::from_raw(data.cast()) });
     }
 
     /// # Safety
@@ -625,8 +646,8 @@ impl EventPump {
     /// As for [`Self::w_clone`].
     unsafe fn w_wake_by_ref(data: *const ()) {
         // SAFETY: The caller's guarantee.
-        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
-        Self::wake(borrowed.into());
+        let borrowed = unsafe { ArcBorrow::<P>::from_raw(data.cast()) };
+        P::wake(borrowed.into());
     }
 
     /// # Safety
@@ -634,7 +655,7 @@ impl EventPump {
     /// As for [`Self::w_wake`].
     unsafe fn w_drop(data: *const ()) {
         // SAFETY: The caller's guarantee: the waker's reference is released here.
-        drop(unsafe { Arc::<Self>::from_raw(data.cast()) });
+        drop(unsafe { Arc::<P>::from_raw(data.cast()) });
     }
 }
 
@@ -667,10 +688,7 @@ impl KernelExec {
             GFP_KERNEL,
         )
         .map_err(|_| Error::NoMemory)?;
-        let data = Arc::into_raw(pump.clone()).cast::<()>();
-        // SAFETY: `data` is an `Arc<EventPump>` reference now owned by the waker, and the
-        // vtable's functions treat it as such.
-        let waker = unsafe { Waker::from_raw(RawWaker::new(data, &EventPump::VTABLE)) };
+        let waker = pump_waker(&pump);
         Ok(KernelExec { pump, waker })
     }
 
@@ -816,56 +834,16 @@ impl WorkItem<1> for BindPump {
 }
 
 impl BindPump {
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(
-        Self::w_clone,
-        Self::w_wake,
-        Self::w_wake_by_ref,
-        Self::w_drop,
-    );
-
     fn schedule(this: Arc<Self>) {
         // Already queued: that run sees what this call was for.
         let _ = jobqueue::kernel::default_workqueue().enqueue::<Arc<Self>, 1>(this);
     }
+}
 
+impl PumpWake for BindPump {
     fn wake(this: Arc<Self>) {
         this.pending.store(true, Ordering::Release);
         Self::schedule(this);
-    }
-
-    /// # Safety
-    ///
-    /// `data` came from `Arc::into_raw` of an `Arc<BindPump>` that is still owned by a waker.
-    unsafe fn w_clone(data: *const ()) -> RawWaker {
-        // SAFETY: The caller's guarantee: `data` is a live `Arc<BindPump>` we do not own.
-        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
-        let extra: Arc<Self> = borrowed.into();
-        RawWaker::new(Arc::into_raw(extra).cast(), &Self::VTABLE)
-    }
-
-    /// # Safety
-    ///
-    /// `data` came from `Arc::into_raw` of an `Arc<BindPump>` owned by the waker consumed here.
-    unsafe fn w_wake(data: *const ()) {
-        // SAFETY: The caller's guarantee: the waker's reference is handed to us.
-        Self::wake(unsafe { Arc::from_raw(data.cast()) });
-    }
-
-    /// # Safety
-    ///
-    /// As for [`Self::w_clone`].
-    unsafe fn w_wake_by_ref(data: *const ()) {
-        // SAFETY: The caller's guarantee.
-        let borrowed = unsafe { ArcBorrow::<Self>::from_raw(data.cast()) };
-        Self::wake(borrowed.into());
-    }
-
-    /// # Safety
-    ///
-    /// As for [`Self::w_wake`].
-    unsafe fn w_drop(data: *const ()) {
-        // SAFETY: The caller's guarantee: the waker's reference is released here.
-        drop(unsafe { Arc::<Self>::from_raw(data.cast()) });
     }
 }
 
@@ -905,10 +883,7 @@ impl KernelBindExec {
         )
         .map_err(|_| Error::NoMemory)?;
         let owner = Arc::new(BindRetire(pump.clone()), GFP_KERNEL).map_err(|_| Error::NoMemory)?;
-        let data = Arc::into_raw(pump.clone()).cast::<()>();
-        // SAFETY: `data` is an `Arc<BindPump>` reference now owned by the waker, and the
-        // vtable's functions treat it as such.
-        let waker = unsafe { Waker::from_raw(RawWaker::new(data, &BindPump::VTABLE)) };
+        let waker = pump_waker(&pump);
         Ok(KernelBindExec {
             pump,
             waker,
