@@ -482,3 +482,85 @@ fn page_table_budget_races_leave_nothing_behind() {
     }
     assert_eq!(memory(), pages, "no page-table page left behind");
 }
+
+/// The threads of the host's bind workers (`tyr-binds`) now alive in this process.
+fn bind_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "tyr-binds")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits up to 5 s for `bind_threads()` to come down to `n` (a worker ends just after its
+/// queue goes); returns the last count.
+fn bind_threads_settle(n: usize) -> usize {
+    let t0 = Instant::now();
+    loop {
+        let now = bind_threads();
+        if now <= n || t0.elapsed() > Duration::from_secs(5) {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Bind workers are made with a VM's first asynchronous bind and go with the VM: four threads
+/// on two files create VMs, queue asynchronous binds, and destroy the VMs (some with binds
+/// still queued) or close their file, racing each other. Afterwards no bind queue and no
+/// worker thread is left.
+#[test]
+#[cfg_attr(miri, ignore = "threads counted through /proc")]
+fn bind_workers_race_vm_destroy_and_leave_none_behind() {
+    let _serial = serial();
+    let before = bind_threads_settle(0);
+    let (reg, _parent) = rig();
+    let dev = reg.device();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            s.spawn(move || {
+                let umd = Umd::open(dev).unwrap();
+                let bo = umd.bo_create(0x1000).unwrap();
+                for round in 0..12u64 {
+                    let vm = umd.vm_create().unwrap();
+                    let done = umd.syncobj_create(false).unwrap();
+                    for i in 0..4u64 {
+                        let mut op = VmBindOp {
+                            flags: DRM_PANTHOR_VM_BIND_OP_TYPE_MAP,
+                            bo_handle: bo.handle,
+                            va: 0x100_0000 + i * 0x1000,
+                            size: 0x1000,
+                            ..Default::default()
+                        };
+                        op.syncs = umd.sync_ops(&[], &[done]).unwrap();
+                        let r = umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[op]);
+                        umd.free_array(&op.syncs);
+                        r.unwrap();
+                    }
+                    if (t + round) % 2 == 0 {
+                        umd.wait(&[done], 10_000_000_000).unwrap();
+                    }
+                    let mut d = VmDestroy { id: vm, pad: 0 };
+                    assert_eq!(errno(umd.ioctl(DRM_IOCTL_PANTHOR_VM_DESTROY, &mut d)), 0);
+                    umd.syncobj_destroy(done).unwrap();
+                }
+                // The last round's VM is left to the file's close.
+                let vm = umd.vm_create().unwrap();
+                umd.bind(vm, DRM_PANTHOR_VM_BIND_ASYNC, &[unmap(0x100_0000, 0x1000)])
+                    .unwrap();
+            });
+        }
+    });
+    assert_eq!(dev.shared().sched.bind_queue_count(), 0);
+    assert_eq!(
+        bind_threads_settle(before),
+        before,
+        "bind worker threads left"
+    );
+}
