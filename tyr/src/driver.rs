@@ -78,9 +78,9 @@ pub fn probe<B: Backend>(
             sched::enable_irqs(&backend);
             let mut fw_objects = env::Vec::new();
             fw_objects.try_push(fw)?;
-            Ok(TyrData::new(DevInner::new(
+            Ok(device_state(
                 backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm, firmware,
-            )?)?)
+            )?)
         })?;
     let reg = drm::Registration::new(unreg, 0)?;
     let dev = reg.device();
@@ -88,6 +88,28 @@ pub fn probe<B: Backend>(
         .start_events(env::Arc::downgrade(dev.shared()))?;
     dev_info!(&dev.backend, "Tyr initialized correctly.");
     Ok(reg)
+}
+
+/// The device state, made once the firmware runs.
+///
+/// A function of its own, never inlined into [`probe`]: the state is a few KiB, and built
+/// inline it would sit in the probe's frame while the firmware boots, whose polls step the
+/// simulated GPU on the same 16 KiB kernel stack (see `xtask/src/frames.rs`).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn device_state<B: Backend>(
+    backend: B,
+    gpu_info: gpu::GpuInfo,
+    csif_info: uapi::CsifInfo,
+    fw_objects: env::Vec<drm_ctx::types::ARef<gem::Object<TyrBo<B>, AnyCtx>>, B::Alloc>,
+    mcu_vm: McuVm<B>,
+    fw_iface: FwIface<B::Alloc>,
+    pm: crate::pm::Pm<B::Locks>,
+    firmware: Firmware<B>,
+) -> Result<TyrData<B>> {
+    TyrData::new(DevInner::new(
+        backend, gpu_info, csif_info, fw_objects, mcu_vm, fw_iface, pm, firmware,
+    )?)
 }
 
 /// Suspends the device (system suspend, panthor's `panthor_device_suspend`): new jobs are

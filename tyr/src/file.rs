@@ -263,6 +263,44 @@ impl<B: Backend> DevInner<B> {
         r
     }
 
+    /// Queue `i` of a group being made, over ring memory `m`.
+    ///
+    /// Never inlined: its locals (the ring, the queue's configuration, the lock) would add to
+    /// `create_group_reserved`'s frame, which is on the stack while the group memory's mapping
+    /// waits for the MMU (see `xtask/src/frames.rs`).
+    #[inline(never)]
+    fn new_group_queue(
+        this: &SharedDev<B>,
+        state: &env::Arc<GroupState, B::Alloc>,
+        i: usize,
+        m: QueueMem,
+        q: &uapi::QueueCreate,
+    ) -> Result<GroupQueue<B>> {
+        let ring = RingHw::new(env::Arc::downgrade(this), state.clone(), i, m)?;
+        let config = sched::queue_config(q.ringbuf_size);
+        // Made in place: a queue holds its job slots inline (tens of KiB).
+        let jq = env::Box::try_new_in_place(|slot| {
+            jobqueue::Queue::init_in_place(
+                slot,
+                ring,
+                this.backend.executor().clone(),
+                sched::SchedClock(this.backend.timer_clock().clone()),
+                config,
+            )
+            .map_err(|_| Error::Invalid)
+        })?;
+        // Eviction locks a group's queues together, in index order.
+        let class = crate::lock_class_nth!(c"tyr_job_queue", i, crate::fw::MAX_CS_PER_CSG);
+        let jq = Lock::new(jq, class)?;
+        Ok(GroupQueue {
+            jq,
+            config,
+            alloc: this.backend.new_job_alloc()?,
+            // Checked by GROUP_CREATE (at most 15).
+            priority: q.priority,
+        })
+    }
+
     fn create_group_reserved(
         this: &SharedDev<B>,
         dev: &TyrDevice<B>,
@@ -354,37 +392,10 @@ impl<B: Backend> DevInner<B> {
                 iface,
             };
             off += u64::from(q.ringbuf_size);
-            let ring = RingHw::new(env::Arc::downgrade(this), state.clone(), i, m);
-            let config = sched::queue_config(q.ringbuf_size);
-            // Made in place: a queue holds its job slots inline (tens of KiB).
-            let jq = env::Box::try_new_in_place(|slot| {
-                jobqueue::Queue::init_in_place(
-                    slot,
-                    ring,
-                    this.backend.executor().clone(),
-                    sched::SchedClock(this.backend.timer_clock().clone()),
-                    config,
-                )
-                .map_err(|_| Error::Invalid)
-            });
-            let jq = jq
-                // Eviction locks a group's queues together, in index order.
-                .and_then(|jq| {
-                    let class =
-                        crate::lock_class_nth!(c"tyr_job_queue", i, crate::fw::MAX_CS_PER_CSG);
-                    Lock::new(jq, class)
-                })
-                .and_then(|jq| Ok((jq, this.backend.new_job_alloc()?)));
-            match jq {
-                Ok((jq, alloc)) => {
+            match Self::new_group_queue(this, &state, i, m, q) {
+                Ok(gq) => {
                     // Room for every queue was made above.
-                    let _ = queues.push_within_capacity(GroupQueue {
-                        jq,
-                        config,
-                        alloc,
-                        // Checked by GROUP_CREATE (at most 15).
-                        priority: q.priority,
-                    });
+                    let _ = queues.push_within_capacity(gq);
                 }
                 Err(e) => {
                     this.put_suspend_buf(suspend_va);

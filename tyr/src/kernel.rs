@@ -176,11 +176,43 @@ impl SimDevice {
     /// state happens here, so the flush-ID page is brought up to date here, before the lock
     /// is released.
     pub fn with<R>(&self, f: impl FnOnce(&mut SimGpu) -> R) -> R {
+        note_stack();
         let mut guard = self.gpu.lock();
         let r = f(&mut guard);
         self.flush_page.set(guard.latest_flush_id());
         r
     }
+}
+
+/// The fewest bytes of a task's kernel stack seen left where the simulated GPU runs (see
+/// [`note_stack`]); `usize::MAX` until it has run on a task's stack.
+static STACK_LEAST_LEFT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+extern "C" {
+    /// Bytes left on the current task's kernel stack below the caller, `usize::MAX` on
+    /// another stack (`boot.c`).
+    fn gpukit_tyr_stack_left() -> usize;
+}
+
+/// Notes how much of the current task's kernel stack is left here.
+///
+/// Silicon runs on its own; the simulated GPU runs on the thread that steps it, often the
+/// driver's own (a probe or an ioctl polling a register), below every frame of the driver and
+/// of the kernel above it. Called where the simulator is entered and at its deepest leaves (its
+/// memory accesses), this records the least stack any such path left, which the userspace test
+/// reads from `/sys/kernel/tyr/stack` and checks against a margin (a stack overflow in the
+/// kernel is a panic, not an error).
+#[inline]
+pub(crate) fn note_stack() {
+    // SAFETY: A C function without arguments or preconditions (`boot.c`).
+    let left = unsafe { gpukit_tyr_stack_left() };
+    STACK_LEAST_LEFT.fetch_min(left, Ordering::Relaxed);
+}
+
+/// The fewest bytes of a task's kernel stack seen left where the simulated GPU ran
+/// (`usize::MAX`: it has not run on a task's stack yet).
+pub fn stack_least_left() -> usize {
+    STACK_LEAST_LEFT.load(Ordering::Relaxed)
 }
 
 /// A zeroed page of `vmalloc` memory whose first word mirrors the simulated GPU's
@@ -932,6 +964,17 @@ impl core::ops::Deref for KernelFirmware {
     }
 }
 
+/// Gives the simulated MCU the image the driver will find (see [`flash_source`]).
+///
+/// Never inlined: the image's section table is built here, in a frame of its own (see
+/// `xtask/src/frames.rs`).
+#[inline(never)]
+fn flash_firmware(dev: &Device, cfg: &mut Config) {
+    let path = crate::csf::firmware_path(cfg.identity.gpu_id);
+    let image = flash_source(dev, path.as_str());
+    cfg.firmware = mali_sim::firmware::Flashed::new(&image).ok();
+}
+
 /// The firmware file `path` from the firmware loader (`request_firmware`, without its warning:
 /// the test kernel builds Arm's image in, see `xtask/KERNEL.md`), else the simulated MCU's own
 /// image, which a simulated GPU can run as well. A path too long for the loader's name, or
@@ -1018,9 +1061,7 @@ impl KernelBackend {
         // (the firmware loader's file, else the simulator's own image), and refuses to start
         // unless the driver loaded exactly that.
         if flash && cfg.firmware.is_none() {
-            let path = crate::csf::firmware_path(cfg.identity.gpu_id);
-            let image = flash_source(dev, path.as_str());
-            cfg.firmware = mali_sim::firmware::Flashed::new(&image).ok();
+            flash_firmware(dev, &mut cfg);
         }
         // SAFETY: The caller's guarantee.
         let bus = unsafe { DmaBus::new(dev, cfg.identity.pa_bits(), page_limit) }?;

@@ -300,7 +300,10 @@ pub struct RingHw<B: Backend> {
     /// The group's [timeout clock](GroupState::timeout_clock) when the queue last made
     /// progress (or got work on an empty ring).
     progress_at: u64,
-    inflight: [Option<Inflight<B::Fence>>; JOB_SLOTS],
+    /// The jobs on the ring, oldest at `head`: `JOB_SLOTS` entries, always. A block of its own
+    /// (made with the ring), not inline: the queue is made in place, but the ring is passed to
+    /// it by value, and inline these entries would cross two stack frames on the way.
+    inflight: env::Vec<Option<Inflight<B::Fence>>, B::Alloc>,
     head: usize,
     len: usize,
 }
@@ -321,8 +324,13 @@ impl<B: Backend> RingHw<B> {
         group: env::Arc<GroupState, B::Alloc>,
         index: usize,
         m: QueueMem,
-    ) -> Self {
-        RingHw {
+    ) -> Result<Self> {
+        let mut inflight = env::Vec::try_with_capacity(JOB_SLOTS)?;
+        for _ in 0..JOB_SLOTS {
+            // Room for every entry was made above.
+            let _ = inflight.push_within_capacity(None);
+        }
+        Ok(RingHw {
             backend,
             group,
             index,
@@ -336,10 +344,10 @@ impl<B: Backend> RingHw<B> {
             emitted: 0,
             progress_mark: 0,
             progress_at: 0,
-            inflight: core::array::from_fn(|_| None),
+            inflight,
             head: 0,
             len: 0,
-        }
+        })
     }
 
     /// The sync object's value.

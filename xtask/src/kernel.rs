@@ -36,6 +36,11 @@ use crate::Tally;
 const LINUX_SERIES: &str = "7.2";
 /// `LLVM=` suffix of the Clang/LLVM toolchain the kernel is built with.
 const LLVM_SUFFIX: &str = "-19";
+
+/// The name of one of that toolchain's tools (`llvm-objdump` is `llvm-objdump-19`).
+pub(crate) fn llvm_tool(tool: &str) -> String {
+    format!("{tool}{LLVM_SUFFIX}")
+}
 /// Parallel make jobs (the machines have two cores, shared).
 const JOBS: &str = "2";
 /// Seconds `kunit.py` waits for the test run before giving up (QEMU under TCG is slow).
@@ -1219,7 +1224,30 @@ fn build_inner(
         &format!("{kind} ({changed} files changed)"),
         t.elapsed().as_secs_f64(),
     );
+    check_frames(&l)?;
     Ok((l, lock))
+}
+
+/// The stack frames of the crates' code in the kernel just built (see [`crate::frames`]).
+fn check_frames(l: &Layout) -> Result<(), String> {
+    let names: Vec<&str> = CRATES
+        .iter()
+        .map(|c| c.name)
+        .chain(DRIVERS.iter().map(|d| d.name))
+        .chain(["gpuvm_kunit"])
+        .collect();
+    let largest = crate::frames::check(l.arch, &l.build.join("vmlinux"), &names)?;
+    eprintln!(
+        "kernel: every stack frame of the crates is within its bound ({} bytes, tests {}); \
+         the largest:",
+        crate::frames::DRIVER_FRAME,
+        crate::frames::TEST_FRAME
+    );
+    for f in largest {
+        let kind = if f.test { "test" } else { "code" };
+        eprintln!("  {:>5} {kind} {}", f.bytes, f.name);
+    }
+    Ok(())
 }
 
 /// `cargo xtask kernel-build`.

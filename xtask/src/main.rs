@@ -27,6 +27,7 @@
 mod bench;
 mod codegen;
 mod debian;
+mod frames;
 mod fuzz;
 mod kernel;
 mod setup;
@@ -425,12 +426,21 @@ fn ci(ws: &Workspace, opts: &CiOptions) -> Result<(), String> {
     // Last: the crates inside a real Linux kernel, their KUnit suites under QEMU. The build
     // cache lives outside the clone, so a fresh clone only rebuilds what changed.
     if opts.no_kernel {
-        eprintln!("ci: --no-kernel: the kernel step (kernel-test) is left out of this local run");
+        eprintln!("ci: --no-kernel: the kernel steps (kernel-test, x86_64 and arm64) are left out of this local run");
     } else {
         steps.push(Step {
             name: "kernel-test (KUnit suites in Linux 7.2 under QEMU)".into(),
             run: Box::new(|tally| {
                 kernel::Options::parse(&[]).and_then(|o| kernel::test(ws, &o, tally))
+            }),
+        });
+        // The same suites and userspace stages on an arm64 kernel (cross-built, booted on
+        // `qemu-system-aarch64 -M virt`): Tyr on the architecture of the boards it drives.
+        steps.push(Step {
+            name: "kernel-test --arch arm64 (the same on arm64, qemu-system-aarch64)".into(),
+            run: Box::new(|tally| {
+                kernel::Options::parse(&["--arch".into(), "arm64".into()])
+                    .and_then(|o| kernel::test(ws, &o, tally))
             }),
         });
     }

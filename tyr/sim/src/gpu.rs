@@ -569,6 +569,8 @@ impl<M: PhysMemory> Gpu<M> {
         };
     }
 
+    // Own frame, not `fire_due`'s: see "Stack use" in the engine's module docs.
+    #[inline(never)]
     fn complete_reset(&mut self) {
         let id = self.cfg.identity;
         self.reset_pending = false;

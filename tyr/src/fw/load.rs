@@ -124,6 +124,8 @@ impl<B: Backend> Firmware<B> {
     ///
     /// [`Error::Invalid`] for an image the parser refuses (logged with its reason) or whose
     /// shared section is smaller than [`super::FW_INTERFACE_SIZE`]; `new_obj`'s errors.
+    // Own frame, not the probe's, which stays on the stack while the firmware boots.
+    #[inline(never)]
     pub fn load(
         b: &B,
         path: FwPath,
@@ -300,6 +302,9 @@ fn map_flags(s: &Section<'_>) -> u32 {
 }
 
 /// Maps the firmware's sections for the MCU in address space 0 and starts the MCU.
+// Own frame: the boot's polls step the simulated GPU on the caller's stack (see
+// `xtask/src/frames.rs`), so the probe's locals must not be inlined around them.
+#[inline(never)]
 pub(crate) fn start_mcu<B: Backend>(
     backend: &B,
     gpu_info: &gpu::GpuInfo,

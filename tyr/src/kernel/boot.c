@@ -3,17 +3,35 @@
  * Boot hook of Tyr in the test kernel (kernel/boot.rs): with "gpukit.boot=tyr" on the command
  * line, registers the platform driver "tyr" and a platform device of that name, which the
  * platform bus binds to it, and publishes the kernel backend's leak counters as
- * /sys/kernel/tyr/live ("devices N bos N blocks N gpu_pages N").
+ * /sys/kernel/tyr/live ("devices N bos N blocks N gpu_pages N") and the least kernel stack
+ * left where the simulated GPU ran as /sys/kernel/tyr/stack ("least_left N"). Also the stack
+ * probe the kernel backend calls (gpukit_tyr_stack_left).
  */
 
 #include <linux/init.h>
 #include <linux/kobject.h>
 #include <linux/platform_device.h>
+#include <linux/sched/task_stack.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
 
 int gpukit_tyr_register_driver(void);
 void gpukit_tyr_live_counts(size_t *out);
+size_t gpukit_tyr_stack_least_left(void);
+unsigned long gpukit_tyr_stack_left(void);
+
+/*
+ * Bytes left below this function's frame on the current task's kernel stack; ULONG_MAX when
+ * running on another stack (an interrupt's), which says nothing of the task's.
+ */
+unsigned long gpukit_tyr_stack_left(void)
+{
+	unsigned long here = (unsigned long)__builtin_frame_address(0);
+
+	if (!object_is_on_stack((void *)here))
+		return ULONG_MAX;
+	return here - (unsigned long)task_stack_page(current);
+}
 
 static bool gpukit_tyr_at_boot;
 
@@ -35,6 +53,12 @@ static ssize_t live_show(struct kobject *kobj, struct kobj_attribute *attr, char
 }
 static struct kobj_attribute gpukit_tyr_live_attr = __ATTR_RO(live);
 
+static ssize_t stack_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "least_left %zu\n", gpukit_tyr_stack_least_left());
+}
+static struct kobj_attribute gpukit_tyr_stack_attr = __ATTR_RO(stack);
+
 static int __init gpukit_tyr_boot(void)
 {
 	struct platform_device *pdev;
@@ -47,6 +71,9 @@ static int __init gpukit_tyr_boot(void)
 	if (!dir)
 		return -ENOMEM;
 	ret = sysfs_create_file(dir, &gpukit_tyr_live_attr.attr);
+	if (ret)
+		goto err_dir;
+	ret = sysfs_create_file(dir, &gpukit_tyr_stack_attr.attr);
 	if (ret)
 		goto err_dir;
 	ret = gpukit_tyr_register_driver();

@@ -92,6 +92,13 @@ pub extern "C" fn gpukit_tyr_register_driver() -> c_int {
     }
 }
 
+/// The fewest bytes of a task's kernel stack seen left where the simulated GPU ran
+/// ([`crate::kernel::stack_least_left`]), for `/sys/kernel/tyr/stack`.
+#[no_mangle]
+pub extern "C" fn gpukit_tyr_stack_least_left() -> usize {
+    crate::kernel::stack_least_left()
+}
+
 /// Writes the leak counters ([`live_counts`]) to `out[0..4]`: devices, buffer objects, blocks
 /// of the driver's memory, pages of the simulated GPUs' memory.
 ///

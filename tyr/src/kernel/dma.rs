@@ -237,10 +237,12 @@ pub struct BusMemory(pub(crate) Arc<DmaBus>);
 
 impl PhysMemory for BusMemory {
     fn read_bytes(&self, pa: PhysAddr, buf: &mut [u8]) -> core::result::Result<(), SimError> {
+        super::note_stack();
         self.0.map.read_bytes(pa, buf)
     }
 
     fn write_bytes(&self, pa: PhysAddr, data: &[u8]) -> core::result::Result<(), SimError> {
+        super::note_stack();
         self.0.map.write_bytes(pa, data)
     }
 

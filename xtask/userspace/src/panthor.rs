@@ -330,6 +330,28 @@ pub fn tiler_heap_create(
     Ok(a)
 }
 
+/// Where the Tyr driver shows the least kernel stack left where its simulated GPU ran:
+/// `least_left <bytes>`.
+pub const STACK_PATH: &str = "/sys/kernel/tyr/stack";
+
+/// Stack a kernel path that steps the simulated GPU must leave: a quarter of the 16 KiB
+/// kernel stack, room for the kernel's own leaves below it (lockdep, printk, an interrupt
+/// taken on the task's stack).
+pub const STACK_MARGIN: u64 = 4096;
+
+/// Reads [`STACK_PATH`]: the bytes of kernel stack left, `None` if the simulated GPU has not
+/// run on a task's stack.
+pub fn stack_least_left(path: &str) -> Result<Option<u64>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {}", Errno::from(e)))?;
+    let n = text
+        .strip_suffix('\n')
+        .unwrap_or(&text)
+        .strip_prefix("least_left ")
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| format!("{path}: `{}` is not `least_left <bytes>`", text.trim_end()))?;
+    Ok((n != u64::MAX).then_some(n))
+}
+
 /// Where the Tyr driver shows its live-object counts.
 pub const LIVE_PATH: &str = "/sys/kernel/tyr/live";
 

@@ -1,6 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The simulated MCU firmware and command-stream engine (see [`crate::csf`]).
+//!
+//! # Stack use
+//!
+//! On silicon the firmware runs on the MCU. The simulator runs it on whatever thread steps
+//! simulated time: in the kernel build that is the driver's own thread, a probe or an ioctl
+//! sleeping in a register poll, whose stack is 16 KiB on arm64 and x86_64, with the driver's
+//! frames and the kernel's below it. So the firmware's request handlers and the stream engine
+//! keep their frames apart (`#[inline(never)]` on each, so that only one of them is on the stack
+//! at a time, not all of them inlined into one frame), and a stream is reset in place
+//! ([`Stream::clear`]) rather than from a stream-sized temporary. `cargo xtask kernel-build`
+//! checks every frame of the crates against a bound (its `frames` step).
 
 use pin_init::{init, init_array_from_fn};
 
@@ -128,6 +139,48 @@ impl Default for Stream {
     }
 }
 
+impl Stream {
+    /// Makes the stream what [`Stream::default`] is, in place: no stream-sized temporary on
+    /// the stack (the simulator runs on the caller's stack, a kernel thread's 16 KiB in the
+    /// kernel build). The slot's injected faults (`hang`, `inject_fault`) are kept; callers
+    /// that drop them say so.
+    fn clear(&mut self) {
+        // Naming every field makes adding one without clearing it a compile error.
+        let Stream {
+            started,
+            status,
+            regs,
+            stack,
+            hang: _,
+            inject_fault: _,
+            executed,
+            priority,
+            heap_ctx,
+            tiler,
+            oom_answer,
+            sb,
+            progress,
+            error,
+            resources,
+            handler,
+        } = self;
+        *started = false;
+        *status = StreamStatus::Ready;
+        regs.fill(0);
+        stack.clear();
+        *executed = 0;
+        *priority = 0;
+        *heap_ctx = 0;
+        *tiler = None;
+        *oom_answer = None;
+        sb.reset();
+        *progress = 0;
+        *error = false;
+        *resources = 0;
+        *handler = None;
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Group {
     running: bool,
@@ -228,10 +281,9 @@ impl Csf {
                 *ignores = 0;
             }
             for st in streams {
-                let injected = (st.hang, st.inject_fault);
-                *st = Stream::default();
-                if keep_injected {
-                    (st.hang, st.inject_fault) = injected;
+                st.clear();
+                if !keep_injected {
+                    (st.hang, st.inject_fault) = (false, false);
                 }
             }
         }
@@ -340,6 +392,8 @@ impl<M: PhysMemory> Gpu<M> {
     // ------------------------------------------------------------ boot
 
     /// Called when the MCU finishes starting: publishes the interface blocks.
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     pub(super) fn mcu_boot(&mut self) {
         // The MCU first checks the image it was given is in place (see `crate::firmware`).
         if self.check_firmware().is_err() {
@@ -462,6 +516,8 @@ impl<M: PhysMemory> Gpu<M> {
 
     /// Serves every request that is due, the earliest first (entries due at the same time in
     /// the order of [`Csf::fw_due`]).
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     pub(super) fn fire_fw(&mut self) {
         loop {
             let now = self.now;
@@ -484,6 +540,8 @@ impl<M: PhysMemory> Gpu<M> {
             .fold(0, |m, k| m | 1 << k)
     }
 
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     fn glb_doorbell(&mut self) -> Result<(), McuFault> {
         let (input, output) = (shared(csf::GLB_INPUT), shared(csf::GLB_OUTPUT));
         let req = self.mcu_rd32(input + glb::REQ)?;
@@ -527,6 +585,8 @@ impl<M: PhysMemory> Gpu<M> {
         Ok(())
     }
 
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     fn csg_request(&mut self, n: usize) -> Result<(), McuFault> {
         let (input, output) = (shared(csf::csg_input(n)), shared(csf::csg_output(n)));
         let req = self.mcu_rd32(input + csg::REQ)?;
@@ -555,10 +615,8 @@ impl<M: PhysMemory> Gpu<M> {
                     group.running = false;
                     group.busy = false;
                     for s in &mut group.streams {
-                        *s = Stream {
-                            hang: s.hang,
-                            ..Stream::default()
-                        };
+                        s.clear();
+                        s.inject_fault = false;
                     }
                     // Terminating a group stops its streams: their state reads STOP again.
                     self.stop_streams_ack(n)?;
@@ -599,6 +657,8 @@ impl<M: PhysMemory> Gpu<M> {
     /// [`suspend`]), then stops the group and its streams. Streams only change state between
     /// two instructions, so the saved state is always at an instruction boundary; an
     /// instruction that was waiting (a sync wait, a stall, a `TILER_OOM`) runs again on resume.
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     fn suspend_group(&mut self, n: usize) -> Result<(), McuFault> {
         let buf = self.mcu_rd64(shared(csf::csg_input(n)) + csg::SUSPEND_BUF)?;
         let as_nr = (self.mcu_rd32(shared(csf::csg_input(n)) + csg::CONFIG)? & 0xf) as usize;
@@ -626,10 +686,8 @@ impl<M: PhysMemory> Gpu<M> {
         group.running = false;
         group.busy = false;
         for st in &mut group.streams {
-            *st = Stream {
-                hang: st.hang,
-                ..Stream::default()
-            };
+            st.clear();
+            st.inject_fault = false;
         }
         self.stop_streams_ack(n)
     }
@@ -637,18 +695,20 @@ impl<M: PhysMemory> Gpu<M> {
     /// `STATE_RESUME` of CSG `n`: reloads every stream from the suspend buffer. A stream the
     /// driver asks to start (`CS_REQ` state `START`, as it programs a slot) finds its request
     /// already acknowledged, so that starting does not wipe what was restored.
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     fn resume_group(&mut self, n: usize) -> Result<(), McuFault> {
         let buf = self.mcu_rd64(shared(csf::csg_input(n)) + csg::SUSPEND_BUF)?;
         for s in 0..csf::STREAMS_PER_CSG {
             let mut rec = [0u8; suspend::USED as usize];
             let at = buf.wrapping_add(s as u64 * suspend::STREAM_RECORD);
             self.mcu_read(at, &mut rec)?;
-            let hang = self.csf.groups[n].streams[s].hang;
-            let (mut st, extract) = load_stream(&rec, hang);
-            let started = st.started;
             let input = shared(csf::cs_input(n, s));
-            st.priority = (self.mcu_rd32(input + cs::CONFIG)? & cs::CONFIG_PRIORITY_MASK) as u8;
-            self.csf.groups[n].streams[s] = st;
+            let config = self.mcu_rd32(input + cs::CONFIG)?;
+            let st = &mut self.csf.groups[n].streams[s];
+            let extract = load_stream(&rec, st);
+            let started = st.started;
+            st.priority = (config & cs::CONFIG_PRIORITY_MASK) as u8;
             let out = shared(csf::cs_output(n, s));
             // The suspend let everything in flight finish: no entry is busy.
             self.mcu_wr32(out + cs::STATUS_SCOREBOARDS, 0)?;
@@ -683,13 +743,10 @@ impl<M: PhysMemory> Gpu<M> {
         if changed & cs::STATE_MASK != 0 {
             let config = self.mcu_rd32(input + cs::CONFIG)?;
             let stream = &mut self.csf.groups[n].streams[s];
-            let hang = stream.hang;
-            *stream = Stream {
-                started: req & cs::STATE_MASK == cs::STATE_START,
-                hang,
-                priority: (config & cs::CONFIG_PRIORITY_MASK) as u8,
-                ..Stream::default()
-            };
+            stream.clear();
+            stream.inject_fault = false;
+            stream.started = req & cs::STATE_MASK == cs::STATE_START;
+            stream.priority = (config & cs::CONFIG_PRIORITY_MASK) as u8;
             self.mcu_wr32(output + cs::FAULT, 0)?;
             self.mcu_wr32(output + cs::FATAL, 0)?;
             // Nothing of the stream's is in flight any more.
@@ -853,6 +910,8 @@ impl<M: PhysMemory> Gpu<M> {
     }
 
     /// One engine step: every runnable stream executes up to [`BATCH`] instructions.
+    // Own frame, not the caller's: see "Stack use" in the module docs.
+    #[inline(never)]
     pub(super) fn run_streams(&mut self) {
         if !self.csf.booted || self.mcu_status != mcu::ENABLED {
             return;
@@ -2101,10 +2160,10 @@ fn save_stream(st: &Stream, extract: u64) -> [u8; suspend::USED as usize] {
     rec
 }
 
-/// The stream a suspend record describes (keeping the slot's injected `hang`), and its ring
-/// extract position. A record that makes no sense (a call stack deeper than the engine's)
+/// Makes `st` the stream a suspend record describes (keeping the slot's injected `hang`), and
+/// returns its ring extract position. A record that makes no sense (a call stack deeper than the engine's)
 /// gives a stream stopped by a fatal error.
-fn load_stream(rec: &[u8; suspend::USED as usize], hang: bool) -> (Stream, u64) {
+fn load_stream(rec: &[u8; suspend::USED as usize], st: &mut Stream) -> u64 {
     let u32_at = |off: u64| {
         let at = off as usize;
         let mut b = [0u8; 4];
@@ -2113,12 +2172,10 @@ fn load_stream(rec: &[u8; suspend::USED as usize], hang: bool) -> (Stream, u64) 
     };
     let u64_at = |off: u64| u64::from(u32_at(off)) | u64::from(u32_at(off + 4)) << 32;
     let flags = u32_at(suspend::FLAGS);
-    let mut st = Stream {
-        started: flags & suspend::STARTED != 0,
-        hang,
-        heap_ctx: u64_at(suspend::HEAP_CTX),
-        ..Stream::default()
-    };
+    st.clear();
+    st.inject_fault = false;
+    st.started = flags & suspend::STARTED != 0;
+    st.heap_ctx = u64_at(suspend::HEAP_CTX);
     st.status = match (flags >> 8) & 0xff {
         suspend::STATUS_READY => StreamStatus::Ready,
         suspend::STATUS_FAULTED => StreamStatus::Faulted,
@@ -2167,7 +2224,7 @@ fn load_stream(rec: &[u8; suspend::USED as usize], hang: bool) -> (Stream, u64) 
     for (i, r) in st.regs.iter_mut().enumerate() {
         *r = u32_at(suspend::REGS + 4 * i as u64);
     }
-    (st, u64_at(suspend::EXTRACT))
+    u64_at(suspend::EXTRACT)
 }
 
 /// The source ID a stream's accesses carry in `AS_FAULTSTATUS`.

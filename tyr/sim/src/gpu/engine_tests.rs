@@ -1353,6 +1353,49 @@ fn streams_of_a_group_run_by_their_priority() {
     assert!(fw.gpu.bus_errors().is_empty());
 }
 
+/// `Stream::clear` (the in-place reset that keeps the simulator's frames small) leaves the same
+/// stream `Stream::default` gives, with the slot's injected faults kept.
+#[test]
+fn a_cleared_stream_is_a_default_stream_keeping_its_injected_faults() {
+    use super::sb::Deferred;
+    use super::{Frame, Stream, StreamStatus, TilerRun};
+
+    let mut st = Stream::default();
+    st.started = true;
+    st.status = StreamStatus::TilerOom;
+    st.regs.fill(0xdead_beef);
+    assert!(st.stack.push(Frame { pc: 8, end: 16 }).is_ok());
+    st.hang = true;
+    st.inject_fault = true;
+    st.executed = 7;
+    st.priority = 3;
+    st.heap_ctx = 0x1000;
+    st.tiler = Some(TilerRun {
+        link: 1,
+        top: 2,
+        done: 3,
+        first: 4,
+    });
+    st.oom_answer = Some(5);
+    assert!(st.sb.issue(2, 0, Deferred::Work { progress: true }));
+    st.sb.endpoint = 1;
+    st.sb.other = 2;
+    st.sb.reported = 3;
+    st.progress = 9;
+    st.error = true;
+    st.resources = 0xf;
+    st.handler = Some((0x2000, 64));
+    assert_ne!(st, Stream::default());
+
+    st.clear();
+    let expected = Stream {
+        hang: true,
+        inject_fault: true,
+        ..Stream::default()
+    };
+    assert_eq!(st, expected);
+}
+
 #[path = "isa_tests.rs"]
 mod isa;
 

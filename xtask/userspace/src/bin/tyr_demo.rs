@@ -1060,6 +1060,24 @@ fn faulting_group<W: Write>(r: &mut Report<W>, dev: &Drm, vm2: u32, code2: &Bo) 
 /// Part 8: unbind, unmap, close; nothing may be left. Without `dev` (the render node did not
 /// open) only the unbind and the counts after it.
 fn unplug<W: Write>(r: &mut Report<W>, dev: Option<Drm>, w: World) {
+    // Everything above stepped the simulated GPU from the driver's own threads (the probe, the
+    // ioctls, the work items): what those paths left of their kernel stacks.
+    let left = panthor::stack_least_left(panthor::STACK_PATH);
+    if let Ok(Some(n)) = left {
+        r.note(format!("least kernel stack left where the GPU ran: {n} bytes"));
+    }
+    r.check(
+        &format!(
+            "the simulated GPU always ran with at least {} bytes of kernel stack left",
+            panthor::STACK_MARGIN
+        ),
+        match left {
+            Ok(Some(n)) if n >= panthor::STACK_MARGIN => Ok(()),
+            Ok(Some(n)) => Err(format!("only {n} bytes were left")),
+            Ok(None) => Err("it never ran on a task's stack".into()),
+            Err(e) => Err(e),
+        },
+    );
     match LiveCounts::read(panthor::LIVE_PATH) {
         Ok(c) if dev.is_some() => {
             r.note(format!("live counts before the unplug: {c}"));

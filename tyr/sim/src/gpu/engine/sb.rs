@@ -141,6 +141,23 @@ impl Scoreboard {
         self.ops = [None; MAX_PENDING];
     }
 
+    /// Makes the scoreboard what [`Scoreboard::default`] is, in place (see `Stream::clear`).
+    pub(crate) fn reset(&mut self) {
+        // Naming every field makes adding one without resetting it a compile error.
+        let Scoreboard {
+            ops,
+            next_seq,
+            endpoint,
+            other,
+            reported,
+        } = self;
+        ops.fill(None);
+        *next_seq = 0;
+        *endpoint = 0;
+        *other = 0;
+        *reported = 0;
+    }
+
     /// The index of the oldest operation satisfying `f`.
     fn oldest(&self, f: impl Fn(&Pending) -> bool) -> Option<usize> {
         self.ops
