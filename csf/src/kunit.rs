@@ -11,7 +11,6 @@ mod tests {
         Disasm, FlushMode, Imm48, Instr, OtherFlushMode, Reg, Reg64, Slot, SlotMask, SyncOp,
         WaitMask,
     };
-    use ::kernel::prelude::*;
     use core::fmt::Write;
 
     /// A fixed buffer the listing is written into (no allocation).

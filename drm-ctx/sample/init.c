@@ -2,8 +2,9 @@
 /*
  * Boot hook of the gpukit sample driver (sample/kernel.rs): built in, so an initcall. It
  * registers the sample device unless "gpukit.boot=" on the kernel command line names another
- * driver to boot with (Tyr's hook, tyr/src/kernel/boot.c, answers to "gpukit.boot=tyr"), so
- * that the driver a userspace test talks to is the only one and owns renderD128.
+ * driver to boot with or another source of devices (Tyr's hook, tyr/src/kernel/boot.c,
+ * answers to "gpukit.boot=tyr"; "gpukit.boot=board" leaves the devices to the device tree),
+ * so that the driver a userspace test talks to is the only one and owns renderD128.
  */
 
 #include <linux/init.h>

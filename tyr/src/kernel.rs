@@ -1439,6 +1439,8 @@ impl Backend for KernelBackend {
     }
 }
 
+#[cfg(all(CONFIG_OF, CONFIG_COMMON_CLK, CONFIG_REGULATOR, CONFIG_PM_OPP))]
+pub mod board;
 pub mod boot;
 pub mod dma;
 mod kunit;

@@ -459,6 +459,10 @@ fn install_tools(with_qemu: Option<Arch>) -> Result<(), String> {
     if let Some(arch) = with_qemu {
         let (qemu, package) = arch.qemu();
         want(have(qemu), package);
+        if arch == Arch::Arm64 {
+            // `dtc`, for the board's device tree (see `crate::dt`).
+            want(have("dtc"), "device-tree-compiler");
+        }
     }
     if !packages.is_empty() {
         let root = Command::new("id")
@@ -1013,7 +1017,10 @@ fn kunit_files(l: &Layout) -> Result<(), String> {
 /// The arm64 counterparts of the x86_64 QEMU configuration and wrapper: `virt` with a GICv3
 /// and the `max` CPU under TCG (QEMU's cheaper pointer-authentication hash, see
 /// [`Arch::machine`]), the PL011 console (the options of kunit.py's own `arm64.py`),
-/// the uncompressed `Image`, and `panic_on_warn=1`, which every arm64 boot has.
+/// the uncompressed `Image`, and `panic_on_warn=1`, which every arm64 boot has. Its kernel
+/// options add what the board's GPU node needs (`crate::dt`): fixed regulators for its supply
+/// (fixed clocks come with arm64's `COMMON_CLK`), and devfreq with `simple_ondemand`, which
+/// brings the operating-point library (`PM_OPP`).
 fn arm64_qemu_files(l: &Layout) -> Result<(), String> {
     sync_file(
         &l.cache.join("qemu_arm64_tcg.py"),
@@ -1022,7 +1029,11 @@ fn arm64_qemu_files(l: &Layout) -> Result<(), String> {
           QEMU_ARCH = QemuArchParams(linux_arch='arm64',\n\
           \x20                          kconfig='''\n\
           CONFIG_SERIAL_AMBA_PL011=y\n\
-          CONFIG_SERIAL_AMBA_PL011_CONSOLE=y''',\n\
+          CONFIG_SERIAL_AMBA_PL011_CONSOLE=y\n\
+          CONFIG_REGULATOR=y\n\
+          CONFIG_REGULATOR_FIXED_VOLTAGE=y\n\
+          CONFIG_PM_DEVFREQ=y\n\
+          CONFIG_DEVFREQ_GOV_SIMPLE_ONDEMAND=y''',\n\
           \x20                          qemu_arch='aarch64-gpukit-tcg',\n\
           \x20                          kernel_path='arch/arm64/boot/Image',\n\
           \x20                          kernel_command_line='console=ttyAMA0 panic_on_warn=1 panic=-1',\n\

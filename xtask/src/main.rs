@@ -27,6 +27,7 @@
 mod bench;
 mod codegen;
 mod debian;
+mod dt;
 mod frames;
 mod fuzz;
 mod kernel;

@@ -10,9 +10,12 @@
 //!    `x86_64-unknown-linux-musl` in release mode: a static executable;
 //! 2. an initramfs is written, an uncompressed `newc` cpio archive made here (no `cpio` tool,
 //!    no root): `dev/`, `dev/console`, `proc/`, `sys/` and the program as `init`;
-//! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it
-//!    and the stage's own command-line options (`gpukit.boot=tyr` for `tyr_demo` and
-//!    `tyr_hostile`), the serial console is saved to `<cache>/userspace-<name>.log`;
+//! 3. QEMU (TCG; KVM stops with "emulation failure" on these machines) boots the kernel with it,
+//!    the serial console saved to `<cache>/userspace-<name>.log`. A stage of the Tyr driver
+//!    gets its GPU the architecture's way: on x86_64 `gpukit.boot=tyr` has Tyr's boot hook
+//!    register a platform device by name; on arm64 the board's device tree (`-dtb`, see
+//!    [`crate::dt`]) has the GPU's node, to which Tyr binds by OF match, and
+//!    `gpukit.boot=board` only keeps the sample driver away;
 //! 4. the program's lines (`userspace: <name>: ok|FAIL ...`) are printed, then the kernel log
 //!    lines the stage names (Tyr's probe lines for `tyr_demo`); the stage passes only with a
 //!    summary line of at least one passed and no failed check, and a kernel log the caller's
@@ -37,8 +40,9 @@ pub(crate) struct Stage {
     /// The crate that has it (`src/bin/<name>.rs`), relative to the workspace root; a Cargo
     /// workspace of its own.
     pub(crate) dir: &'static str,
-    /// What the stage adds to the kernel command line ([`CMDLINE`]), "" for nothing.
-    pub(crate) cmdline: &'static str,
+    /// Whether the stage drives the Tyr driver (which then gets its GPU, see [`cmdline`]);
+    /// otherwise the sample driver.
+    pub(crate) tyr: bool,
     /// Kernel log lines containing one of these are printed next to the program's lines (the
     /// driver's probe messages), none if empty.
     pub(crate) kernel_lines: &'static [&'static str],
@@ -49,7 +53,7 @@ pub(crate) const STAGES: &[Stage] = &[
     Stage {
         name: "drm_sample",
         dir: "xtask/userspace",
-        cmdline: "",
+        tyr: false,
         kernel_lines: &[],
     },
     // The Tyr driver registers at boot instead of the sample driver (`gpukit.boot=tyr`); its
@@ -58,15 +62,15 @@ pub(crate) const STAGES: &[Stage] = &[
     Stage {
         name: "tyr_demo",
         dir: "xtask/userspace",
-        cmdline: "gpukit.boot=tyr",
-        kernel_lines: &["tyr: ", "[drm] Initialized panthor"],
+        tyr: true,
+        kernel_lines: &["tyr: ", "tyr c000000.gpu: ", "[drm] Initialized panthor"],
     },
     // Tyr again, attacked by a hostile client (huge heaps and BOs, overfull queues, many
     // timeline waits, a 128 TiB sparse map, a close while a thread waits).
     Stage {
         name: "tyr_hostile",
         dir: "xtask/userspace",
-        cmdline: "gpukit.boot=tyr",
+        tyr: true,
         kernel_lines: &["tyr: "],
     },
     // Tyr's time against the kernel's: a job released by a CPU write 2 s later, a job that
@@ -74,7 +78,7 @@ pub(crate) const STAGES: &[Stage] = &[
     Stage {
         name: "tyr_time",
         dir: "xtask/userspace",
-        cmdline: "gpukit.boot=tyr",
+        tyr: true,
         kernel_lines: &["tyr: "],
     },
 ];
@@ -95,17 +99,24 @@ const HALT_GRACE: Duration = Duration::from_secs(10);
 /// our init.
 const CMDLINE: &str = "kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init";
 
-/// The kernel command line of `stage`'s boot on `arch`: its console, [`CMDLINE`] and what the
-/// stage adds.
+/// The kernel command line of `stage`'s boot on `arch`: its console, [`CMDLINE`], and for a
+/// stage of the Tyr driver what gets it its GPU: on x86_64 `gpukit.boot=tyr` (Tyr's boot hook
+/// registers a platform device by name); on arm64 nothing chooses the device, which the
+/// board's device tree describes ([`crate::dt`]), and `gpukit.boot=board` only tells the sample
+/// driver, which registers a device of its own unless `gpukit.boot=` names another, to stay
+/// away.
 fn cmdline(stage: &Stage, arch: Arch) -> String {
     let console = arch.console();
-    let extra = stage.cmdline.trim();
-    if extra.is_empty() {
-        format!("console={console} {CMDLINE}")
-    } else {
-        format!("console={console} {CMDLINE} {extra}")
+    match (stage.tyr, arch) {
+        (false, _) => format!("console={console} {CMDLINE}"),
+        (true, Arch::X86_64) => format!("console={console} {CMDLINE} gpukit.boot=tyr"),
+        (true, Arch::Arm64) => format!("console={console} {CMDLINE} gpukit.boot=board"),
     }
 }
+
+/// Memory (MiB) and CPUs of every boot; the board's device tree is dumped with the same.
+const MEMORY: &str = "1024";
+const CPUS: &str = "2";
 
 /// The lines of the console `log` that contain one of `patterns` and are not the program's
 /// own (`userspace: <name>: ` anywhere in them).
@@ -173,9 +184,15 @@ pub(crate) fn run_stages(
             tested.push(stage.dir);
         }
     }
+    // The board's device tree, for the arm64 boots of Tyr.
+    let dtb = match arch {
+        Arch::Arm64 => Some(crate::dt::board_dtb(cache, MEMORY, CPUS)?),
+        Arch::X86_64 => None,
+    };
     let mut results = Vec::new();
     for stage in STAGES {
-        let result = run_stage(ws, arch, stage, bzimage, cache, &target_dir, check_log);
+        let dtb = dtb.as_deref().filter(|_| stage.tyr);
+        let result = run_stage(ws, arch, stage, bzimage, dtb, cache, &target_dir, check_log);
         tally.passed += result.passed;
         tally.failed += result.failed;
         results.push(result);
@@ -343,6 +360,7 @@ fn run_stage(
     arch: Arch,
     stage: &Stage,
     bzimage: &Path,
+    dtb: Option<&Path>,
     cache: &Path,
     target_dir: &Path,
     check_log: LogCheck<'_>,
@@ -372,6 +390,7 @@ fn run_stage(
     let boot = boot(
         arch,
         bzimage,
+        dtb,
         &initramfs,
         &result.log,
         stage.name,
@@ -432,10 +451,20 @@ fn run_stage(
             ));
         }
     }
-    if stage.cmdline.contains("gpukit.boot=tyr") {
+    if stage.tyr {
         match firmware_lines(&log) {
             Ok(seen) => eprintln!("userspace: {}: {seen} (ok)", stage.name),
             Err(e) => problems.push(e),
+        }
+    }
+    if stage.tyr && arch == Arch::Arm64 {
+        // The board's way: the platform bus bound Tyr to the device tree's GPU node.
+        let want = format!("bound to {} by OF match", crate::dt::GPU_NODE_PATH);
+        match log.lines().find(|l| l.contains(&want)) {
+            Some(line) => eprintln!("userspace: {}: {} (ok)", stage.name, line.trim()),
+            None => problems.push(format!(
+                "Tyr's probe did not log \"{want}\": it was not bound to the device tree's node"
+            )),
         }
     }
     match check_log(&log) {
@@ -677,6 +706,7 @@ impl Cpio {
 fn boot(
     arch: Arch,
     bzimage: &Path,
+    dtb: Option<&Path>,
     initramfs: &Path,
     log: &Path,
     name: &str,
@@ -686,13 +716,17 @@ fn boot(
     let mut cmd = Command::new(qemu);
     cmd.args(["-accel", "tcg"])
         .args(arch.machine())
-        .args(["-m", "1024", "-smp", "2"])
+        .args(["-m", MEMORY, "-smp", CPUS])
         .args(["-nographic", "-no-reboot"])
         .arg("-kernel")
         .arg(bzimage)
         .arg("-initrd")
         .arg(initramfs)
         .args(["-append", cmdline])
+        .args(
+            dtb.map(|d| vec!["-dtb".as_ref(), d.as_os_str()])
+                .unwrap_or_default(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -1058,22 +1092,17 @@ userspace: drm_sample: summary: 2 passed, 1 failed\r
             cmdline(tyr, Arch::X86_64),
             "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"
         );
-        let padded = Stage {
-            name: "x",
-            dir: "xtask/userspace",
-            cmdline: "  a=1 b ",
-            kernel_lines: &[],
-        };
-        assert_eq!(
-            cmdline(&padded, Arch::X86_64),
-            "console=ttyS0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init a=1 b"
-        );
         let hostile = STAGES.iter().find(|s| s.name == "tyr_hostile").unwrap();
         assert!(cmdline(hostile, Arch::X86_64)
             .ends_with("panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"));
+        // On arm64 nothing on the command line chooses Tyr's device: the device tree does.
         assert_eq!(
             cmdline(tyr, Arch::Arm64),
-            "console=ttyAMA0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=tyr"
+            "console=ttyAMA0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init gpukit.boot=board"
+        );
+        assert_eq!(
+            cmdline(sample, Arch::Arm64),
+            "console=ttyAMA0 kunit.enable=0 panic_on_warn=1 panic=-1 rdinit=/init"
         );
         // drm_sample comes first and all are built from the same crate.
         assert_eq!(STAGES[0].name, "drm_sample");

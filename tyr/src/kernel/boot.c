@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * Boot hook of Tyr in the test kernel (kernel/boot.rs): with "gpukit.boot=tyr" on the command
- * line, registers the platform driver "tyr" and a platform device of that name, which the
- * platform bus binds to it, and publishes the kernel backend's leak counters as
+ * Boot hook of Tyr in the test kernel (kernel/boot.rs): registers the platform driver "tyr",
+ * which binds to a device-tree node it matches (arm64's board, see xtask/src/dt.rs), and, with
+ * "gpukit.boot=tyr" on the command line (x86_64, which has no device tree), a platform device
+ * of that name, which the platform bus binds to it by name. It publishes the kernel backend's
+ * leak counters as
  * /sys/kernel/tyr/live ("devices N bos N blocks N gpu_pages N") and the least kernel stack
  * left where the simulated GPU ran as /sys/kernel/tyr/stack ("least_left N"). Also the stack
  * probe the kernel backend calls (gpukit_tyr_stack_left).
  */
 
+#include <linux/device.h>
 #include <linux/init.h>
 #include <linux/kobject.h>
 #include <linux/platform_device.h>
@@ -19,6 +22,13 @@ int gpukit_tyr_register_driver(void);
 void gpukit_tyr_live_counts(size_t *out);
 size_t gpukit_tyr_stack_least_left(void);
 unsigned long gpukit_tyr_stack_left(void);
+
+/* Says which device-tree node the platform bus bound Tyr to, by its full path. */
+void gpukit_tyr_log_of_match(struct device *dev, const char *compatible);
+void gpukit_tyr_log_of_match(struct device *dev, const char *compatible)
+{
+	dev_info(dev, "bound to %pOF by OF match (%s)\n", dev->of_node, compatible);
+}
 
 /*
  * Bytes left below this function's frame on the current task's kernel stack; ULONG_MAX when
@@ -65,8 +75,6 @@ static int __init gpukit_tyr_boot(void)
 	struct kobject *dir;
 	int ret;
 
-	if (!gpukit_tyr_at_boot)
-		return 0;
 	dir = kobject_create_and_add("tyr", kernel_kobj);
 	if (!dir)
 		return -ENOMEM;
@@ -81,6 +89,8 @@ static int __init gpukit_tyr_boot(void)
 		pr_err("tyr: registering the platform driver failed: %d\n", ret);
 		goto err_dir;
 	}
+	if (!gpukit_tyr_at_boot)
+		return 0;
 	pdev = platform_device_register_simple("tyr", PLATFORM_DEVID_NONE, NULL, 0);
 	if (IS_ERR(pdev)) {
 		pr_err("tyr: registering the platform device failed: %ld\n", PTR_ERR(pdev));

@@ -225,7 +225,7 @@ impl Drop for DmaBus {
     }
 }
 
-fn raw_device(dev: &Device) -> *mut bindings::device {
+pub(crate) fn raw_device(dev: &Device) -> *mut bindings::device {
     // CAST: `kernel::device::Device` is a transparent wrapper of `struct device` (in an
     // `Opaque`, so the C side may change it through a shared reference).
     core::ptr::from_ref(dev).cast_mut().cast()

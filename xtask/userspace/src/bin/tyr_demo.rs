@@ -96,7 +96,14 @@ const WAIT_NS: i64 = 60_000_000_000;
 const WAIT_BUDGET: Duration = Duration::from_secs(150);
 /// The platform driver's unbind file, and the device's name written there.
 const UNBIND: &str = "/sys/bus/platform/drivers/tyr/unbind";
-const DEVICE: &str = "tyr";
+/// The Tyr driver's directory on the platform bus: its bound devices are links in it.
+const DRIVER_DIR: &str = "/sys/bus/platform/drivers/tyr";
+/// The device Tyr binds to when no device tree describes one (x86_64: the boot hook's device,
+/// matched by name).
+const NAMED_DEVICE: &str = "tyr";
+/// The device tree's GPU node on the arm64 board (`xtask/src/dt.rs`).
+#[cfg(target_arch = "aarch64")]
+const GPU_NODE: &str = "/gpu@c000000";
 /// How long the unbind may take (it waits for the driver's remove; a hang there must not keep
 /// the program from closing everything and reporting).
 const UNBIND_WAIT: Duration = Duration::from_secs(30);
@@ -161,6 +168,9 @@ fn checks<W: Write>(r: &mut Report<W>) {
         start.map(|_| ()),
     );
 
+    if init {
+        bound_device(r);
+    }
     let dev = match Drm::open(drm::RENDER_NODE) {
         Ok(dev) => {
             r.ok("open /dev/dri/renderD128");
@@ -191,6 +201,70 @@ fn checks<W: Write>(r: &mut Report<W>) {
     fault(r, &dev, &mut world);
     if may_unbind(r, init) {
         unplug(r, Some(dev), world);
+    }
+}
+
+/// The devices bound to the Tyr driver: the links in [`DRIVER_DIR`].
+fn tyr_devices() -> Result<Vec<String>, String> {
+    let entries = std::fs::read_dir(DRIVER_DIR).map_err(|e| format!("{DRIVER_DIR}: {e}"))?;
+    let mut devices = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if link && name != "module" {
+            devices.push(name);
+        }
+    }
+    Ok(devices)
+}
+
+/// The one device bound to Tyr, for the unbind; [`NAMED_DEVICE`] if it cannot be read.
+fn the_device() -> String {
+    match tyr_devices() {
+        Ok(mut d) if d.len() == 1 => d.remove(0),
+        _ => NAMED_DEVICE.to_string(),
+    }
+}
+
+/// Checks how Tyr found its device: on arm64 the platform bus bound it to the board's device
+/// tree node (the device's `of_node` is that node, its `compatible` RK3588's GPU's); on
+/// x86_64, without a device tree, to the boot hook's device named `tyr`.
+fn bound_device<W: Write>(r: &mut Report<W>) {
+    let got = tyr_devices().and_then(|d| match d.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(format!("{} devices bound: {d:?}", d.len())),
+    });
+    #[cfg(target_arch = "aarch64")]
+    let got = got.and_then(|name| {
+        let node = std::fs::read_link(format!("{DRIVER_DIR}/{name}/of_node"))
+            .map_err(|e| format!("{name}/of_node: {e}"))?;
+        let node = node.to_string_lossy().into_owned();
+        let path = node
+            .split_once("devicetree/base")
+            .map(|(_, p)| p.to_string())
+            .ok_or_else(|| format!("{name}/of_node -> {node}: not a device-tree node"))?;
+        let compatible = std::fs::read(format!("{DRIVER_DIR}/{name}/of_node/compatible"))
+            .map_err(|e| format!("{name}/of_node/compatible: {e}"))?;
+        let first = compatible.split(|&b| b == 0).next().unwrap_or_default();
+        if path != GPU_NODE || first != b"rockchip,rk3588-mali" {
+            return Err(format!(
+                "{name} is node {path} ({}), not {GPU_NODE} (rockchip,rk3588-mali)",
+                String::from_utf8_lossy(first)
+            ));
+        }
+        Ok(format!("{name}, device-tree node {path}"))
+    });
+    #[cfg(not(target_arch = "aarch64"))]
+    let got = got.and_then(|name| {
+        if name == NAMED_DEVICE {
+            Ok(name)
+        } else {
+            Err(format!("{name}, not the boot hook's {NAMED_DEVICE}"))
+        }
+    });
+    match got {
+        Ok(seen) => r.ok(&format!("Tyr is bound to one platform device: {seen}")),
+        Err(e) => r.fail("Tyr is bound to one platform device", e),
     }
 }
 
@@ -1093,7 +1167,8 @@ fn unplug<W: Write>(r: &mut Report<W>, dev: Option<Drm>, w: World) {
         Ok(c) => r.note(format!("live counts before the unplug: {c}")),
         Err(e) => r.fail("read the live counts before the unplug", e),
     }
-    r.check(&format!("write `{DEVICE}` to {UNBIND}"), unbind());
+    let device = the_device();
+    r.check(&format!("write `{device}` to {UNBIND}"), unbind(device));
     let Some(dev) = dev else {
         leak_counts(r, Instant::now());
         return;
@@ -1193,12 +1268,12 @@ fn leak_counts<W: Write>(r: &mut Report<W>, closed: Instant) {
 
 /// Writes the device's name to the driver's unbind file, from a thread of its own: `Err` if the
 /// write fails or does not return within [`UNBIND_WAIT`] (the thread is then left blocked).
-fn unbind() -> Result<(), String> {
+fn unbind(device: String) -> Result<(), String> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("unbind".into())
         .spawn(move || {
-            let _ = tx.send(sys::write_existing(UNBIND, DEVICE.as_bytes()));
+            let _ = tx.send(sys::write_existing(UNBIND, device.as_bytes()));
         })
         .map_err(|e| format!("cannot start a thread for the write: {e}"))?;
     match rx.recv_timeout(UNBIND_WAIT) {
