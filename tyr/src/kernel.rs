@@ -157,6 +157,21 @@ pub struct SimDevice {
     io_revoked: AtomicBool,
     /// Register accesses the driver made after that.
     late_io: AtomicU64,
+    /// The interrupt numbers (the GIC's, from the device tree) the lines `job`, `mmu` and `gpu`
+    /// are wired to, in [`ROUTED_LINES`] order; 0 while not wired (the event pump then calls
+    /// the driver's handler itself).
+    irq_numbers: [AtomicU32; 3],
+    /// The wired lines asserted at the last look, a bit each in [`ROUTED_LINES`] order.
+    asserted: AtomicU32,
+}
+
+/// The simulated GPU's lines in the order a board names them (`interrupt-names = "job",
+/// "mmu", "gpu"`).
+pub const ROUTED_LINES: [SimIrqLine; 3] = [SimIrqLine::Job, SimIrqLine::Mmu, SimIrqLine::Gpu];
+
+extern "C" {
+    /// Makes interrupt `irq` pending at its interrupt controller (`boot.c`).
+    fn gpukit_tyr_irq_set_pending(irq: u32) -> core::ffi::c_int;
 }
 
 impl SimDevice {
@@ -175,13 +190,90 @@ impl SimDevice {
     /// Runs `f` on the simulated GPU, under its lock. Every change of the simulated GPU's
     /// state happens here, so the flush-ID page is brought up to date here, before the lock
     /// is released.
+    ///
+    /// Once the lines are wired to the interrupt controller ([`route_irqs`](Self::route_irqs)),
+    /// this is also where the silicon drives its wires: a line that went from low to high
+    /// while `f` ran is made pending at the controller (after the lock is let go), whose
+    /// interrupt then reaches the driver's registered handler as a board's would.
     pub fn with<R>(&self, f: impl FnOnce(&mut SimGpu) -> R) -> R {
         note_stack();
         let mut guard = self.gpu.lock();
         let r = f(&mut guard);
         self.flush_page.set(guard.latest_flush_id());
+        // Compared under the lock, so that the looks are in the order the state changed.
+        let rising = if self.routed() {
+            let now = line_bits(guard.asserted_lines());
+            now & !self.asserted.swap(now, Ordering::AcqRel)
+        } else {
+            0
+        };
+        drop(guard);
+        for (i, number) in self.irq_numbers.iter().enumerate() {
+            if rising & (1 << i) != 0 {
+                self.set_pending(number.load(Ordering::Acquire));
+            }
+        }
         r
     }
+
+    /// Whether the lines are wired to the interrupt controller.
+    pub fn routed(&self) -> bool {
+        self.irq_numbers[0].load(Ordering::Acquire) != 0
+    }
+
+    /// Wires the lines `job`, `mmu` and `gpu` to interrupts `numbers` (nonzero) of the
+    /// interrupt controller: from now on the simulated GPU raises them there, and the event
+    /// pump no longer calls the driver's interrupt handler. Lines already asserted are raised
+    /// at the next change of the GPU's state.
+    fn route_irqs(&self, numbers: [u32; 3]) {
+        for (slot, n) in self.irq_numbers.iter().zip(numbers) {
+            slot.store(n, Ordering::Release);
+        }
+        self.asserted.store(0, Ordering::Release);
+    }
+
+    /// The line's level seen again by the interrupt controller when its handler is done: a
+    /// level-triggered line still high (an event came while the handler ran) is pending again.
+    fn line_still_high(&self, i: usize) {
+        if !self.routed() {
+            return;
+        }
+        let line = ROUTED_LINES[i];
+        if self.with(|gpu| gpu.irq_pending(line)) {
+            self.set_pending(self.irq_numbers[i].load(Ordering::Acquire));
+        }
+    }
+
+    /// Makes every wired line that is high pending: the driver's events have just started,
+    /// and interrupts that came before had nobody to serve them.
+    fn raise_asserted(&self) {
+        if !self.routed() {
+            return;
+        }
+        for i in 0..ROUTED_LINES.len() {
+            self.line_still_high(i);
+        }
+    }
+
+    fn set_pending(&self, number: u32) {
+        if number == 0 {
+            return;
+        }
+        // SAFETY: A C function taking an interrupt number; it checks the number itself.
+        let err = unsafe { gpukit_tyr_irq_set_pending(number) };
+        if err != 0 {
+            pr_err!("tyr: interrupt {number} cannot be made pending: {err}\n");
+        }
+    }
+}
+
+/// The asserted lines among `lines` as bits in [`ROUTED_LINES`] order.
+fn line_bits(lines: mali_sim::IrqLines) -> u32 {
+    ROUTED_LINES
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| lines.contains(**l))
+        .fold(0, |m, (i, _)| m | 1 << i)
 }
 
 /// The fewest bytes of a task's kernel stack seen left where the simulated GPU runs (see
@@ -449,6 +541,11 @@ pub struct EventPump {
     /// The task calling the driver's events, null when none is: what `stop_events` waits
     /// for.
     busy: AtomicPtr<core::ffi::c_void>,
+    /// Held around each call of the driver's events, by the pump and by the interrupt
+    /// threads of wired lines ([`GpuIrq`]): the driver's handlers run one at a time
+    /// ([`Events`]'s contract), whoever calls them.
+    #[pin]
+    calls: Mutex<()>,
     /// The executor was woken: the driver's work runs next. An atomic, not part of `state`:
     /// wakers run where the pump's locks may not be taken (a fence callback under the fence's
     /// interrupt-safe lock, possibly in hard-IRQ context).
@@ -488,27 +585,12 @@ impl WorkItem<1> for EventPump {
     fn run(this: Arc<EventPump>) {
         this.runs.fetch_add(1, Ordering::Relaxed);
         for _ in 0..PUMP_BUDGET {
-            // The driver's callbacks run without any of the pump's locks held: they may write
-            // registers and wake the executor, which queue the pump again.
-            // Marked busy under the events' lock: `stop_events`, which clears them under it,
-            // then waits for this call to finish.
-            let Some(sink) = ({
-                let events = this.events.lock();
-                let sink = events.clone();
-                if sink.is_some() {
-                    this.busy.store(
-                        ::kernel::task::Task::current_raw().cast(),
-                        Ordering::Release,
-                    );
-                }
-                sink
-            }) else {
-                return;
-            };
+            // Wired lines reach the driver through the interrupt controller, not from here.
+            let routed = this.device.routed();
             // The handlers are held for one call of `irq` or `work`, not across a step.
             let mut again = false;
-            let alive = sink.with(&mut |events| {
-                if this.device.with(|gpu| !gpu.asserted_lines().is_empty()) {
+            let Some(alive) = this.call_events(&mut |events| {
+                if !routed && this.device.with(|gpu| !gpu.asserted_lines().is_empty()) {
                     events.irq();
                     again = true;
                     return;
@@ -527,11 +609,9 @@ impl WorkItem<1> for EventPump {
                     events.work();
                     again = true;
                 }
-            });
-            // The last reference to the driver may go here; its teardown's `stop_events`
-            // runs on this task and does not wait for itself.
-            drop(sink);
-            this.busy.store(core::ptr::null_mut(), Ordering::Release);
+            }) else {
+                return;
+            };
             if !alive {
                 // The driver is gone: nothing is left to serve.
                 return;
@@ -555,7 +635,7 @@ impl WorkItem<1> for EventPump {
                 }
                 let limit = limit(anchor);
                 let next = gpu.next_event_ns();
-                let what = if !gpu.asserted_lines().is_empty() {
+                let what = if !routed && !gpu.asserted_lines().is_empty() {
                     PumpNext::Again
                 } else if next.is_some_and(|e| e <= limit.saturating_add(PUMP_LEAD_NS)) {
                     // An event is due (or close enough): run it, and look again.
@@ -616,6 +696,35 @@ impl WorkItem<1> for EventPump {
 }
 
 impl EventPump {
+    /// Calls `f` with the driver's events, one caller at a time (the pump, an interrupt
+    /// thread): `None` without events (stopped, or not started), else whether the driver was
+    /// still there.
+    ///
+    /// The driver's callbacks run without any of the pump's spinlocks held: they may write
+    /// registers and wake the executor, which queue the pump again. The caller is marked busy
+    /// under the events' lock: `stop_events`, which clears them under it, then waits for the
+    /// call to finish.
+    fn call_events(&self, f: &mut dyn FnMut(&dyn Events)) -> Option<bool> {
+        let _one_at_a_time = self.calls.lock();
+        let sink = {
+            let events = self.events.lock();
+            let sink = events.clone();
+            if sink.is_some() {
+                self.busy.store(
+                    ::kernel::task::Task::current_raw().cast(),
+                    Ordering::Release,
+                );
+            }
+            sink
+        }?;
+        let alive = sink.with(f);
+        // The last reference to the driver may go here; its teardown's `stop_events` runs on
+        // this task and does not wait for itself.
+        drop(sink);
+        self.busy.store(core::ptr::null_mut(), Ordering::Release);
+        Some(alive)
+    }
+
     fn schedule(this: Arc<Self>) {
         // Already queued (not yet running): that run will see what this call was for. A run
         // under way does not count as queued, so nothing is lost.
@@ -713,6 +822,7 @@ impl KernelExec {
                     "tyr::kernel::EventPump::state"
                 ),
                 busy: AtomicPtr::new(core::ptr::null_mut()),
+                calls <- new_mutex!((), "tyr::kernel::EventPump::calls"),
                 pending: AtomicBool::new(false),
                 device,
                 runs: AtomicU64::new(0),
@@ -747,6 +857,37 @@ impl jobqueue::Executor for KernelExec {
             s.timer = Some(s.timer.map_or(at, |t| t.min(at)));
         }
         self.kick();
+    }
+}
+
+/// One of the simulated GPU's interrupt lines as a board wires it: an interrupt of the
+/// interrupt controller, which the simulated GPU raises ([`SimDevice::with`]) and whose
+/// handler, registered with the kernel's IRQ API as panthor registers its own (a hard handler
+/// that wakes a thread, `IRQF_ONESHOT` so that the line stays masked until the thread is done),
+/// calls the driver's interrupt handler ([`Events::irq`]) in that thread.
+///
+/// The hard handler reads nothing: panthor's reads the block's `INT_STAT` and masks it in hard
+/// interrupt context, but the simulated GPU's registers sit behind a sleeping lock (its model
+/// may walk memory), so here the thread does all of it. When the thread is done, a line still
+/// high (an event arrived while it ran) is pending again, as a level-triggered line is at the
+/// controller.
+pub struct GpuIrq {
+    pump: Arc<EventPump>,
+    /// The line, as an index into [`ROUTED_LINES`].
+    line: usize,
+}
+
+impl ::kernel::irq::ThreadedHandler for GpuIrq {
+    fn handle_threaded(&self, _dev: &Device<::kernel::device::Bound>) -> ::kernel::irq::IrqReturn {
+        match self.pump.call_events(&mut |events| events.irq()) {
+            Some(true) => {
+                self.pump.device.line_still_high(self.line);
+                ::kernel::irq::IrqReturn::Handled
+            }
+            // No driver to serve it (not started yet, or stopped): the line is left as it is,
+            // and raised again when the driver's events start (`set_events`).
+            Some(false) | None => ::kernel::irq::IrqReturn::None,
+        }
     }
 }
 
@@ -1076,6 +1217,8 @@ impl KernelBackend {
                 flush_page: FlushPage::new()?,
                 io_revoked: AtomicBool::new(false),
                 late_io: AtomicU64::new(0),
+                irq_numbers: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+                asserted: AtomicU32::new(0),
             },
             GFP_KERNEL,
         )
@@ -1139,6 +1282,30 @@ impl KernelBackend {
         self.device.late_io.load(Ordering::Relaxed)
     }
 
+    /// The handler of line `line` (an index into [`ROUTED_LINES`]: `job`, `mmu`, `gpu`) for
+    /// the interrupt it is wired to; register it before [`route_irqs`](Self::route_irqs).
+    pub fn irq_handler(&self, line: usize) -> GpuIrq {
+        GpuIrq {
+            pump: self.exec.pump.clone(),
+            line: line.min(ROUTED_LINES.len() - 1),
+        }
+    }
+
+    /// Wires the simulated GPU's lines `job`, `mmu` and `gpu` to the interrupts `numbers` of
+    /// the interrupt controller, whose handlers ([`irq_handler`](Self::irq_handler)) are
+    /// registered: from now on interrupts reach the driver through the controller and the
+    /// event pump only runs the simulated GPU's time and the driver's work. `EINVAL` for a
+    /// zero number (nothing changed).
+    pub fn route_irqs(&self, numbers: [u32; 3]) -> Result {
+        if numbers.contains(&0) {
+            return Err(Error::Invalid);
+        }
+        self.device.route_irqs(numbers);
+        // A line asserted already is raised at the next change the pump makes.
+        self.exec.kick();
+        Ok(())
+    }
+
     /// Has the event pump call `events` (replacing any earlier one) for the simulated GPU's
     /// interrupts and the executor's wake-ups, or stop calling them with `None`. A call
     /// already under way finishes with the events it took.
@@ -1148,6 +1315,7 @@ impl KernelBackend {
         *self.exec.pump.events.lock() = events;
         if start {
             // A line may be asserted already.
+            self.device.raise_asserted();
             self.exec.kick();
         }
     }

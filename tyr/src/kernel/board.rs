@@ -26,11 +26,14 @@ use core::ffi::c_char;
 use ::kernel::clk::{Clk, Hertz, OptionalClk};
 use ::kernel::device::{Bound, Core};
 use ::kernel::io::mem::ExclusiveIoMem;
+use ::kernel::irq::{Flags, ThreadedRegistration};
 use ::kernel::opp;
+use ::kernel::platform;
 use ::kernel::prelude::*;
 use ::kernel::regulator::{Enabled, Regulator};
 use ::kernel::sync::aref::ARef;
-use ::kernel::{bindings, platform};
+
+use super::{GpuIrq, KernelBackend};
 
 /// The size of a Mali-G610's register window (RK3588's `reg`).
 pub const MMIO_SIZE: usize = 0x20_0000;
@@ -38,10 +41,14 @@ pub const MMIO_SIZE: usize = 0x20_0000;
 /// The interrupt lines, by the names the binding gives them.
 pub const IRQ_NAMES: [&CStr; 3] = [c"job", c"mmu", c"gpu"];
 
+/// The names the lines' handlers carry (`/proc/interrupts`), as panthor's carry
+/// `panthor-job` and so on.
+pub const IRQ_LABELS: [&CStr; 3] = [c"tyr-job", c"tyr-mmu", c"tyr-gpu"];
+
 extern "C" {
     /// Logs that `dev` was bound to its device-tree node (its full path) by OF match on
     /// `compatible` (`boot.c`).
-    fn gpukit_tyr_log_of_match(dev: *mut bindings::device, compatible: *const c_char);
+    fn gpukit_tyr_log_of_match(dev: *mut core::ffi::c_void, compatible: *const c_char);
 }
 
 /// The GPU's clocks, enabled while the driver is bound.
@@ -63,6 +70,8 @@ impl Drop for Clocks {
 /// unbind, after the DRM device was unplugged): the supply is disabled after the clocks, the
 /// register window released last.
 pub struct Board<'bound> {
+    /// The handlers registered for the three lines ([`wire`](Self::wire)); freed first.
+    handlers: KVec<Pin<KBox<ThreadedRegistration<GpuIrq>>>>,
     /// The operating points added from the tree (removed when dropped).
     _opp: opp::Table,
     clocks: Clocks,
@@ -126,7 +135,9 @@ impl<'bound> Board<'bound> {
         let Hertz(rate) = clocks.core.rate();
         // SAFETY: `dev` is a live device; `compatible` is a NUL-terminated string that outlives
         // the call.
-        unsafe { gpukit_tyr_log_of_match(super::dma::raw_device(dev), compatible.as_char_ptr()) };
+        unsafe {
+            gpukit_tyr_log_of_match(super::dma::raw_device(dev).cast(), compatible.as_char_ptr())
+        };
         let [job, mmu, gpu] = irqs;
         dev_info!(
             dev,
@@ -134,12 +145,44 @@ impl<'bound> Board<'bound> {
              Hz, mali supply {microvolts} uV, {opps} operating points\n"
         );
         Ok(Board {
+            handlers: KVec::new(),
             _opp: table,
             clocks,
             _mali: mali,
             _mmio: mmio,
             irqs,
         })
+    }
+
+    /// Registers the handlers of the GPU's three lines with the kernel's IRQ API (threaded,
+    /// `IRQF_ONESHOT`, the trigger the tree gives: level-high) and has `backend` raise the
+    /// lines there ([`KernelBackend::route_irqs`]) instead of its event pump calling the
+    /// driver's handler.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`, and the kernel's errors of `request_threaded_irq`; the handlers registered
+    /// before the failure stay registered until the board is dropped, and the lines are not
+    /// routed.
+    pub fn wire(
+        &mut self,
+        pdev: &'bound platform::Device<Core<'_>>,
+        backend: &KernelBackend,
+    ) -> Result {
+        self.handlers.reserve(IRQ_NAMES.len(), GFP_KERNEL)?;
+        for (i, (name, label)) in IRQ_NAMES.iter().zip(IRQ_LABELS).enumerate() {
+            let handler = KBox::pin_init(
+                pdev.request_threaded_irq_by_name(
+                    Flags::ONESHOT,
+                    name,
+                    label,
+                    Ok::<_, Error>(backend.irq_handler(i)),
+                ),
+                GFP_KERNEL,
+            )?;
+            self.handlers.push(handler, GFP_KERNEL)?;
+        }
+        backend.route_irqs(self.irqs).map_err(Error::from)
     }
 
     /// The core clock's rate (Hz).

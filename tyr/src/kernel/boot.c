@@ -12,6 +12,7 @@
 
 #include <linux/device.h>
 #include <linux/init.h>
+#include <linux/interrupt.h>
 #include <linux/kobject.h>
 #include <linux/platform_device.h>
 #include <linux/sched/task_stack.h>
@@ -22,6 +23,16 @@ int gpukit_tyr_register_driver(void);
 void gpukit_tyr_live_counts(size_t *out);
 size_t gpukit_tyr_stack_least_left(void);
 unsigned long gpukit_tyr_stack_left(void);
+
+/*
+ * The simulated GPU raising one of its lines at the interrupt controller, as the wire of a
+ * board would: the interrupt becomes pending there and reaches its handler.
+ */
+int gpukit_tyr_irq_set_pending(unsigned int irq);
+int gpukit_tyr_irq_set_pending(unsigned int irq)
+{
+	return irq_set_irqchip_state(irq, IRQCHIP_STATE_PENDING, true);
+}
 
 /* Says which device-tree node the platform bus bound Tyr to, by its full path. */
 void gpukit_tyr_log_of_match(struct device *dev, const char *compatible);

@@ -126,13 +126,18 @@ impl platform::Driver for TyrPlatform {
         pdev: &'bound platform::Device<Core<'_>>,
         info: Option<&'bound &'static CStr>,
     ) -> impl PinInit<TyrBound<'bound>, Error> + 'bound {
-        let board = board(pdev, info.copied())?;
+        #[allow(unused_mut)]
+        let mut board = board(pdev, info.copied())?;
         let dev: &::kernel::device::Device<Core<'_>> = pdev.as_ref();
         let parent = drm_ctx::device::Device::from_kernel(dev);
         // SAFETY: This is the device's probe: nothing allocates or maps its DMA memory yet.
-        let reg = unsafe { KernelBackend::g610(dev) }
-            .and_then(|backend| crate::driver::probe(parent, backend))
-            .map_err(Error::from)?;
+        let backend = unsafe { KernelBackend::g610(dev) }.map_err(Error::from)?;
+        // A board's lines reach the driver through the interrupt controller.
+        #[cfg(all(CONFIG_OF, CONFIG_COMMON_CLK, CONFIG_REGULATOR, CONFIG_PM_OPP))]
+        if let Some(b) = board.as_mut() {
+            b.wire(pdev, &backend)?;
+        }
+        let reg = crate::driver::probe(parent, backend).map_err(Error::from)?;
         Ok(TyrBound { reg, _board: board })
     }
 }

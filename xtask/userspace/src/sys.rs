@@ -389,6 +389,12 @@ pub fn mount_sysfs(dir: &str) -> Result<bool, String> {
     mount("sysfs", dir, "CONFIG_SYSFS")
 }
 
+/// Mounts procfs on `dir` (made if missing), where the kernel shows its interrupt counts
+/// (`/proc/interrupts`). As [`mount_sysfs`] for the result.
+pub fn mount_proc(dir: &str) -> Result<bool, String> {
+    mount("proc", dir, "CONFIG_PROC_FS")
+}
+
 /// Mounts the file system `fs` (also the source's name, as for the kernel's pseudo file
 /// systems) on `dir`, made if missing; `config` names the option whose absence `ENODEV` means.
 fn mount(fs: &str, dir: &str, config: &str) -> Result<bool, String> {

@@ -155,6 +155,7 @@ fn checks<W: Write>(r: &mut Report<W>) {
     let init = sys::is_init();
     if init {
         r.check("mount sysfs on /sys", sys::mount_sysfs("/sys").map(|_| ()));
+        r.check("mount procfs on /proc", sys::mount_proc("/proc").map(|_| ()));
     }
     let start = LiveCounts::read(panthor::LIVE_PATH);
     if let Ok(c) = &start {
@@ -1131,9 +1132,52 @@ fn faulting_group<W: Write>(r: &mut Report<W>, dev: &Drm, vm2: u32, code2: &Bo) 
     Some(())
 }
 
+/// The board's interrupt lines as `/proc/interrupts` counts them: Tyr's `tyr-job` and
+/// `tyr-mmu` handlers were reached through the interrupt controller during the workload (the job
+/// line by every completion, the MMU line by the fault). The `tyr-gpu` line is wired and its
+/// handler registered, but Tyr unmasks no GPU interrupt yet (it polls for reset and
+/// cache-flush completions, where panthor takes them from this line): its count is shown, not
+/// checked.
+#[cfg(target_arch = "aarch64")]
+fn interrupt_counts<W: Write>(r: &mut Report<W>) {
+    let text = match std::fs::read_to_string("/proc/interrupts") {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail("read /proc/interrupts", e);
+            return;
+        }
+    };
+    for (label, checked) in [("tyr-job", true), ("tyr-mmu", true), ("tyr-gpu", false)] {
+        // `  14:   123   45   GICv3  92 Level     tyr-job`: the counts are the CPUs' columns.
+        let line = text.lines().find(|l| l.split_whitespace().last() == Some(label));
+        let total = line.map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .map_while(|w| w.parse::<u64>().ok())
+                .sum::<u64>()
+        });
+        if let Some(l) = line {
+            r.note(l.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+        if !checked {
+            continue;
+        }
+        r.check(
+            &format!("/proc/interrupts counts {label} interrupts through the GIC"),
+            match (line, total) {
+                (Some(_), Some(n)) if n > 0 => Ok(()),
+                (Some(l), _) => Err(format!("none counted: `{}`", l.trim())),
+                (None, _) => Err(format!("no line for {label}")),
+            },
+        );
+    }
+}
+
 /// Part 8: unbind, unmap, close; nothing may be left. Without `dev` (the render node did not
 /// open) only the unbind and the counts after it.
 fn unplug<W: Write>(r: &mut Report<W>, dev: Option<Drm>, w: World) {
+    #[cfg(target_arch = "aarch64")]
+    interrupt_counts(r);
     // Everything above stepped the simulated GPU from the driver's own threads (the probe, the
     // ioctls, the work items): what those paths left of their kernel stacks.
     let left = panthor::stack_least_left(panthor::STACK_PATH);
