@@ -114,6 +114,15 @@ fn cmdline(stage: &Stage, arch: Arch) -> String {
     }
 }
 
+/// What a stage boots on: the architecture, the kernel image and, for a board, its device
+/// tree.
+#[derive(Clone, Copy)]
+struct Machine<'a> {
+    arch: Arch,
+    image: &'a Path,
+    dtb: Option<&'a Path>,
+}
+
 /// Memory (MiB) and CPUs of every boot; the board's device tree is dumped with the same.
 const MEMORY: &str = "1024";
 const CPUS: &str = "2";
@@ -192,7 +201,12 @@ pub(crate) fn run_stages(
     let mut results = Vec::new();
     for stage in STAGES {
         let dtb = dtb.as_deref().filter(|_| stage.tyr);
-        let result = run_stage(ws, arch, stage, bzimage, dtb, cache, &target_dir, check_log);
+        let machine = Machine {
+            arch,
+            image: bzimage,
+            dtb,
+        };
+        let result = run_stage(ws, stage, machine, cache, &target_dir, check_log);
         tally.passed += result.passed;
         tally.failed += result.failed;
         results.push(result);
@@ -357,14 +371,17 @@ fn build_program(
 /// result.
 fn run_stage(
     ws: &Workspace,
-    arch: Arch,
     stage: &Stage,
-    bzimage: &Path,
-    dtb: Option<&Path>,
+    machine: Machine<'_>,
     cache: &Path,
     target_dir: &Path,
     check_log: LogCheck<'_>,
 ) -> StageResult {
+    let Machine {
+        arch,
+        image: bzimage,
+        dtb,
+    } = machine;
     let mut result = StageResult {
         name: stage.name.to_string(),
         log: cache.join(format!("userspace-{}.log", stage.name)),
