@@ -1360,23 +1360,25 @@ fn a_cleared_stream_is_a_default_stream_keeping_its_injected_faults() {
     use super::sb::Deferred;
     use super::{Frame, Stream, StreamStatus, TilerRun};
 
-    let mut st = Stream::default();
-    st.started = true;
-    st.status = StreamStatus::TilerOom;
-    st.regs.fill(0xdead_beef);
+    let mut st = Stream {
+        started: true,
+        status: StreamStatus::TilerOom,
+        regs: [0xdead_beef; crate::csf::NUM_REGS],
+        hang: true,
+        inject_fault: true,
+        executed: 7,
+        priority: 3,
+        heap_ctx: 0x1000,
+        tiler: Some(TilerRun {
+            link: 1,
+            top: 2,
+            done: 3,
+            first: 4,
+        }),
+        oom_answer: Some(5),
+        ..Stream::default()
+    };
     assert!(st.stack.push(Frame { pc: 8, end: 16 }).is_ok());
-    st.hang = true;
-    st.inject_fault = true;
-    st.executed = 7;
-    st.priority = 3;
-    st.heap_ctx = 0x1000;
-    st.tiler = Some(TilerRun {
-        link: 1,
-        top: 2,
-        done: 3,
-        first: 4,
-    });
-    st.oom_answer = Some(5);
     assert!(st.sb.issue(2, 0, Deferred::Work { progress: true }));
     st.sb.endpoint = 1;
     st.sb.other = 2;
