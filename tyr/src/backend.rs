@@ -447,6 +447,12 @@ pub trait Backend: Send + Sync + 'static {
     /// simulated GPU, the simulation's time.
     fn clock(&self) -> &Self::Clock;
 
+    /// The GPU commands a caller waits for whose completion the interrupt handler has not
+    /// taken yet: `GPU_IRQ` bits (`RESET_COMPLETED`, `CLEAN_CACHES_COMPLETED`), 0 at first,
+    /// under a lock the handler and the waiters share (panthor's `pending_reqs` and
+    /// `reqs_lock`; see [`crate::gpu::command_and_wait`]). One per device.
+    fn gpu_reqs(&self) -> &LockOf<Self, u32>;
+
     /// The clock of the deadlines the driver sets itself: the job timeout, the scheduler's
     /// tick, the idle power-down, the governor's periods. The executor's timers
     /// ([`jobqueue::Executor::wake_at`]) are instants of this clock, and the job queues

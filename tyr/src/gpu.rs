@@ -45,7 +45,7 @@ use core::time::Duration;
 use register::io::poll::read_poll_timeout;
 use register::io::Io;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Lock as _};
 use crate::regs::*;
 use crate::{dev_err, dev_info, uapi, Error, Result};
 
@@ -162,32 +162,94 @@ pub fn read_info<B: Backend>(b: &B) -> uapi::GpuInfo {
     }
 }
 
-/// Soft-resets the GPU and waits for `RESET_COMPLETED`.
+/// The `GPU_IRQ` bits that complete a GPU command someone waits for
+/// ([`command_and_wait`]): `RESET_COMPLETED` (8) and `CLEAN_CACHES_COMPLETED` (17).
+pub const GPU_COMMAND_ACKS: u32 = 1 << 8 | 1 << 17;
+
+/// The `GPU_IRQ` bits the driver enables, as panthor does: `FAULT` (0), `PROTM_FAULT` (1),
+/// and the completions of the commands it waits for ([`GPU_COMMAND_ACKS`]).
+pub const GPU_IRQS: u32 = 1 << 0 | 1 << 1 | GPU_COMMAND_ACKS;
+
+/// Issues `command`, which the GPU completes by raising `done` (one bit of
+/// [`GPU_COMMAND_ACKS`]), and waits for that, polling every `interval` for at most `timeout`.
+///
+/// The completion comes one of two ways. Once the driver serves its interrupts, the GPU
+/// line's handler ([`take_command_acks`]) clears the bit in `GPU_IRQ` and takes it out of the
+/// pending commands ([`Backend::gpu_reqs`]); before that (the probe) or while the handler
+/// cannot run (the driver's work is under way in the same thread of calls) the waiter finds
+/// it in `GPU_IRQ_RAWSTAT` itself. Both look under the same lock, so a completion is taken
+/// once. A command of the same kind already pending is not issued again: the caller waits
+/// for that one (panthor's `pending_reqs`).
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] if the command does not complete in time (it is no longer waited
+/// for).
+pub(crate) fn command_and_wait<B: Backend>(
+    b: &B,
+    done: u32,
+    command: GPU_COMMAND,
+    interval: Duration,
+    timeout: Duration,
+) -> Result {
+    let io = b.io();
+    b.gpu_reqs().with(|pending| {
+        if *pending & done == 0 {
+            *pending |= done;
+            io.write_reg(GPU_IRQ_CLEAR::from(done));
+            io.write_reg(command);
+        }
+    });
+    let taken = || {
+        b.gpu_reqs().with(|pending| {
+            if *pending & done == 0 {
+                return true;
+            }
+            if io.read(GPU_IRQ_RAWSTAT).into_raw() & done != 0 {
+                *pending &= !done;
+                io.write_reg(GPU_IRQ_CLEAR::from(done));
+                return true;
+            }
+            false
+        })
+    };
+    let waited = read_poll_timeout(
+        b.clock(),
+        || Ok::<_, Error>(taken()),
+        |&t| t,
+        interval,
+        timeout,
+    );
+    if waited.is_err() {
+        b.gpu_reqs().with(|pending| *pending &= !done);
+    }
+    waited.map(|_| ())
+}
+
+/// The GPU line's handler's part in [`command_and_wait`]: clears `status` (read from
+/// `GPU_IRQ_STATUS`) in `GPU_IRQ` and takes the command completions in it out of the pending
+/// commands, waking their waiters.
+pub(crate) fn take_command_acks<B: Backend>(b: &B, status: u32) {
+    b.gpu_reqs().with(|pending| {
+        b.io().write_reg(GPU_IRQ_CLEAR::from(status));
+        *pending &= !(status & GPU_COMMAND_ACKS);
+    });
+}
+
+/// Soft-resets the GPU and waits for `RESET_COMPLETED` ([`command_and_wait`]).
 ///
 /// # Errors
 ///
 /// [`Error::TimedOut`] if the reset does not complete within [`POLL_TIMEOUT`].
 pub fn soft_reset<B: Backend>(b: &B) -> Result {
-    let io = b.io();
     let done = GPU_IRQ_RAWSTAT::zeroed()
         .with_reset_completed(true)
         .into_raw();
-    io.write_reg(GPU_IRQ_CLEAR::from(done));
-    io.write_reg(
-        GPU_COMMAND::zeroed()
-            .with_const_code::<{ gpu_command::RESET }>()
-            .with_const_payload::<{ gpu_command::RESET_SOFT }>(),
-    );
-    read_poll_timeout(
-        b.clock(),
-        || Ok::<_, Error>(io.read(GPU_IRQ_RAWSTAT)),
-        |s| s.reset_completed(),
-        POLL_INTERVAL,
-        POLL_TIMEOUT,
-    )
-    .inspect_err(|_| dev_err!(b, "GPU reset failed."))?;
-    io.write_reg(GPU_IRQ_CLEAR::from(done));
-    Ok(())
+    let command = GPU_COMMAND::zeroed()
+        .with_const_code::<{ gpu_command::RESET }>()
+        .with_const_payload::<{ gpu_command::RESET_SOFT }>();
+    command_and_wait(b, done, command, POLL_INTERVAL, POLL_TIMEOUT)
+        .inspect_err(|_| dev_err!(b, "GPU reset failed."))
 }
 
 /// Powers the L2 cache on and waits until it is ready.
@@ -352,4 +414,23 @@ pub fn probe<B: Backend>(b: &B) -> Result<GpuInfo> {
     };
     power_on(b, &raw)?;
     Ok(GpuInfo { raw, model })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interrupt_masks_are_the_registers_bits() {
+        let acks = GPU_IRQ_RAWSTAT::zeroed()
+            .with_reset_completed(true)
+            .with_clean_caches_completed(true)
+            .into_raw();
+        assert_eq!(GPU_COMMAND_ACKS, acks);
+        let faults = GPU_IRQ_RAWSTAT::zeroed()
+            .with_fault(true)
+            .with_protected_fault(true)
+            .into_raw();
+        assert_eq!(GPU_IRQS, faults | acks);
+    }
 }

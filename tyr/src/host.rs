@@ -972,6 +972,8 @@ pub struct HostBackend {
     opps: [u64; sim::OPP_COUNT],
     /// The firmware file the driver gets, and where it came from.
     firmware: HostFirmware,
+    /// [`Backend::gpu_reqs`].
+    gpu_reqs: crate::backend::LockOf<HostBackend, u32>,
 }
 
 impl fmt::Debug for HostBackend {
@@ -1058,6 +1060,8 @@ impl HostBackend {
             log: Mutex::new(LogRing::new()),
             echo: std::env::var_os("TYR_LOG").is_some(),
             firmware,
+            // The host's locks are made infallibly (`Default`); the class is a name only.
+            gpu_reqs: Default::default(),
         };
         // The backend's choice, not the driver's log: on the echo channel only.
         if b.echo {
@@ -1142,6 +1146,10 @@ impl Backend for HostBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn gpu_reqs(&self) -> &crate::backend::LockOf<Self, u32> {
+        &self.gpu_reqs
     }
 
     fn timer_clock(&self) -> &HostTimerClock {

@@ -1149,6 +1149,8 @@ pub struct KernelBackend {
     /// The bind pumps made so far (those whose executor is gone are dropped when the next is
     /// made): what `stop_events` waits for.
     bind_pumps: Pin<KBox<Mutex<KVec<Arc<BindPump>>>>>,
+    /// [`Backend::gpu_reqs`].
+    gpu_reqs: KernelLock<u32>,
 }
 
 impl KernelBackend {
@@ -1233,6 +1235,7 @@ impl KernelBackend {
         .map_err(|_| Error::NoMemory)?;
         let bind_pumps =
             KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL).map_err(|_| Error::NoMemory)?;
+        let gpu_reqs = Lock::new(0, crate::lock_class!(c"tyr_gpu_reqs"))?;
         LIVE_BACKENDS.fetch_add(1, Ordering::Relaxed);
         Ok(KernelBackend {
             io: ModelRegion::new(SimModel {
@@ -1246,6 +1249,7 @@ impl KernelBackend {
             exec,
             bind_shared,
             bind_pumps,
+            gpu_reqs,
             device,
         })
     }
@@ -1437,6 +1441,10 @@ impl Backend for KernelBackend {
 
     fn clock(&self) -> &SimClock {
         &self.clock
+    }
+
+    fn gpu_reqs(&self) -> &KernelLock<u32> {
+        &self.gpu_reqs
     }
 
     fn timer_clock(&self) -> &KtimeClock {

@@ -234,27 +234,15 @@ pub fn send_command<B: Backend>(b: &B, slot: usize, command: u32) -> Result {
 /// Cleans and invalidates the GPU caches and waits for `CLEAN_CACHES_COMPLETED`.
 pub fn flush_caches<B: Backend>(b: &B) -> Result {
     use gpu_command::*;
-    let io = b.io();
     let done = GPU_IRQ_RAWSTAT::zeroed()
         .with_clean_caches_completed(true)
         .into_raw();
-    io.write_reg(GPU_IRQ_CLEAR::from(done));
     let modes = (CACHE_CLEAN | CACHE_INV) | (CACHE_CLEAN | CACHE_INV) << 4 | CACHE_INV << 8;
-    io.write_reg(
-        GPU_COMMAND::zeroed()
-            .with_const_code::<FLUSH_CACHES>()
-            .try_with_payload(modes)?,
-    );
-    read_poll_timeout(
-        b.clock(),
-        || Ok::<_, Error>(io.read(GPU_IRQ_RAWSTAT)),
-        |s| s.clean_caches_completed(),
-        MMU_POLL_INTERVAL,
-        MMU_TIMEOUT,
-    )
-    .inspect_err(|_| dev_err!(b, "Cache flush timed out"))?;
-    io.write_reg(GPU_IRQ_CLEAR::from(done));
-    Ok(())
+    let command = GPU_COMMAND::zeroed()
+        .with_const_code::<FLUSH_CACHES>()
+        .try_with_payload(modes)?;
+    crate::gpu::command_and_wait(b, done, command, MMU_POLL_INTERVAL, MMU_TIMEOUT)
+        .inspect_err(|_| dev_err!(b, "Cache flush timed out"))
 }
 
 /// Programs address space `slot` with `regs`, unmasks its fault interrupt and latches the

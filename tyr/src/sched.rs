@@ -113,8 +113,9 @@ use crate::gem::{BoRef, McuVm, SharedVm, TyrBo, TyrVm};
 use crate::heap::HeapPools;
 use crate::mmu::{self, AsSlots, AsUpdate};
 use crate::regs::{
-    mcu, AS_FAULTADDRESS, AS_FAULTSTATUS, DOORBELL, GPU_IRQ_CLEAR, GPU_IRQ_STATUS, JOB_IRQ_CLEAR,
-    JOB_IRQ_MASK, JOB_IRQ_STATUS, MCU_CONTROL, MMU_IRQ_CLEAR, MMU_IRQ_MASK, MMU_IRQ_STATUS,
+    mcu, AS_FAULTADDRESS, AS_FAULTSTATUS, DOORBELL, GPU_FAULTADDRESS, GPU_FAULTSTATUS,
+    GPU_IRQ_MASK, GPU_IRQ_STATUS, JOB_IRQ_CLEAR, JOB_IRQ_MASK, JOB_IRQ_STATUS, MCU_CONTROL,
+    MMU_IRQ_CLEAR, MMU_IRQ_MASK, MMU_IRQ_STATUS,
 };
 use crate::{dev_err, dev_info, env, gpu, uapi, Error, Result};
 
@@ -1082,6 +1083,7 @@ impl<B: Backend> Sched<B> {
 
 /// Interrupt masks the driver runs with: every job interrupt, MMU page faults.
 pub(crate) fn enable_irqs<B: Backend>(b: &B) {
+    b.io().write_reg(GPU_IRQ_MASK::from(gpu::GPU_IRQS));
     b.io().write_reg(JOB_IRQ_MASK::from(u32::MAX));
     b.io().write_reg(MMU_IRQ_MASK::from(0xffff_u32));
 }
@@ -1458,7 +1460,15 @@ impl<B: Backend> Events for DevInner<B> {
         let io = self.backend.io();
         let gpu = io.read(GPU_IRQ_STATUS).into_raw();
         if gpu != 0 {
-            io.write_reg(GPU_IRQ_CLEAR::from(gpu));
+            gpu::take_command_acks(&self.backend, gpu);
+            if gpu & (gpu::GPU_IRQS & !gpu::GPU_COMMAND_ACKS) != 0 {
+                let status = io.read(GPU_FAULTSTATUS).into_raw();
+                let address = io.read(GPU_FAULTADDRESS).into_raw();
+                dev_err!(
+                    &self.backend,
+                    "GPU fault {status:#010x} at {address:#018x} (GPU_IRQ {gpu:#x})"
+                );
+            }
         }
         let mmu = io.read(MMU_IRQ_STATUS).into_raw();
         if mmu != 0 {
