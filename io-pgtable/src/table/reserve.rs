@@ -279,9 +279,14 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     ///
     /// # Errors
     ///
-    /// [`Error::NoMemory`] if the allocator runs out; the tables this call drew go back then.
+    /// [`Error::NoMemory`] if the allocator runs out, or says beforehand that it would
+    /// ([`TableAlloc::expect_tables`]); the tables this call drew go back then.
     pub fn fill_reserve(&mut self, count: usize) -> Result<(), Error> {
         let before = self.reserved_tables();
+        let more = count.saturating_sub(before);
+        if more > 0 && !self.alloc.expect_tables(more, self.stock_bytes()) {
+            return Err(Error::NoMemory);
+        }
         while self.reserved_tables() < count {
             let t = match Self::alloc_raw(&self.alloc, &self.cfg, self.geo, self.stock_level()) {
                 Ok(t) => t,

@@ -987,3 +987,39 @@ fn table_bounds_count_each_level_once() {
     let pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush).unwrap();
     assert_eq!(pt.tables_to_split(SZ_1G + SZ_4K, SZ_1G - SZ_4K), 1 + 512);
 }
+
+/// An allocator that says up front it cannot give more than two tables in a row.
+struct Picky(HostAllocator);
+
+// SAFETY: Forwards to `HostAllocator`, which upholds the contract.
+unsafe impl TableAlloc for Picky {
+    fn alloc_table(&self, size: usize) -> Option<TableMem> {
+        self.0.alloc_table(size)
+    }
+    unsafe fn free_table(&self, table: TableMem, size: usize) {
+        // SAFETY: The caller's guarantees are passed on unchanged.
+        unsafe { self.0.free_table(table, size) }
+    }
+    fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
+        self.0.table_cpu(dev)
+    }
+    fn sync_for_device(&self, dev: u64, len: usize) {
+        self.0.sync_for_device(dev, len)
+    }
+    fn expect_tables(&self, count: usize, size: usize) -> bool {
+        count <= 2 && size == 4096
+    }
+}
+
+#[test]
+fn reservation_the_allocator_refuses_up_front_allocates_nothing() {
+    let mem = Picky(HostAllocator::new(Granule::Size4K, 16));
+    let mut pt =
+        PageTable::<Arm64LpaeS1, _>::new(Config::new(PANTHOR, 48, 40), &mem, NoFlush).unwrap();
+    assert_eq!(pt.reserve_tables(3).err(), Some(Error::NoMemory));
+    assert_eq!((pt.reserved_tables(), mem.0.peak()), (0, 1));
+    let batch = pt.reserve_tables(2).unwrap();
+    assert_eq!(batch.remaining(), 2);
+    drop(batch);
+    assert_eq!(mem.0.in_use(), 1);
+}
