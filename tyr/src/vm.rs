@@ -1297,7 +1297,8 @@ impl<D: DmaMemory, C: PtAccount, M: MmuUpdate, O: BoBacking> CommitOps<O, ()>
     }
 }
 
-#[cfg(test)]
+// Every test here runs on the host backend's memory.
+#[cfg(all(test, feature = "host"))]
 mod tests {
     use super::*;
 
