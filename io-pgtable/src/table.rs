@@ -63,7 +63,7 @@ use crate::Error;
 /// - All descriptors are accessed atomically, except the leaves written into a new table
 ///   before its descriptor is installed (nothing else can reach it then).
 /// - The tables of the reserve (`stock`) are live tables from `alloc`, reachable from no
-///   descriptor, as [`Stock`] describes; only operations holding the page table exclusively
+///   descriptor, as `Stock` describes; only operations holding the page table exclusively
 ///   take from it.
 ///
 /// # Examples
