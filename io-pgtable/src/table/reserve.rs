@@ -15,8 +15,8 @@
 //! 2. [`PageTable::reserve_tables`] draws that many tables from the [`TableAlloc`] into the
 //!    page table's reserve (the step that can fail with [`Error::NoMemory`]);
 //! 3. the batch runs through the returned [`Reservation`], whose maps and splits take new
-//!    tables from the reserve only and never call the allocator; when the dropped
-//!    reservation goes, the tables it drew and did not use go back to the allocator.
+//!    tables from the reserve only and never ask the allocator for one; when it is dropped,
+//!    the tables it drew and did not use go back to the allocator.
 //!
 //! A driver that prepares early and commits later (an asynchronous bind queue) keeps tables in
 //! the reserve between the two with [`PageTable::fill_reserve`] and
@@ -546,7 +546,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
 /// Tables set aside in a page table's reserve, and the operations that use them: new tables
 /// come from the reserve only, so these maps and splits never fail for want of memory while
 /// the reserve holds what [`PageTable::tables_to_map`] and [`PageTable::tables_to_split`]
-/// counted for them, and never call the allocator.
+/// counted for them, and never ask the allocator for a table (tables an unmap frees still go
+/// back to it).
 ///
 /// Made by [`PageTable::reserve_tables`] (which draws the tables, and gives back on drop the
 /// ones the batch did not use) or [`PageTable::reserved`] (over what the reserve already
