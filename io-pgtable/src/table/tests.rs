@@ -677,3 +677,349 @@ fn mali_unmap_clears_groups_and_stops_at_a_hole() {
     assert_eq!(pt.unmap_pages(20 * SZ_4K, SZ_4K, 4, None), Ok(4 * SZ_4K));
     assert!((0..24).all(|i| pt.iova_to_phys(i * SZ_4K).is_none()));
 }
+
+/// Host memory that can be told to refuse every allocation from some point on.
+struct Exhaustible {
+    mem: HostAllocator,
+    dry: core::sync::atomic::AtomicBool,
+    refused: core::sync::atomic::AtomicUsize,
+}
+
+impl Exhaustible {
+    fn new(mem: HostAllocator) -> Self {
+        Exhaustible {
+            mem,
+            dry: core::sync::atomic::AtomicBool::new(false),
+            refused: core::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn run_dry(&self) {
+        self.dry.store(true, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+// SAFETY: Forwards to `HostAllocator`, which upholds the contract (refusing is allowed).
+unsafe impl TableAlloc for Exhaustible {
+    fn alloc_table(&self, size: usize) -> Option<TableMem> {
+        if self.dry.load(core::sync::atomic::Ordering::Relaxed) {
+            self.refused
+                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            return None;
+        }
+        self.mem.alloc_table(size)
+    }
+    unsafe fn free_table(&self, table: TableMem, size: usize) {
+        // SAFETY: The caller's guarantees are passed on unchanged.
+        unsafe { self.mem.free_table(table, size) }
+    }
+    fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
+        self.mem.table_cpu(dev)
+    }
+    fn sync_for_device(&self, dev: u64, len: usize) {
+        self.mem.sync_for_device(dev, len)
+    }
+}
+
+fn host_mem(coherent: bool, tables: usize) -> HostAllocator {
+    if coherent {
+        HostAllocator::new(Granule::Size4K, tables)
+    } else {
+        HostAllocator::new_noncoherent(Granule::Size4K, tables)
+    }
+}
+
+/// Issue 39 (a): a range mapped with 2M blocks, split in the middle of a block (a gpuvm remap
+/// with `prev` and `next`) and unmapped in part across a block boundary and at its edges:
+/// afterwards every 4K page of the range and around it translates as it should, through
+/// `iova_to_phys` and through the walker reading what a device would read.
+#[test]
+fn split_2m_blocks_then_every_4k_page_translates_right() {
+    for coherent in [true, false] {
+        let mem = host_mem(coherent, 16);
+        let cfg = Config::new(PANTHOR, 48, 40).coherent(coherent);
+        let mut pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush).unwrap();
+        let regime = s1_regime(&pt);
+        let (base, pa, size) = (2 * SZ_2M, 0x1_0000_0000u64, 4 * SZ_2M);
+        pt.map(base, pa, size, RW).unwrap();
+        // Four 2M blocks: a leaf at level 2.
+        assert_eq!(pt.walk_ptes(base + SZ_2M + 0x5000).ptes[3], None);
+        let cuts = [
+            // A hole in the middle of the second block (both ends in one block).
+            (base + SZ_2M + 0x5000, 0x3000),
+            // Across the boundary of the third and fourth blocks.
+            (base + 3 * SZ_2M - 0x2000, 0x4000),
+            // The first page of the range, and its last two.
+            (base, SZ_4K),
+            (base + size - 2 * SZ_4K, 2 * SZ_4K),
+        ];
+        for (i, &(iova, len)) in cuts.iter().enumerate() {
+            // The last cut falls in a block that the second split into pages already.
+            let extent = pt.split_extent(iova, len);
+            assert!(extent.start <= iova && iova + len <= extent.end);
+            if i < 3 {
+                assert_eq!(pt.unmap(iova, len, None), Err(Error::PartialBlock));
+                assert_eq!((extent.start | extent.end) & (SZ_2M - 1), 0, "{extent:x?}");
+            } else {
+                assert_eq!(extent, iova..iova + len);
+            }
+            assert_eq!(pt.unmap_split(iova, len, None), Ok(len));
+        }
+        let cut = |a: u64| cuts.iter().any(|&(i, l)| (i..i + l).contains(&a));
+        let step = if cfg!(miri) { 61 * SZ_4K } else { SZ_4K };
+        for page in (base - SZ_2M..base + size + SZ_2M).step_by(step as usize) {
+            let iova = page + 0x7f8;
+            let want = if (base..base + size).contains(&page) && !cut(page) {
+                Some(pa + (iova - base))
+            } else {
+                None
+            };
+            assert_eq!(pt.iova_to_phys(iova), want, "iova {iova:#x}");
+            check_walker(&pt, &regime, iova);
+        }
+        // Every block was cut: all of it is 4K pages now.
+        assert!(pt.walk_ptes(base + 2 * SZ_2M).ptes[3].is_some());
+        // Unmapping the rest piece by piece leaves nothing; every table goes back.
+        for &(iova, len) in &[
+            (base + SZ_4K, SZ_2M + 0x4000),
+            (base + SZ_2M + 0x8000, 2 * SZ_2M - 0xa000),
+            (base + 3 * SZ_2M + 0x2000, SZ_2M - 0x4000),
+        ] {
+            assert_eq!(pt.unmap_split(iova, len, None), Ok(len));
+        }
+        for page in (base..base + size).step_by(step as usize) {
+            assert_eq!(pt.iova_to_phys(page), None, "{page:#x}");
+        }
+        drop(pt);
+        assert_eq!(mem.in_use(), 0);
+    }
+}
+
+#[test]
+fn split_of_a_1g_block_keeps_the_rest_in_2m_blocks() {
+    let mem = HostAllocator::new(Granule::Size4K, 16);
+    let rec = Rec::default();
+    let mut pt = s1(&mem, &rec, 48);
+    let pa = 0x40_0000_0000;
+    pt.map(SZ_1G, pa, SZ_1G, RW).unwrap();
+    // One 1G block, cut at both ends of a page-sized hole.
+    let hole = SZ_1G + 5 * SZ_2M + 3 * SZ_4K;
+    assert_eq!(pt.tables_to_split(hole, SZ_4K), 4);
+    let used = mem.in_use();
+    let mut gather = Gather::new();
+    rec.take();
+    assert_eq!(pt.unmap_split(hole, SZ_4K, Some(&mut gather)), Ok(SZ_4K));
+    // One level-2 table and one level-3 table.
+    assert_eq!(mem.in_use(), used + 2);
+    // The split block, then the hole, are reported for invalidation.
+    assert_eq!(rec.take(), [Ev::Page(SZ_1G, SZ_1G), Ev::Page(hole, SZ_4K)]);
+    assert_eq!(pt.iova_to_phys(hole), None);
+    assert_eq!(
+        pt.iova_to_phys(hole - SZ_4K),
+        Some(pa + (hole - SZ_4K - SZ_1G))
+    );
+    assert_eq!(
+        pt.iova_to_phys(hole + SZ_4K),
+        Some(pa + (hole + SZ_4K - SZ_1G))
+    );
+    assert_eq!(pt.iova_to_phys(2 * SZ_1G - 1), Some(pa + SZ_1G - 1));
+    // Away from the hole, 2M blocks: leaves at level 2.
+    assert_eq!(pt.walk_ptes(SZ_1G + 100 * SZ_2M).ptes[3], None);
+    assert!(pt.walk_ptes(hole + SZ_4K).ptes[3].is_some());
+}
+
+/// Without a table for a block's remainder, the split fails and every translation is as before.
+#[test]
+fn split_without_memory_puts_the_block_back() {
+    for coherent in [true, false] {
+        // The root, levels 1 and 2: nothing left for a level-3 table.
+        let mem = host_mem(coherent, 3);
+        let cfg = Config::new(PANTHOR, 48, 40).coherent(coherent);
+        let mut pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush).unwrap();
+        pt.map(SZ_2M, 0x8000_0000, 2 * SZ_2M, RW).unwrap();
+        let before = pt.walk_ptes(SZ_2M);
+        assert_eq!(
+            pt.unmap_split(2 * SZ_2M - SZ_4K, 2 * SZ_4K, None),
+            Err(Error::NoMemory)
+        );
+        assert_eq!(pt.walk_ptes(SZ_2M), before);
+        for a in [SZ_2M, 2 * SZ_2M - SZ_4K, 2 * SZ_2M, 3 * SZ_2M - 1] {
+            assert_eq!(pt.iova_to_phys(a), Some(0x8000_0000 + (a - SZ_2M)));
+        }
+        let regime = s1_regime(&pt);
+        check_walker(&pt, &regime, 2 * SZ_2M - SZ_4K);
+        // Whole blocks still unmap without a split.
+        assert_eq!(pt.unmap_split(SZ_2M, 2 * SZ_2M, None), Ok(2 * SZ_2M));
+    }
+}
+
+/// Issue 39 (b): a batch of maps and splits whose tables were reserved commits after the
+/// allocator has stopped giving anything, and what it did not use goes back.
+#[test]
+fn reserved_batch_commits_with_the_allocator_exhausted() {
+    for coherent in [true, false] {
+        let mem = Exhaustible::new(host_mem(coherent, 64));
+        let cfg = Config::new(PANTHOR, 48, 40).coherent(coherent);
+        let mut pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush).unwrap();
+        // Already there: two blocks the batch cuts into.
+        pt.map(8 * SZ_2M, 0x2_0000_0000, 2 * SZ_2M, RW).unwrap();
+        let maps = [
+            // Blocks with 4K edges, crossing a 1G boundary.
+            (
+                SZ_1G - SZ_2M - SZ_4K,
+                0x1_0000_0000 - SZ_2M - SZ_4K,
+                2 * SZ_2M + 2 * SZ_4K,
+            ),
+            // Pages only (physical address not 2M aligned with the IOVA).
+            (0x7_0000_3000, 0x3000_5000, SZ_2M + 0x8000),
+        ];
+        let splits = [
+            (8 * SZ_2M + 0x1000, 0x2000),
+            (10 * SZ_2M - SZ_4K, SZ_4K),
+            (SZ_1G + 0x5000, SZ_4K),
+        ];
+        let need: usize = maps
+            .iter()
+            .map(|&(i, p, s)| pt.tables_to_map(i, p, s))
+            .chain(splits.iter().map(|&(i, s)| pt.tables_to_split(i, s)))
+            .sum();
+        let in_use = mem.mem.in_use();
+        let mut batch = pt.reserve_tables(need).unwrap();
+        assert_eq!(mem.mem.in_use(), in_use + need);
+        mem.run_dry();
+        for &(iova, pa, size) in &maps {
+            batch.map(iova, pa, size, RW).unwrap();
+        }
+        for &(iova, size) in &splits {
+            assert_eq!(batch.unmap_split(iova, size, None), Ok(size));
+        }
+        let left = batch.remaining();
+        drop(batch);
+        assert_eq!(mem.refused.load(core::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(pt.reserved_tables(), 0);
+        // What was left of the reserve went back to the allocator.
+        assert!(left > 0);
+        assert_eq!(mem.mem.in_use(), in_use + need - left);
+        for &(iova, pa, size) in &maps {
+            for off in (0..size).step_by(SZ_4K as usize) {
+                let hole = splits
+                    .iter()
+                    .any(|&(i, s)| (i..i + s).contains(&(iova + off)));
+                let want = (!hole).then_some(pa + off);
+                assert_eq!(pt.iova_to_phys(iova + off), want, "{:#x}", iova + off);
+            }
+        }
+        assert_eq!(pt.iova_to_phys(8 * SZ_2M + 0x1000), None);
+        assert_eq!(pt.iova_to_phys(8 * SZ_2M + 0x3000), Some(0x2_0000_3000));
+        // Without a reservation the same kind of step fails for want of memory.
+        assert_eq!(pt.map(0x9_0000_0000, 0, SZ_4K, RW), Err(Error::NoMemory));
+        let block = SZ_1G - SZ_2M;
+        assert_eq!(pt.walk_ptes(block).ptes[3], None);
+        assert_eq!(
+            pt.unmap_split(block + 0x10000, SZ_4K, None),
+            Err(Error::NoMemory)
+        );
+        assert_eq!(
+            pt.iova_to_phys(block + 0x10000),
+            Some(0x1_0000_0000 - SZ_2M + 0x10000)
+        );
+        drop(pt);
+        assert_eq!(mem.mem.in_use(), 0);
+    }
+}
+
+#[test]
+fn reservation_runs_out_cleanly_and_reserve_survives_between_batches() {
+    let mem = HostAllocator::new(Granule::Size4K, 16);
+    let mut pt =
+        PageTable::<Arm64LpaeS1, _>::new(Config::new(PANTHOR, 48, 40), &mem, NoFlush).unwrap();
+    // A reserve kept between two calls (an asynchronous bind: prepared, committed later).
+    pt.fill_reserve(2).unwrap();
+    assert_eq!((pt.reserved_tables(), mem.in_use()), (2, 3));
+    {
+        let mut batch = pt.reserved();
+        // Three tables needed, two reserved: the reserve runs out, and the map is undone.
+        assert_eq!(batch.map(0x1000, 0x1000, SZ_4K, RW), Err(Error::NoMemory));
+        assert_eq!(batch.iova_to_phys(0x1000), None);
+        // A map inside the tables that were made needs none.
+        let (mapped, res) = batch.map_pages(SZ_2M, SZ_2M, SZ_2M, 1, RW);
+        assert_eq!((mapped, res), (SZ_2M, Ok(())));
+    }
+    // `reserved()` gives nothing back by itself.
+    assert_eq!(pt.reserved_tables(), 0);
+    pt.fill_reserve(5).unwrap();
+    pt.trim_reserve(1);
+    assert_eq!(pt.reserved_tables(), 1);
+    // Too many for the allocator: nothing drawn.
+    assert_eq!(pt.reserve_tables(100).err(), Some(Error::NoMemory));
+    assert_eq!(pt.reserved_tables(), 1);
+    drop(pt);
+    assert_eq!(mem.in_use(), 0);
+}
+
+#[test]
+fn table_bounds_count_each_level_once() {
+    let mem = HostAllocator::new(Granule::Size4K, 4);
+    let rec = Rec::default();
+    let pt = s1(&mem, &rec, 48);
+    // One page: a table at each of levels 1 to 3.
+    assert_eq!(pt.tables_to_map(0x1000, 0x8000_1000, SZ_4K), 3);
+    // A 2M block needs no level-3 table, unless the physical address cannot take one.
+    assert_eq!(pt.tables_to_map(SZ_2M, 0x8000_0000, SZ_2M), 2);
+    assert_eq!(pt.tables_to_map(SZ_2M, 0x8000_1000, SZ_2M), 3);
+    // A 1G block needs only the level-1 table.
+    assert_eq!(pt.tables_to_map(SZ_1G, SZ_1G, SZ_1G), 1);
+    // Across a 1G boundary: two tables at levels 2 and 3.
+    assert_eq!(
+        pt.tables_to_map(SZ_1G - SZ_4K, 0x1000, 2 * SZ_4K),
+        1 + 2 + 2
+    );
+    assert_eq!(pt.tables_to_map(0, 0, 0), 0);
+    assert_eq!(pt.tables_to_map(0x800, 0, SZ_4K), 0);
+    // Splits: nothing at block boundaries; with 1G blocks, a level-2 and a level-3 table
+    // at each cut end.
+    assert_eq!(pt.tables_to_split(SZ_1G, SZ_1G), 0);
+    assert_eq!(pt.tables_to_split(SZ_1G + SZ_2M, SZ_2M), 2);
+    assert_eq!(pt.tables_to_split(SZ_1G + SZ_4K, SZ_4K), 4);
+    assert_eq!(pt.tables_to_split(SZ_1G, SZ_4K), 2);
+    // Pages of 4K and 1G only: a 1G block is split into 4K pages, 512 level-3 tables.
+    let cfg = Config::new(SZ_4K | SZ_1G, 48, 48);
+    let pt = PageTable::<Arm64LpaeS1, _>::new(cfg, &mem, NoFlush).unwrap();
+    assert_eq!(pt.tables_to_split(SZ_1G + SZ_4K, SZ_1G - SZ_4K), 1 + 512);
+}
+
+/// An allocator that says up front it cannot give more than two tables in a row.
+struct Picky(HostAllocator);
+
+// SAFETY: Forwards to `HostAllocator`, which upholds the contract.
+unsafe impl TableAlloc for Picky {
+    fn alloc_table(&self, size: usize) -> Option<TableMem> {
+        self.0.alloc_table(size)
+    }
+    unsafe fn free_table(&self, table: TableMem, size: usize) {
+        // SAFETY: The caller's guarantees are passed on unchanged.
+        unsafe { self.0.free_table(table, size) }
+    }
+    fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
+        self.0.table_cpu(dev)
+    }
+    fn sync_for_device(&self, dev: u64, len: usize) {
+        self.0.sync_for_device(dev, len)
+    }
+    fn expect_tables(&self, count: usize, size: usize) -> bool {
+        count <= 2 && size == 4096
+    }
+}
+
+#[test]
+fn reservation_the_allocator_refuses_up_front_allocates_nothing() {
+    let mem = Picky(HostAllocator::new(Granule::Size4K, 16));
+    let mut pt =
+        PageTable::<Arm64LpaeS1, _>::new(Config::new(PANTHOR, 48, 40), &mem, NoFlush).unwrap();
+    assert_eq!(pt.reserve_tables(3).err(), Some(Error::NoMemory));
+    assert_eq!((pt.reserved_tables(), mem.0.peak()), (0, 1));
+    let batch = pt.reserve_tables(2).unwrap();
+    assert_eq!(batch.remaining(), 2);
+    drop(batch);
+    assert_eq!(mem.0.in_use(), 1);
+}
