@@ -353,8 +353,9 @@ impl<T: Send> Lock<T> for parking_lot::Mutex<T> {
 /// What the driver runs in response to the environment: its interrupt handler, its work item
 /// and its bind work item.
 ///
-/// The environment calls [`irq`](Self::irq) and [`work`](Self::work) from one thread at a
-/// time, and [`bind_work`](Self::bind_work) for a VM from a worker of that VM's bind executor
+/// The environment calls [`irq`](Self::irq) and [`work`](Self::work) one call at a time
+/// (from one thread, or, in the kernel on a board, from the event pump and the interrupt
+/// threads under one lock), and [`bind_work`](Self::bind_work) for a VM from a worker of that VM's bind executor
 /// (one call at a time per VM), so that a long page-table update holds up neither interrupts,
 /// submissions and scheduling nor other VMs' binds (panthor runs `VM_BIND` jobs on a
 /// scheduler per VM, on a workqueue of their own).
