@@ -26,6 +26,23 @@ use tyr::uapi::*;
 use tyr::umd::{spin_stream, Bo, Job, Umd};
 
 const ETIMEDOUT: i32 = -110;
+
+/// Held by each test for its whole run: the tests of this file run one at a time.
+///
+/// Each test's simulated GPU is paced to real time by its event thread, and the tests measure
+/// scheduling against real time (ticks, timeouts, 60 s waits for groups to take slots). Run in
+/// parallel on a 2-core machine, 15 of them (each with its event and bind threads, and test
+/// threads polling) failed in 3 to 5 runs out of 8, on this commit and on session 15's
+/// (312021e): groups that never took the slots within 60 s, firmware acknowledgements and
+/// jobs timing out, `ETIMEDOUT` creating a group; run one at a time, in none of 6. Why the
+/// contention stalls a device for a whole minute is not understood yet (see the session 16
+/// note); until it is, these tests do not run against each other.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 const WAIT: i64 = 600_000_000_000;
 /// Offset of the data words in a group's object (streams before it).
 const DATA: u64 = 0xc000;
@@ -238,6 +255,7 @@ fn resident(r: &Rig) -> usize {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn three_times_more_groups_than_slots_all_finish() {
+    let _serial = serial();
     let r = fair_rig();
     const JOBS: u64 = 8;
     const SPIN: u32 = 600;
@@ -309,6 +327,7 @@ fn three_times_more_groups_than_slots_all_finish() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
+    let _serial = serial();
     let r = fair_rig();
     // One client (a master, for REALTIME) for every group: the REALTIME job waits on a syncobj
     // of a LOW job.
@@ -419,6 +438,7 @@ fn a_realtime_job_starts_within_a_tick_while_low_groups_hold_every_slot() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn priorities_decide_who_runs() {
+    let _serial = serial();
     let r = fair_rig();
     let boss = master(&r);
     const JOBS: u64 = 4;
@@ -495,6 +515,7 @@ fn priorities_decide_who_runs() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_job_waiting_forever_times_out_and_only_its_group_dies() {
+    let _serial = serial();
     let r = fair_rig();
     let umd = Umd::open(r.dev()).unwrap();
     const JOBS: u64 = 8;
@@ -543,6 +564,7 @@ fn a_job_waiting_forever_times_out_and_only_its_group_dies() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn groups_suspended_mid_job_resume_on_other_slots_with_their_state() {
+    let _serial = serial();
     let r = fair_rig();
     let umd = Umd::open(r.dev()).unwrap();
     const SPIN: u32 = 3000;
@@ -597,6 +619,7 @@ fn groups_suspended_mid_job_resume_on_other_slots_with_their_state() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_reset_replays_suspended_groups() {
+    let _serial = serial();
     // A hundred times slower still (10 ms a step): the MEDIUM chains outlast the hang's
     // timeout (5 s).
     let mut cfg = slow_engine_config();
@@ -650,6 +673,7 @@ fn a_reset_replays_suspended_groups() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn suspended_groups_are_destroyed_and_unplugged_with_every_fence_signalled() {
+    let _serial = serial();
     const ECANCELED: i32 = -125;
     const SPIN: u32 = 2500;
     let r = fair_rig();
@@ -702,6 +726,7 @@ fn suspended_groups_are_destroyed_and_unplugged_with_every_fence_signalled() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn one_client_cannot_take_the_suspend_buffers_others_need() {
+    let _serial = serial();
     const JOBS: u64 = 4;
     const SPIN: u32 = 600;
     let r = fair_rig();
@@ -810,6 +835,7 @@ fn busy_groups(n: u64, jobs: u64, spin: u32) -> (Rig, Umd, Vec<Grp>, Gate) {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_system_suspend_saves_running_groups_and_the_resume_continues_them() {
+    let _serial = serial();
     const JOBS: u64 = 2;
     const SPIN: u32 = 3000;
     let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
@@ -852,6 +878,7 @@ fn a_system_suspend_saves_running_groups_and_the_resume_continues_them() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_system_suspend_the_firmware_ignores_resets_and_loses_nothing() {
+    let _serial = serial();
     const JOBS: u64 = 2;
     const SPIN: u32 = 3000;
     // The reset needs a resident group still in its work when the suspend comes. The
@@ -894,6 +921,7 @@ fn a_system_suspend_the_firmware_ignores_resets_and_loses_nothing() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
+    let _serial = serial();
     const JOBS: u64 = 2;
     const SPIN: u32 = 3000;
     let (r, umd, groups, _gate) = busy_groups(10, JOBS, SPIN);
@@ -914,6 +942,7 @@ fn a_rotation_the_firmware_ignores_resets_and_every_group_finishes() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn system_suspends_race_with_submissions_and_lose_nothing() {
+    let _serial = serial();
     const JOBS: u64 = 12;
     const SPIN: u32 = 40;
     const CYCLES: usize = 3;
@@ -988,6 +1017,7 @@ fn system_suspends_race_with_submissions_and_lose_nothing() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_higher_priority_queue_of_a_group_runs_first() {
+    let _serial = serial();
     const SPIN: u32 = 2000;
     let r = fair_rig();
     let umd = Umd::open(r.dev()).unwrap();
@@ -1039,6 +1069,7 @@ fn a_higher_priority_queue_of_a_group_runs_first() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn suspend_buffers_race_with_group_creation_and_destruction() {
+    let _serial = serial();
     let r = fair_rig();
     let dev = r.dev();
     // The buffers of the live groups of every thread.
@@ -1081,6 +1112,7 @@ fn suspend_buffers_race_with_group_creation_and_destruction() {
 #[test]
 #[cfg_attr(miri, ignore = "minutes under Miri")]
 fn a_start_the_firmware_ignores_resets_at_once() {
+    let _serial = serial();
     const SPIN: u32 = 100;
     let r = fair_rig();
     let umd = Umd::open(r.dev()).unwrap();
