@@ -29,14 +29,16 @@ const ETIMEDOUT: i32 = -110;
 
 /// Held by each test for its whole run: the tests of this file run one at a time.
 ///
-/// Each test's simulated GPU is paced to real time by its event thread, and the tests measure
-/// scheduling against real time (ticks, timeouts, 60 s waits for groups to take slots). Run in
-/// parallel on a 2-core machine, 15 of them (each with its event and bind threads, and test
+/// They run on simulated time ([`HostTime::Simulated`](tyr::host::HostTime)), where a device's
+/// event thread jumps simulated time to the next event or timer whenever it finds nothing to
+/// do, and they check scheduling against that time (ticks, timeouts, groups taking slots). Run
+/// in parallel on a 2-core machine, 15 of them (each with its event and bind threads, and test
 /// threads polling) failed in 3 to 5 runs out of 8, on this commit and on session 15's
 /// (312021e): groups that never took the slots within 60 s, firmware acknowledgements and
-/// jobs timing out, `ETIMEDOUT` creating a group; run one at a time, in none of 6. Why the
-/// contention stalls a device for a whole minute is not understood yet (see the session 16
-/// note); until it is, these tests do not run against each other.
+/// jobs timing out, `ETIMEDOUT` creating a group. Run one at a time, they failed in none of 12.
+/// The likely cause is the weakness that mode documents: with the CPU shared by 15 devices, a
+/// test's thread is off the CPU while its device's event thread jumps ahead, and the driver's
+/// deadlines pass before the CPU side did its part. Not confirmed (see the session 16 note).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL
