@@ -15,19 +15,6 @@
 //! right and a driver may leave them in place (only VAs with an object qualify; for unmap
 //! requests `keep` is always false).
 //!
-//! # Remaps over block mappings
-//!
-//! A remap keeps `prev` and `next` and removes the part of the VA between them,
-//! [`OpRemap::unmap_range`] (for a planned batch, [`Op::unmap_range`]). That part starts and
-//! ends on the VM's alignment only, so on page tables that map with blocks larger than it (a
-//! Mali VM's 2 MiB blocks over 4 KiB pages) its ends can fall inside a block, which an ARM
-//! LPAE page table will not unmap in part. The page-table side then splits the cut blocks:
-//! panthor widens the unmap to the enclosing 2 MiB and maps the widened parts of `prev` and
-//! `next` again; `gpukit-io-pgtable`'s `PageTable::unmap_split` does the same from the
-//! descriptors themselves, given only `unmap_range`. Either way the split can need new
-//! page-table pages, which a batch counts from its ops and sets aside before
-//! [`Bind::commit`](crate::Bind::commit) (`tables_to_split` there).
-//!
 //! # Applying ops with proof
 //!
 //! With [`Gpuvm::sm_map`] and [`Gpuvm::sm_unmap`] the ops are handed to an [`SmOps`]
@@ -193,23 +180,6 @@ pub enum Op<'a, O> {
         /// The page-table entries of the removed middle already match the new mapping.
         keep: bool,
     },
-}
-
-impl<O> Op<'_, O> {
-    /// The addresses whose mappings the op removes, as `(addr, range)`: the whole VA of an
-    /// unmap, the part of the VA between `prev` and `next` of a remap
-    /// ([`OpRemap::unmap_range`]), nothing for a map.
-    pub fn unmap_range(&self) -> Option<(u64, u64)> {
-        match self {
-            Op::Map(_) => None,
-            Op::Unmap { va, .. } => Some((va.addr, va.range)),
-            Op::Remap { va, prev, next, .. } => {
-                let start = prev.as_ref().map_or(va.addr, |p| p.addr + p.range);
-                let end = next.as_ref().map_or(va.addr + va.range, |n| n.addr);
-                Some((start, end - start))
-            }
-        }
-    }
 }
 
 /// Proof that an [`OpMap`] was applied. Only [`OpMap::insert`] makes one.
@@ -384,58 +354,6 @@ impl<'op, O: GemObject, D> OpRemap<'op, O, D> {
     /// Whether the page-table entries of the removed part already match the new mapping.
     pub fn keep(&self) -> bool {
         self.keep
-    }
-
-    /// The part of the VA that goes, as `(addr, range)`: from the end of
-    /// [`prev`](Self::prev) (or the VA's start) to the start of [`next`](Self::next) (or the
-    /// VA's end). These are the page-table entries a driver clears; see the module docs for
-    /// page tables with blocks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use gpuvm::{BoSlot, Error, GemObject, Gpuvm, Mapping, OpMap, OpMapped, OpRemap,
-    ///             OpRemapped, OpUnmap, OpUnmapped, SmOps, VaSlot, VmConfig};
-    ///
-    /// #[derive(Clone)]
-    /// struct Bo;
-    /// impl GemObject for Bo {
-    ///     fn id(&self) -> u64 { 1 }
-    ///     fn size(&self) -> u64 { 1 << 24 }
-    ///     fn resv_id(&self) -> u64 { 0 }
-    /// }
-    ///
-    /// /// Records what a page table would clear.
-    /// struct Cleared(Vec<(u64, u64)>);
-    /// impl SmOps<Bo, ()> for Cleared {
-    ///     type Error = Error;
-    ///     fn sm_step_map<'op>(&mut self, op: OpMap<'op, Bo, ()>) -> Result<OpMapped<'op>, Error> {
-    ///         Ok(op.insert(()))
-    ///     }
-    ///     fn sm_step_unmap<'op>(&mut self, op: OpUnmap<'op, Bo, ()>) -> Result<OpUnmapped<'op>, Error> {
-    ///         self.0.push((op.va().addr(), op.va().range()));
-    ///         Ok(op.remove().0)
-    ///     }
-    ///     fn sm_step_remap<'op>(&mut self, op: OpRemap<'op, Bo, ()>) -> Result<OpRemapped<'op>, Error> {
-    ///         self.0.push(op.unmap_range());
-    ///         Ok(op.remap(|_, _| ()).0)
-    ///     }
-    /// }
-    ///
-    /// let vas: [VaSlot<()>; 8] = core::array::from_fn(|_| VaSlot::new());
-    /// let bos: [BoSlot<Bo>; 2] = core::array::from_fn(|_| BoSlot::new());
-    /// let mut vm = Gpuvm::new(VmConfig::new(0, 1 << 32).align(0x1000), vas, bos)?;
-    /// vm.map(Mapping::new(0x40_0000, 0x40_0000, &Bo, 0), ())?; // two 2 MiB blocks' worth
-    /// let mut pt = Cleared(Vec::new());
-    /// vm.sm_unmap(&mut pt, 0x50_0000, 0x2000)?; // a hole inside the first block
-    /// assert_eq!(pt.0, [(0x50_0000, 0x2000)]);
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn unmap_range(&self) -> (u64, u64) {
-        let va = &self.core.vas[self.va as usize];
-        let start = self.prev.map_or(va.addr, |p| p.addr + p.range);
-        let end = self.next.map_or(va.addr + va.range, |n| n.addr);
-        (start, end - start)
     }
 
     /// Replaces the VA by its pieces. `data` makes the driver data of each piece (first

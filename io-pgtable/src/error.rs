@@ -33,9 +33,7 @@ pub enum Error {
     OutOfRange,
     /// Part of the range is already mapped: unmap it first.
     Exists,
-    /// The request would unmap only part of a larger block mapping, which `unmap` and
-    /// `unmap_pages` never split ([`PageTable::unmap_split`](crate::PageTable::unmap_split)
-    /// does).
+    /// The request would unmap only part of a larger block mapping; blocks are never split.
     PartialBlock,
     /// The table allocator had no memory for a new table.
     NoMemory,

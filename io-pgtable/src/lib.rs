@@ -40,44 +40,6 @@
 //! ```
 
 //!
-//! # Blocks, remaps and reserved tables
-//!
-//! Like the C code, [`PageTable::unmap`] refuses to unmap part of a block
-//! ([`Error::PartialBlock`]). A GPU VM that maps with 2M blocks still has to unmap any page of
-//! a mapping (a `gpuvm` remap, a partial `VM_BIND` unmap): [`PageTable::unmap_split`] does what
-//! panthor does there, unmapping each block the range cuts and mapping it again in smaller
-//! pages that stop at the range's ends, then unmapping the range ([`PageTable::split_extent`]
-//! says which addresses that touches, for the MMU's lock region).
-//!
-//! Splitting, like mapping, may need new tables. For a batch that must not fail once it
-//! starts, [`PageTable::tables_to_map`] and [`PageTable::tables_to_split`] bound what each
-//! step can take, whatever is mapped by then; [`PageTable::reserve_tables`] draws that many
-//! from the [`TableAlloc`] up front, and the [`Reservation`] it returns runs the batch with
-//! tables from the reserve only (never the allocator), giving back what is left when
-//! dropped. [`PageTable::fill_reserve`], [`PageTable::reserved`] and
-//! [`PageTable::trim_reserve`] do the same for a batch prepared now and committed later.
-//!
-//! ```
-//! use io_pgtable::host::{Granule, HostAllocator};
-//! use io_pgtable::{Arm64LpaeS1, Config, Error, NoFlush, PageTable, Prot, SZ_2M, SZ_4K};
-//!
-//! fn main() -> Result<(), Error> {
-//!     let mem = HostAllocator::new(Granule::Size4K, 8);
-//!     let mut pt = PageTable::<Arm64LpaeS1, _>::new(Config::new(SZ_4K | SZ_2M, 48, 40), &mem, NoFlush)?;
-//!     let (iova, pa) = (4 * SZ_2M, 0x8000_0000);
-//!     // Plan: map 4 MiB (two blocks), then punch a 4K hole in the middle of the first.
-//!     let hole = iova + SZ_2M / 2;
-//!     let need = pt.tables_to_map(iova, pa, 2 * SZ_2M) + pt.tables_to_split(hole, SZ_4K);
-//!     let mut batch = pt.reserve_tables(need)?; // may fail: nothing has changed yet
-//!     batch.map(iova, pa, 2 * SZ_2M, Prot::READ | Prot::WRITE)?;
-//!     batch.unmap_split(hole, SZ_4K, None)?;
-//!     drop(batch);
-//!     assert_eq!(pt.iova_to_phys(hole), None);
-//!     assert_eq!(pt.iova_to_phys(hole + SZ_4K), Some(pa + SZ_2M / 2 + SZ_4K));
-//!     Ok(())
-//! }
-//! ```
-//!
 //! # Concurrency
 //!
 //! The safe [`PageTable::map_pages`] and [`PageTable::unmap_pages`] take `&mut self`. As in
@@ -203,7 +165,7 @@ pub use flush::{FlushOps, Gather, NoFlush};
 pub use format::{Arm64LpaeS1, ArmMaliLpae, Format};
 pub use memory::{TableAlloc, TableMem};
 pub use prot::{Prot, Quirks};
-pub use table::{PageTable, PteWalk, Reservation};
+pub use table::{PageTable, PteWalk};
 
 /// The README's example, run as a doctest.
 #[cfg(all(doctest, feature = "alloc"))]

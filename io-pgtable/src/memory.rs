@@ -117,17 +117,6 @@ pub unsafe trait TableAlloc {
     fn syncs_for_device(&self) -> bool {
         true
     }
-
-    /// Asked before `count` tables of `size` bytes are drawn one after the other into a page
-    /// table's reserve ([`PageTable::fill_reserve`](crate::PageTable::fill_reserve)). An
-    /// allocator that can tell it will not give them all (a budget too small for them) returns
-    /// `false`, and the reservation fails at once instead of allocating what it can and
-    /// freeing it again. Only a hint: each table is still asked for with
-    /// [`alloc_table`](Self::alloc_table), which may refuse. The default says `true`.
-    fn expect_tables(&self, count: usize, size: usize) -> bool {
-        let _ = (count, size);
-        true
-    }
 }
 
 // SAFETY: Forwards every call to `A`, which upholds the contract.
@@ -161,9 +150,5 @@ unsafe impl<A: TableAlloc + ?Sized> TableAlloc for &A {
 
     fn syncs_for_device(&self) -> bool {
         (**self).syncs_for_device()
-    }
-
-    fn expect_tables(&self, count: usize, size: usize) -> bool {
-        (**self).expect_tables(count, size)
     }
 }

@@ -6,12 +6,7 @@
 //! start-level table down to the level whose leaf size is the requested page size, creating
 //! missing tables on the way, and writes one leaf per page. Unmapping walks to the same level
 //! and clears leaves; a table descriptor met at that level is removed with its whole
-//! subtree. [`PageTable::unmap`] and [`PageTable::unmap_pages`] never split a block:
-//! unmapping part of one is refused ([`Error::PartialBlock`]). [`PageTable::unmap_split`]
-//! splits the blocks the range cuts first, as panthor does for a remap (the block is unmapped
-//! whole and mapped again in smaller pages), and [`PageTable::reserve_tables`] sets aside the
-//! tables that needs, and those of maps, so that a batch can commit without allocating (see
-//! the `reserve` module).
+//! subtree. Blocks are never split: unmapping part of a block is refused.
 //!
 //! # Semantics shared with `io-pgtable-arm.c`
 //!
@@ -36,8 +31,7 @@
 //!   the call fails with [`Error::Exists`] and changes nothing (the C code would drop the
 //!   mappings below it).
 //! - `unmap_pages` of part of a block returns [`Error::PartialBlock`] (the C code warns and
-//!   returns 0); invalid arguments are errors rather than 0. What a driver does about it
-//!   (panthor: unmap the whole block and map the rest again) is [`PageTable::unmap_split`].
+//!   returns 0); invalid arguments are errors rather than 0.
 //! - `iova_to_phys` of an IOVA outside `ias` is `None` (the C code would index with the
 //!   truncated address).
 
@@ -62,9 +56,6 @@ use crate::Error;
 ///   one descriptor. Tables are freed only after their descriptor has been cleared.
 /// - All descriptors are accessed atomically, except the leaves written into a new table
 ///   before its descriptor is installed (nothing else can reach it then).
-/// - The tables of the reserve (`stock`) are live tables from `alloc`, reachable from no
-///   descriptor, as `Stock` describes; only operations holding the page table exclusively
-///   take from it.
 ///
 /// # Examples
 ///
@@ -85,8 +76,6 @@ pub struct PageTable<F: Format, A: TableAlloc, T: FlushOps = NoFlush> {
     pgd: TableMem,
     alloc: A,
     tlb: T,
-    /// Tables drawn from `alloc` ahead of time ([`reserve_tables`](Self::reserve_tables)).
-    stock: Stock,
     _fmt: PhantomData<F>,
 }
 
@@ -142,7 +131,6 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             pgd,
             alloc,
             tlb,
-            stock: Stock::new(),
             _fmt: PhantomData,
         })
     }
@@ -249,8 +237,8 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// # Errors
     ///
     /// [`Error::InvalidPageSize`] (also for `pgcount == 0`), [`Error::OutOfRange`],
-    /// [`Error::Misaligned`], and [`Error::PartialBlock`] if `iova` lies in a larger block
-    /// (which [`unmap_split`](Self::unmap_split) splits); nothing is changed then.
+    /// [`Error::Misaligned`], and [`Error::PartialBlock`] if `iova` lies in a larger block;
+    /// nothing is changed then.
     pub fn unmap_pages(
         &mut self,
         iova: u64,
@@ -286,19 +274,6 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// [`Error::Misaligned`] if `iova`, `paddr` or `size` is not a multiple of the smallest
     /// page size; otherwise the errors of [`map_pages`](Self::map_pages).
     pub fn map(&mut self, iova: u64, paddr: u64, size: u64, prot: Prot) -> Result<(), Error> {
-        let attrs = self.leaf_attrs(prot);
-        self.map_range::<FromAlloc>(iova, paddr, size, attrs)
-    }
-
-    /// [`map`](Self::map) with the leaves' attribute bits given (`None`: a protection without
-    /// `READ` or `WRITE`), new tables taken from `S`.
-    fn map_range<S: Source>(
-        &self,
-        iova: u64,
-        paddr: u64,
-        size: u64,
-        attrs: Option<u64>,
-    ) -> Result<(), Error> {
         let min = self.min_pgsize();
         if (iova | paddr | size) & (min - 1) != 0 {
             return Err(Error::Misaligned);
@@ -307,19 +282,13 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         let mut cursor = None;
         while done < size {
             let (pgsize, count) = self.pick_pgsize(iova + done, paddr + done, size - done);
-            let (mapped, res) = self.map_pages_raw::<_, S>(
-                iova + done,
-                paddr + done,
-                pgsize,
-                count,
-                attrs,
-                &mut cursor,
-            );
+            let (mapped, res) =
+                self.map_pages_at(iova + done, paddr + done, pgsize, count, prot, &mut cursor);
             done += mapped;
             if let Err(e) = res {
                 if done > 0 {
                     // Unmapping what was just mapped cannot fail: it is a valid mapped range.
-                    let _ = self.unmap_range(iova, done, None);
+                    let _ = self.unmap(iova, done, None);
                 }
                 return Err(e);
             }
@@ -336,21 +305,9 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     ///
     /// Only when nothing was unmapped: [`Error::Misaligned`] if `iova` or `size` is not a
     /// multiple of the smallest page size; [`Error::PartialBlock`] and the argument errors of
-    /// [`unmap_pages`](Self::unmap_pages) for the first page. To unmap part of a block, use
-    /// [`unmap_split`](Self::unmap_split).
+    /// [`unmap_pages`](Self::unmap_pages) for the first page.
     pub fn unmap(
         &mut self,
-        iova: u64,
-        size: u64,
-        gather: Option<&mut Gather>,
-    ) -> Result<u64, Error> {
-        self.unmap_range(iova, size, gather)
-    }
-
-    /// [`unmap`](Self::unmap) through a shared reference, for the callers that hold the page
-    /// table exclusively ([`map_range`](Self::map_range)'s rollback, the split of a block).
-    fn unmap_range(
-        &self,
         iova: u64,
         size: u64,
         mut gather: Option<&mut Gather>,
@@ -480,46 +437,18 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         pgcount: usize,
         prot: Prot,
     ) -> (u64, Result<(), Error>) {
-        self.map_pages_at::<_, FromAlloc>(iova, paddr, pgsize, pgcount, prot, &mut NoCursor)
-    }
-
-    /// The attribute bits of leaves with protection `prot`, `None` if it has neither `READ`
-    /// nor `WRITE`.
-    #[inline(always)]
-    fn leaf_attrs(&self, prot: Prot) -> Option<u64> {
-        if prot.intersects(Prot::READ | Prot::WRITE) {
-            Some(pte::prot_to_pte(prot, Self::mali(), self.cfg.quirks))
-        } else {
-            None
-        }
+        self.map_pages_at(iova, paddr, pgsize, pgcount, prot, &mut NoCursor)
     }
 
     /// `map_pages`, starting the walk at `cursor` when it covers `iova`, and leaving there
     /// the last table above the leaf level that the walk went through.
-    #[inline(always)]
-    fn map_pages_at<C: Resume, S: Source>(
+    fn map_pages_at<C: Resume>(
         &self,
         iova: u64,
         paddr: u64,
         pgsize: u64,
         pgcount: usize,
         prot: Prot,
-        cursor: &mut C,
-    ) -> (u64, Result<(), Error>) {
-        let attrs = self.leaf_attrs(prot);
-        self.map_pages_raw::<C, S>(iova, paddr, pgsize, pgcount, attrs, cursor)
-    }
-
-    /// `map_pages` of leaves with the attribute bits `attrs` (`None`: [`Error::InvalidProt`],
-    /// reported after the other argument errors), new tables taken from `S`.
-    #[inline(always)]
-    fn map_pages_raw<C: Resume, S: Source>(
-        &self,
-        iova: u64,
-        paddr: u64,
-        pgsize: u64,
-        pgcount: usize,
-        attrs: Option<u64>,
         cursor: &mut C,
     ) -> (u64, Result<(), Error>) {
         let leaf_lvl = match self.check_pgsize(pgsize) {
@@ -542,11 +471,11 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
         if (iova | paddr) & (pgsize - 1) != 0 {
             return (0, Err(Error::Misaligned));
         }
-        let Some(attrs) = attrs else {
+        if !prot.intersects(Prot::READ | Prot::WRITE) {
             return (0, Err(Error::InvalidProt));
-        };
-        let res =
-            self.map_in_one_table::<C, S>(iova, paddr, pgsize, pgcount, attrs, leaf_lvl, cursor);
+        }
+        let attrs = pte::prot_to_pte(prot, Self::mali(), self.cfg.quirks);
+        let res = self.map_in_one_table(iova, paddr, pgsize, pgcount, attrs, leaf_lvl, cursor);
         // Order every descriptor write before anything this thread does next (such as the
         // register write that starts a walk of the new range, whose MMIO accessor orders
         // memory against device accesses as the kernel's `writel` does).
@@ -582,7 +511,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
     /// The walk starts at `cursor` when that covers `iova`, and leaves in it the last table
     /// above the leaf level (see [`Cursor`] for why the cursor's table is still live).
     #[allow(clippy::too_many_arguments)]
-    fn map_in_one_table<C: Resume, S: Source>(
+    fn map_in_one_table<C: Resume>(
         &self,
         iova: u64,
         paddr: u64,
@@ -626,7 +555,7 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
             let slot = &tbl[idx];
             let mut pte_val = slot.load(Ordering::Acquire);
             if pte_val == 0 {
-                let new = self.new_table::<S>(lvl + 1)?;
+                let new = Self::alloc_raw(&self.alloc, &self.cfg, self.geo, lvl + 1)?;
                 if lvl + 1 == leaf_lvl {
                     // A new leaf table: fill it while it is still private, then publish it
                     // whole (the release of `install_table` orders the leaves before it).
@@ -1158,7 +1087,6 @@ impl<F: Format, A: TableAlloc, T: FlushOps> PageTable<F, A, T> {
 
 impl<F: Format, A: TableAlloc, T: FlushOps> Drop for PageTable<F, A, T> {
     fn drop(&mut self) {
-        self.trim_reserve(0);
         self.tlb.tlb_flush_all();
         self.free_tree(self.pgd, self.geo.start_level());
     }
@@ -1302,9 +1230,5 @@ const fn low_mask_incl(n: u32) -> u64 {
     low_mask(n + 1)
 }
 
-mod reserve;
 #[cfg(test)]
 mod tests;
-
-pub use reserve::Reservation;
-pub(crate) use reserve::{FromAlloc, Source, Stock};

@@ -12,19 +12,11 @@
 //! 1. every request is checked (alignment, kernel region, BO bounds, private BOs) and planned
 //!    with [`Gpuvm::bind`], which computes the map, remap and unmap steps against the VM as
 //!    the earlier requests leave it;
-//! 2. the page-table pages the plan can need are counted with `io-pgtable`'s bounds
-//!    ([`PageTable::tables_to_map`] for each map, [`PageTable::tables_to_split`] for the 2M
-//!    blocks each remap cuts) and drawn from DMA memory ([`PtMem`]) into the page table's
-//!    reserve ([`PageTable::fill_reserve`]) — this is the only step that allocates;
+//! 2. the page-table pages the plan can need are counted and allocated into a pool
+//!    ([`PtMem`]) — this is the only step that allocates;
 //! 3. if the VM has an address space, the covered region is locked ([`MmuUpdate`]);
-//! 4. the plan is committed through a [`Reservation`], whose maps and splits take tables from
-//!    the reserve only (4K pages and 2M blocks chosen by alignment, by `io-pgtable`), then the
-//!    region is unlocked and what the reserve has left goes back.
-//!
-//! A remap (an unmap or a map over part of a mapping) removes only the part between its
-//! remnants ([`OpRemap::unmap_range`]); where that part's ends cut a 2M block,
-//! [`PageTable::unmap_split`] unmaps the block and maps what stays of it again in 4K pages, as
-//! panthor does, inside an MMU lock of the whole block ([`PageTable::split_extent`]).
+//! 4. the plan is committed: the page tables are written from the pool only (4K pages and 2M
+//!    blocks chosen by alignment, by `io-pgtable`), then the region is unlocked.
 //!
 //! A failure in steps 1 to 3 drops the plan, which leaves the VM exactly as it was.
 //!
@@ -38,7 +30,7 @@
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use gpuvm::{
     BoSlot, CommitOps, GemObject, Gpuvm, Mapping, Op, OpEntry, OpMap, OpMapped, OpRemap,
@@ -46,8 +38,7 @@ use gpuvm::{
 };
 use io_pgtable::regs::MaliAsRegs;
 use io_pgtable::{
-    Arm64LpaeS1, Config as PtConfig, NoFlush, PageTable, Prot, Reservation, TableAlloc, TableMem,
-    SZ_2M, SZ_4K,
+    Arm64LpaeS1, Config as PtConfig, NoFlush, PageTable, Prot, TableAlloc, TableMem, SZ_2M, SZ_4K,
 };
 
 use drm_ctx::mem::Allocator;
@@ -263,69 +254,192 @@ impl<T: PtAccount, A: Allocator> PtAccount for env::Arc<T, A> {
     }
 }
 
-/// Page-table memory: each table is one page of DMA memory, charged to an account while the
-/// page table holds it.
+/// Page-table memory: pages from DMA memory, handed out from a pool filled beforehand.
 ///
-/// A page table takes its tables from here in two ways: before a bind commits, into its reserve
-/// ([`PageTable::fill_reserve`], [`PageTable::reserve_tables`]), which is the only step of a
-/// bind that allocates; and outside binds (the root table when a VM is made). A bind's commit
-/// goes through a [`Reservation`], which takes tables from the reserve only and never calls
-/// [`alloc_table`](TableAlloc::alloc_table). Freed tables go back to the DMA memory at once and
-/// their charge with them.
+/// Free pages of the pool are linked through their first word; a page leaves the pool zeroed.
+/// The list is changed only with `lock` held, so page tables updated from several threads at
+/// once (disjoint ranges, see `map_pages_shared`) never get the same page.
+///
+/// # Invariants
+///
+/// Every page in the pool is a live `alloc_page` page of `dma`, zero except for its first word;
+/// `head` and the links are only changed with `lock` held.
 pub struct PtMem<D: DmaMemory, C: PtAccount = Unlimited> {
     dma: D,
-    /// What every page the page table holds (in its tree or its reserve) is charged to.
+    /// What every page the pool holds (in it, or in the page table) is charged to.
     account: C,
+    lock: AtomicBool,
+    head: AtomicU64,
+    len: AtomicUsize,
+}
+
+/// Holds the pool's lock.
+struct PoolGuard<'a>(&'a AtomicBool);
+
+impl Drop for PoolGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl<D: DmaMemory> PtMem<D> {
-    /// Table memory from `dma`, charged to no budget.
+    /// An empty pool over `dma`, charged to no budget.
     pub fn new(dma: D) -> Self {
         Self::with_account(dma, Unlimited)
     }
 }
 
 impl<D: DmaMemory, C: PtAccount> PtMem<D, C> {
-    /// Table memory from `dma` whose pages are charged to `account`.
+    /// An empty pool over `dma` whose pages are charged to `account`.
     pub fn with_account(dma: D, account: C) -> Self {
-        PtMem { dma, account }
+        PtMem {
+            dma,
+            account,
+            lock: AtomicBool::new(false),
+            head: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+        }
     }
 
-    /// The account the pages are charged to.
-    pub fn account(&self) -> &C {
-        &self.account
+    fn lock(&self) -> PoolGuard<'_> {
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            core::hint::spin_loop();
+        }
+        PoolGuard(&self.lock)
+    }
+
+    /// Number of pages in the pool.
+    pub fn pooled(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Fills the pool up to `pages` pages, charging the pages it adds to the account first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMemory`] if the account cannot hold the pages (nothing is allocated then);
+    /// the allocation error, with the pages allocated so far in the pool (and charged).
+    pub fn reserve(&self, pages: usize) -> Result {
+        let need = pages.saturating_sub(self.pooled());
+        if need == 0 {
+            return Ok(());
+        }
+        self.account.charge(need)?;
+        let mut left = need;
+        let res = self.fill(pages, &mut left);
+        // Whatever was charged and not allocated goes back.
+        self.account.uncharge(left);
+        res
+    }
+
+    fn fill(&self, pages: usize, left: &mut usize) -> Result {
+        while self.pooled() < pages && *left > 0 {
+            let page = self.dma.alloc_page()?;
+            let Some(word) = self.dma.cpu_u64(page) else {
+                // SAFETY: The page was just allocated and is not used anywhere.
+                unsafe { self.dma.free_page(page) };
+                return Err(Error::NoMemory);
+            };
+            *left -= 1;
+            let _guard = self.lock();
+            // SAFETY: `word` points into the live page just allocated (`DmaMemory` contract).
+            unsafe { word.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.head.store(page, Ordering::Relaxed);
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn pop(&self) -> Option<u64> {
+        let _guard = self.lock();
+        let page = self.head.load(Ordering::Relaxed);
+        if page == 0 {
+            return None;
+        }
+        let word = self.dma.cpu_u64(page)?;
+        // SAFETY: Pool pages are live (type invariant); the first word holds the link.
+        let word = unsafe { word.as_ref() };
+        self.head
+            .store(word.load(Ordering::Relaxed), Ordering::Relaxed);
+        word.store(0, Ordering::Relaxed);
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        Some(page)
+    }
+
+    /// Frees every page of the pool.
+    pub fn drain(&self) {
+        self.drain_to(0);
+    }
+
+    /// Frees pages of the pool until at most `keep` are left.
+    pub fn drain_to(&self, keep: usize) {
+        while self.pooled() > keep {
+            let Some(page) = self.pop() else {
+                break;
+            };
+            // SAFETY: The page left the pool and nothing else refers to it.
+            unsafe { self.dma.free_page(page) };
+            self.account.uncharge(1);
+        }
+    }
+
+    /// Puts a page that is no longer used back into the pool, zeroing it.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live `alloc_page` page of this pool's memory that nothing uses any more.
+    unsafe fn push(&self, page: u64) {
+        for i in 0..PAGE_SIZE / 8 {
+            if let Some(word) = self.dma.cpu_u64(page + 8 * i) {
+                // SAFETY: `cpu_u64` returned a pointer into the live page (`DmaMemory`
+                // contract), which nothing else uses (caller's guarantee).
+                unsafe { word.as_ref() }.store(0, Ordering::Relaxed);
+            }
+        }
+        let Some(first) = self.dma.cpu_u64(page) else {
+            // SAFETY: As above; without a CPU view the page cannot be pooled, so it is freed.
+            unsafe { self.dma.free_page(page) };
+            self.account.uncharge(1);
+            return;
+        };
+        let _guard = self.lock();
+        // SAFETY: As above.
+        unsafe { first.as_ref() }.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.head.store(page, Ordering::Relaxed);
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-// SAFETY: Tables are whole pages (`size <= 4096`) from `alloc_page`, which hands out live,
-// disjoint, zeroed pages; their CPU view comes from `cpu_u64`, which is valid for atomic
-// accesses until the page is freed in `free_table`, and `table_cpu` returns the same pointer
-// for the same address.
+impl<D: DmaMemory, C: PtAccount> Drop for PtMem<D, C> {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+// SAFETY: Tables are whole pages (`size <= 4096`) taken from the pool, which holds only live,
+// disjoint DMA pages that are zero once popped; their CPU view comes from `cpu_u64`, which is
+// valid for atomic accesses until the page is freed in `free_table`, and `table_cpu` returns the
+// same pointer for the same address.
 unsafe impl<D: DmaMemory, C: PtAccount> TableAlloc for PtMem<D, C> {
     fn alloc_table(&self, size: usize) -> Option<TableMem> {
         if size as u64 > PAGE_SIZE {
             return None;
         }
-        // Charged before it is allocated: a page the budget cannot hold is never allocated.
-        self.account.charge(1).ok()?;
-        let Ok(dev) = self.dma.alloc_page() else {
-            self.account.uncharge(1);
-            return None;
-        };
-        let Some(cpu) = self.dma.cpu_u64(dev) else {
-            // SAFETY: The page was just allocated and is not used anywhere.
-            unsafe { self.dma.free_page(dev) };
-            self.account.uncharge(1);
-            return None;
-        };
+        let dev = self.pop()?;
+        let cpu = self.dma.cpu_u64(dev)?;
         Some(TableMem { cpu, dev })
     }
 
     unsafe fn free_table(&self, table: TableMem, _size: usize) {
-        // SAFETY: The page table no longer uses the table (caller's guarantee), which came from
-        // `alloc_page` of this memory in `alloc_table`.
-        unsafe { self.dma.free_page(table.dev) };
-        self.account.uncharge(1);
+        // Freed tables go back to the pool: the remnants of a split mapping are mapped again
+        // from it, so a bind prepared in advance never needs more pages than it set aside.
+        // SAFETY: The page table no longer uses the table (caller's guarantee); it is a pool
+        // page of this memory.
+        unsafe { self.push(table.dev) };
     }
 
     fn table_cpu(&self, dev: u64) -> NonNull<AtomicU64> {
@@ -334,16 +448,6 @@ unsafe impl<D: DmaMemory, C: PtAccount> TableAlloc for PtMem<D, C> {
 
     fn sync_for_device(&self, dev: u64, len: usize) {
         self.dma.sync_for_device(dev, len);
-    }
-
-    fn expect_tables(&self, count: usize, _size: usize) -> bool {
-        // A reservation the budget cannot hold fails before a page is allocated (a 128 TiB
-        // sparse bind asks for 131,000 pages).
-        let fits = self.account.charge(count).is_ok();
-        if fits {
-            self.account.uncharge(count);
-        }
-        fits
     }
 }
 
@@ -472,9 +576,32 @@ impl MmuUpdate for NoMmu {
     }
 }
 
+/// Upper bound of the page-table pages mapping `range` bytes at `addr` to `pa` needs (4K
+/// granule, root at level 0, 4K pages and 2M blocks).
+fn tables_for(addr: u64, range: u64, pa: u64) -> usize {
+    if range == 0 {
+        return 0;
+    }
+    let last = addr.saturating_add(range - 1);
+    let span = |shift: u32| ((last >> shift) - (addr >> shift) + 1) as usize;
+    let end = addr.saturating_add(range);
+    let l3 = if (addr ^ pa) & (SZ_2M - 1) == 0 {
+        let full_start = addr.next_multiple_of(SZ_2M);
+        let full_end = end & !(SZ_2M - 1);
+        if full_start >= full_end {
+            span(21)
+        } else {
+            usize::from(addr < full_start) + usize::from(end > full_end)
+        }
+    } else {
+        span(21)
+    };
+    span(39) + span(30) + l3
+}
+
 /// A physical address with the same offset in a 2M block as the one `m` maps its first byte
-/// to, which is all [`PageTable::tables_to_map`] and the bind steps look at: a sparse mapping
-/// is backed from offset `addr % 2M` of a 2M-aligned backing.
+/// to, which is all [`tables_for`] looks at: a sparse mapping is backed from offset
+/// `addr % 2M` of a 2M-aligned backing.
 fn phase_pa<O: BoBacking>(m: &Mapping<'_, O>) -> u64 {
     match m.obj {
         Some(o) => o.dma_addr().wrapping_add(m.offset),
@@ -593,6 +720,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
     ) -> Result<Self> {
         let va_bits = layout.full_range.trailing_zeros();
         let mem = PtMem::with_account(dma, account);
+        mem.reserve(1)?;
         let pt = PageTable::new(PtConfig::new(SZ_4K | SZ_2M, va_bits, pa_bits), mem, NoFlush)?;
         let cfg = VmConfig::new(0, layout.full_range)
             .reserve(layout.kernel_start, layout.kernel_range)
@@ -825,20 +953,22 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
     ) -> Result<(), KernelMapError> {
         self.check_kernel(va, size)
             .map_err(KernelMapError::NotMapped)?;
-        // The tables are drawn before the MMU is locked; what the map leaves goes back when
-        // `batch` is dropped.
-        let need = self.pt.tables_to_map(va, pa, size);
-        let mut batch = self
+        let pool = self.pt.allocator();
+        let ready = pool
+            .reserve(self.reserved.tables + tables_for(va, size, pa))
+            .and_then(|()| mmu.lock(va, size));
+        if let Err(e) = ready {
+            pool.drain_to(self.reserved.tables);
+            return Err(KernelMapError::NotMapped(e));
+        }
+        let mapped = self
             .pt
-            .reserve_tables(need)
-            .map_err(|e| KernelMapError::NotMapped(e.into()))?;
-        mmu.lock(va, size).map_err(KernelMapError::NotMapped)?;
-        let mapped = batch.map(va, pa, size, Prot::READ | Prot::WRITE | Prot::NOEXEC);
+            .map(va, pa, size, Prot::READ | Prot::WRITE | Prot::NOEXEC);
         if mapped.is_err() {
             // Undo whatever prefix was written.
-            let _ = batch.unmap(va, size, None);
+            let _ = self.pt.unmap(va, size, None);
         }
-        drop(batch);
+        self.pt.allocator().drain_to(self.reserved.tables);
         let unlocked = mmu.unlock();
         match (mapped, unlocked) {
             (Ok(()), Ok(())) => Ok(()),
@@ -865,11 +995,9 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
 
     /// Validates the requests of a bind that will be applied later (an asynchronous
     /// `VM_BIND`) and sets aside what applying them needs: VA and VM-BO slots, and page-table
-    /// pages for the worst case whatever the binds queued before it do
-    /// ([`PageTable::tables_to_map`] for what a map request maps,
-    /// [`PageTable::tables_to_split`] for the blocks its ends may cut in the mappings it
-    /// replaces), drawn into the page table's reserve. A sparse request may be accepted
-    /// before the VM has a sparse backing, but must have one by the time it is applied.
+    /// pages for the worst case (every page of the range, plus one level-3 table at each edge
+    /// for splitting a 2M block). A sparse request may be accepted before the VM has a sparse
+    /// backing, but must have one by the time it is applied.
     ///
     /// # Errors
     ///
@@ -894,23 +1022,17 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
                 } => BindReservation {
                     vas: 3,
                     bos: 1,
-                    tables: self
-                        .pt
-                        .tables_to_map(va, obj.dma_addr().wrapping_add(offset), size)
-                        .saturating_add(self.pt.tables_to_split(va, size)),
+                    tables: tables_for(va, size, obj.dma_addr().wrapping_add(offset)) + 2,
                 },
                 BindReq::MapSparse { va, size, .. } => BindReservation {
                     vas: 3,
                     bos: 0,
-                    tables: self
-                        .pt
-                        .tables_to_map(va, va, size)
-                        .saturating_add(self.pt.tables_to_split(va, size)),
+                    tables: tables_for(va, size, va) + 2,
                 },
-                BindReq::Unmap { va, size } => BindReservation {
+                BindReq::Unmap { .. } => BindReservation {
                     vas: 2,
                     bos: 0,
-                    tables: self.pt.tables_to_split(va, size),
+                    tables: 2,
                 },
             };
             res = res.add(more);
@@ -920,9 +1042,10 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
         self.gpuvm
             .reserve(total.vas, total.bos)
             .map_err(|e| (last, Error::from(e)))?;
-        if let Err(e) = self.pt.fill_reserve(total.tables) {
-            // Nothing was drawn (`fill_reserve` gives back what it drew when it fails).
-            return Err((last, e.into()));
+        if let Err(e) = self.pt.allocator().reserve(total.tables) {
+            // What was allocated goes back (with its charge).
+            self.pt.allocator().drain_to(self.reserved.tables);
+            return Err((last, e));
         }
         self.reserved = total;
         Ok(res)
@@ -932,8 +1055,9 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
     /// be applied.
     pub fn release_bind(&mut self, res: BindReservation) {
         self.reserved = self.reserved.sub(res);
-        // What the bind did not use goes back to the DMA memory (and its charge with it).
-        self.pt.trim_reserve(self.reserved.tables);
+        if self.reserved.is_empty() {
+            self.pt.allocator().drain();
+        }
     }
 
     /// Whether binds set aside memory and have not been applied or released yet.
@@ -966,9 +1090,9 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
 
     fn apply_now(&mut self, reqs: &[BindReq<'_, O>], mmu: &mut impl MmuUpdate) -> Result {
         // Every page-table change is made in bounded steps, each in its own locked region
-        // (`Apply::step`), with tables from the reserve `reserve_bind` filled.
+        // (`Apply::step`).
         let mut apply = Apply {
-            pt: self.pt.reserved(),
+            pt: &mut self.pt,
             sparse: self.sparse.as_ref().map(BoBacking::dma_addr),
             mmu,
             failed: false,
@@ -1031,8 +1155,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
             };
             res.map_err(|e| (i, Error::from(e)))?;
         }
-        // Page-table pages for everything the plan maps and for the blocks its remaps cut, and
-        // the region it touches.
+        // Page-table pages for everything the plan maps, and the region it touches.
         let mut tables = 0usize;
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         let mut touch = |m: &Mapping<'_, O>| {
@@ -1043,25 +1166,23 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
             match op {
                 Op::Map(m) => {
                     touch(&m);
-                    let need = self.pt.tables_to_map(m.addr, phase_pa(&m), m.range);
-                    tables = tables.saturating_add(need);
+                    tables = tables.saturating_add(tables_for(m.addr, m.range, phase_pa(&m)));
                 }
                 Op::Unmap { va, .. } => touch(&va),
-                Op::Remap { va, .. } => {
+                Op::Remap { va, prev, next, .. } => {
                     touch(&va);
-                    if let Some((addr, range)) = op.unmap_range() {
-                        tables = tables.saturating_add(self.pt.tables_to_split(addr, range));
+                    for m in [prev, next].into_iter().flatten() {
+                        tables = tables.saturating_add(tables_for(m.addr, m.range, phase_pa(&m)));
                     }
                 }
             }
         }
         let fail = reqs.len().saturating_sub(1);
-        // The pages are charged to the VM's budget as they are drawn into the page table's
-        // reserve: a bind the budget cannot hold fails here, having changed nothing.
-        let ready = self
-            .pt
-            .fill_reserve(self.reserved.tables.saturating_add(tables))
-            .map_err(Error::from)
+        let pool = self.pt.allocator();
+        // The pages are charged to the VM's budget before they are allocated: a bind the
+        // budget cannot hold fails here, having changed nothing.
+        let ready = pool
+            .reserve(self.reserved.tables.saturating_add(tables))
             .and_then(|()| {
                 // The MMU is asked once before anything changes, so that an MMU that does not
                 // answer fails the bind while the VM is still as it was.
@@ -1074,13 +1195,11 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
             });
         if let Err(e) = ready {
             // Dropping the plan restores the VM; the reserved pages go back.
-            self.pt.trim_reserve(self.reserved.tables);
+            pool.drain_to(self.reserved.tables);
             return Err((fail, e));
         }
-        // From here on nothing allocates: the page tables take their new tables from the
-        // reserve only.
         let mut apply = Apply {
-            pt: self.pt.reserved(),
+            pt: &mut self.pt,
             sparse: self.sparse.as_ref().map(BoBacking::dma_addr),
             mmu,
             failed: false,
@@ -1088,8 +1207,7 @@ impl<D: DmaMemory, O: BoBacking, S: VmSlots<O>, C: PtAccount> Vm<D, O, S, C> {
         };
         plan.commit(&mut apply);
         let (failed, error) = (apply.failed, apply.error);
-        drop(apply);
-        self.pt.trim_reserve(self.reserved.tables);
+        self.pt.allocator().drain_to(self.reserved.tables);
         if failed {
             // A step failed after earlier ones changed the page tables: every op was still
             // written to the tables and recorded (the two agree), but the bind is reported as
@@ -1129,10 +1247,9 @@ fn step_for(addr: u64, pa: u64) -> u64 {
 
 /// Writes the page tables for committed ops, in steps of at most [`BIND_STEP_ENTRIES`] entries
 /// ([`BIND_STEP`] or [`BIND_STEP_4K`] of VA), each in its own locked region of the MMU ([`MmuUpdate::lock`] and
-/// [`MmuUpdate::unlock`] around every step, never around the whole bind). New tables come from
-/// the page table's reserve only.
+/// [`MmuUpdate::unlock`] around every step, never around the whole bind).
 struct Apply<'a, D: DmaMemory, C: PtAccount, M: MmuUpdate> {
-    pt: Pt<'a, D, C>,
+    pt: &'a mut PageTable<Arm64LpaeS1, PtMem<D, C>, NoFlush>,
     /// Device address of the VM's sparse backing (2M aligned), if it has one.
     sparse: Option<u64>,
     mmu: &'a mut M,
@@ -1141,38 +1258,28 @@ struct Apply<'a, D: DmaMemory, C: PtAccount, M: MmuUpdate> {
     error: Option<Error>,
 }
 
-/// A VM's page table, held for a bind's commit: its maps and splits take tables from the
-/// reserve only.
-type Pt<'a, D, C> = Reservation<'a, Arm64LpaeS1, PtMem<D, C>, NoFlush>;
+type Pt<D, C> = PageTable<Arm64LpaeS1, PtMem<D, C>, NoFlush>;
 
 impl<D: DmaMemory, C: PtAccount, M: MmuUpdate> Apply<'_, D, C, M> {
     /// Changes `[addr, end)` with `f`, one step (aligned to `step`) at a time. The tables are
     /// written even when the MMU fails (an unmap must leave no entry to memory about to be
-    /// freed); the failure is recorded. With `split`, each step locks the region
-    /// [`PageTable::split_extent`] gives (the blocks its ends cut, which `f` splits).
+    /// freed); the failure is recorded.
     fn steps(
         &mut self,
         addr: u64,
         end: u64,
         step: u64,
-        split: bool,
-        mut f: impl FnMut(&mut Pt<'_, D, C>, u64, u64) -> bool,
+        mut f: impl FnMut(&mut Pt<D, C>, u64, u64) -> bool,
     ) {
         let mut at = addr;
         while at < end {
             let next = (at | (step - 1)).saturating_add(1).min(end);
             let len = next - at;
-            let locked = if split {
-                let r = self.pt.split_extent(at, len);
-                (r.start, r.end - r.start)
-            } else {
-                (at, len)
-            };
-            if let Err(e) = self.mmu.lock(locked.0, locked.1) {
+            if let Err(e) = self.mmu.lock(at, len) {
                 self.failed = true;
                 self.error.get_or_insert(e);
             }
-            if !f(&mut self.pt, at, len) {
+            if !f(self.pt, at, len) {
                 self.failed = true;
             }
             if let Err(e) = self.mmu.unlock() {
@@ -1189,11 +1296,11 @@ impl<D: DmaMemory, C: PtAccount, M: MmuUpdate> Apply<'_, D, C, M> {
         match (m.obj, self.sparse) {
             (Some(obj), _) => {
                 let pa = obj.dma_addr().wrapping_add(m.offset);
-                self.steps(addr, end, step_for(addr, pa), false, |pt, at, len| {
+                self.steps(addr, end, step_for(addr, pa), |pt, at, len| {
                     pt.map(at, pa.wrapping_add(at - addr), len, prot).is_ok()
                 });
             }
-            (None, Some(backing)) => self.steps(addr, end, BIND_STEP, false, |pt, at, len| {
+            (None, Some(backing)) => self.steps(addr, end, BIND_STEP, |pt, at, len| {
                 map_sparse(pt, at, at + len, backing, prot)
             }),
             // Ruled out by the checks (a sparse request needs a backing).
@@ -1206,21 +1313,7 @@ impl<D: DmaMemory, C: PtAccount, M: MmuUpdate> Apply<'_, D, C, M> {
             addr,
             addr.saturating_add(range),
             step_for(addr, pa),
-            false,
             |pt, at, len| pt.unmap(at, len, None) == Ok(len),
-        );
-    }
-
-    /// Unmaps `[addr, addr + range)` of a mapping whose first byte maps to `pa`, splitting the
-    /// 2M blocks its ends cut (a remap's removed part). The steps are aligned to at least 2M,
-    /// so only the first and the last step can cut a block.
-    fn unmap_split(&mut self, addr: u64, range: u64, pa: u64) {
-        self.steps(
-            addr,
-            addr.saturating_add(range),
-            step_for(addr, pa),
-            true,
-            |pt, at, len| pt.unmap_split(at, len, None) == Ok(len),
         );
     }
 }
@@ -1229,7 +1322,7 @@ impl<D: DmaMemory, C: PtAccount, M: MmuUpdate> Apply<'_, D, C, M> {
 /// the whole backing (as a 2M block) for every full one, the matching part of it at the
 /// edges.
 fn map_sparse<D: DmaMemory, C: PtAccount>(
-    pt: &mut Pt<'_, D, C>,
+    pt: &mut Pt<D, C>,
     addr: u64,
     end: u64,
     backing: u64,
@@ -1286,21 +1379,34 @@ impl<D: DmaMemory, C: PtAccount, M: MmuUpdate, O: BoBacking> CommitOps<O, ()>
     }
 
     fn remap<'op>(&mut self, op: OpRemap<'op, O, ()>) -> OpRemapped<'op> {
-        // Only the part between the remnants goes. Where its ends cut a 2M block, io-pgtable
-        // unmaps the block and maps what stays of it again in 4K pages (with tables from the
-        // reserve), as panthor does; the remnants' other entries stay as they are.
-        let (addr, range) = op.unmap_range();
+        // The old mapping may use 2M blocks that the remnants cannot keep: unmap it whole and
+        // map the remnants again (with the memory reserved for them).
         let va = op.va();
-        let pa = phase_pa(&va.mapping()).wrapping_add(addr.wrapping_sub(va.addr()));
-        self.unmap_split(addr, range, pa);
+        let pa = phase_pa(&va.mapping());
+        self.unmap(va.addr(), va.range(), pa);
+        for m in [op.prev(), op.next()].into_iter().flatten() {
+            Apply::map(self, &m);
+        }
         op.remap(|_, _| ()).0
     }
 }
 
-// Every test here runs on the host backend's memory.
-#[cfg(all(test, feature = "host"))]
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_estimates_bound_the_tables() {
+        // One page: one table per level below the root.
+        assert_eq!(tables_for(0x1000, 0x1000, 0x8000_1000), 3);
+        // A 2M-aligned block with matching physical alignment needs no level-3 table.
+        assert_eq!(tables_for(SZ_2M, SZ_2M, 0x8000_0000), 2);
+        // The same block at a physical address that cannot use blocks needs one.
+        assert_eq!(tables_for(SZ_2M, SZ_2M, 0x8000_1000), 3);
+        // Crossing a 1G boundary.
+        assert_eq!(tables_for((1 << 30) - 0x1000, 0x2000, 0x1000), 1 + 2 + 2);
+        assert_eq!(tables_for(0, 0, 0), 0);
+    }
 
     /// An object at a chosen device address (the page tables only record the address).
     #[cfg(feature = "host")]
@@ -1453,20 +1559,20 @@ mod tests {
         assert!(!vm.is_unusable());
     }
 
-    /// Issue 20, defect 6: two threads taking tables at once (what `map_pages_shared` on
-    /// disjoint ranges does) never get the same page, and every page is charged once.
+    /// Issue 20, defect 6: two threads taking tables from one pool at once (what
+    /// `map_pages_shared` on disjoint ranges does) never get the same page.
     #[cfg(feature = "host")]
     #[test]
-    fn table_memory_hands_each_page_out_once_under_concurrency() {
+    fn pool_hands_each_page_out_once_under_concurrency() {
         use crate::host::SimDma;
         use mali_sim::{MemConfig, SimMemory};
         use std::sync::Arc;
 
         let rounds = if cfg!(miri) { 1 } else { 300 };
         let per_thread = if cfg!(miri) { 2 } else { 64 };
-        let dma = SimDma::new(Arc::new(SimMemory::new(MemConfig::default())));
-        let pool = PtMem::with_account(dma, PtBudget::new(2 * per_thread));
+        let pool = PtMem::new(SimDma::new(Arc::new(SimMemory::new(MemConfig::default()))));
         for _ in 0..rounds {
+            pool.reserve(2 * per_thread).unwrap();
             let barrier = std::sync::Barrier::new(2);
             let take = || {
                 barrier.wait();
@@ -1483,11 +1589,9 @@ mod tests {
             all.sort_unstable();
             all.dedup();
             assert_eq!(all.len(), 2 * per_thread, "a page was handed out twice");
-            assert_eq!(pool.account().used(), 2 * per_thread);
-            // The budget is full.
-            assert!(pool.alloc_table(4096).is_none());
+            assert_eq!(pool.pooled(), 0);
             for page in all {
-                // SAFETY: The page came from `alloc_table` and is not used.
+                // SAFETY: The page came from the pool and is not used.
                 unsafe {
                     pool.free_table(
                         TableMem {
@@ -1498,131 +1602,7 @@ mod tests {
                     )
                 };
             }
-            assert_eq!(pool.account().used(), 0);
+            pool.drain();
         }
-    }
-
-    /// An account that refuses every page once told to (a DMA allocator that has run dry).
-    #[cfg(feature = "host")]
-    #[derive(Debug, Default)]
-    struct Drying {
-        dry: std::sync::atomic::AtomicBool,
-        used: AtomicUsize,
-    }
-
-    #[cfg(feature = "host")]
-    impl PtAccount for &Drying {
-        fn charge(&self, pages: usize) -> Result {
-            if self.dry.load(Ordering::Relaxed) {
-                return Err(Error::NoMemory);
-            }
-            self.used.fetch_add(pages, Ordering::Relaxed);
-            Ok(())
-        }
-        fn uncharge(&self, pages: usize) {
-            self.used.fetch_sub(pages, Ordering::Relaxed);
-        }
-    }
-
-    /// Issue 39: binds that cut 2M blocks (a hole in the middle of one, unmaps across block
-    /// boundaries, a map over part of a mapping) go through io-pgtable's block split, and an
-    /// asynchronous bind whose tables were reserved applies while no page can be allocated.
-    #[cfg(feature = "host")]
-    #[test]
-    fn binds_split_2m_blocks_and_reserved_binds_apply_without_memory() {
-        use crate::host::SimDma;
-        use mali_sim::{MemConfig, SimMemory};
-        use std::sync::Arc;
-
-        let acct = Drying::default();
-        let dma = SimDma::new(Arc::new(SimMemory::new(MemConfig::default())));
-        let layout = VmLayout::new(48, 0).unwrap();
-        let mut vm: Vm<SimDma, FakeBo, EnvSlots<drm_ctx::mem::Global>, &Drying> =
-            Vm::new_charged(1, dma, layout, 40, &acct).unwrap();
-        // 8 MiB at 2M-aligned addresses: four 2M blocks.
-        let (va, size, pa) = (1u64 << 32, 4 * SZ_2M, 1u64 << 33);
-        let bo = FakeBo {
-            id: 1,
-            addr: pa,
-            size,
-        };
-        let map = |va, size, offset| BindReq::Map {
-            va,
-            size,
-            obj: &bo,
-            offset,
-            flags: 0,
-        };
-        vm.bind(&[map(va, size, 0)], &mut NoMmu).unwrap();
-        // A hole in the middle of the first block, a cut across the second and third.
-        let holes = [(va + 0x5_0000, 0x2000), (va + 2 * SZ_2M - 0x3000, 0x5000)];
-        let reqs: std::vec::Vec<BindReq<'_, FakeBo>> = holes
-            .iter()
-            .map(|&(va, size)| BindReq::Unmap { va, size })
-            .collect();
-        vm.bind(&reqs, &mut NoMmu).unwrap();
-        assert_eq!(vm.mapping_count(), 3);
-        // Asynchronously: a hole in the last block, then a map over part of the fourth block
-        // (a remap whose ends cut it) of other memory, prepared while memory lasts.
-        let other = FakeBo {
-            id: 2,
-            addr: 1 << 34,
-            size: SZ_2M,
-        };
-        let late = [
-            BindReq::Unmap {
-                va: va + 3 * SZ_2M + 0x10_0000,
-                size: SZ_4K,
-            },
-            BindReq::Map {
-                va: va + 3 * SZ_2M + 0x4000,
-                size: 0x2000,
-                obj: &other,
-                offset: 0x1000,
-                flags: 0,
-            },
-        ];
-        let res = vm.reserve_bind(&late).unwrap();
-        let held = acct.used.load(Ordering::Relaxed);
-        acct.dry.store(true, Ordering::Relaxed);
-        vm.apply_reserved(&late, res, &mut NoMmu).unwrap();
-        assert!(!vm.is_unusable());
-        // What the bind did not use went back.
-        assert!(acct.used.load(Ordering::Relaxed) <= held);
-        let step = if cfg!(miri) { 0x3_3000 } else { SZ_4K };
-        for a in (va - SZ_2M..va + size + SZ_2M).step_by(step as usize) {
-            let inside = (va..va + size).contains(&a);
-            let hole = holes.iter().any(|&(h, l)| (h..h + l).contains(&a))
-                || a == va + 3 * SZ_2M + 0x10_0000;
-            let remapped = (va + 3 * SZ_2M + 0x4000..va + 3 * SZ_2M + 0x6000).contains(&a);
-            let want = if remapped {
-                Some((1 << 34) + 0x1000 + (a - (va + 3 * SZ_2M + 0x4000)))
-            } else if inside && !hole {
-                Some(pa + (a - va))
-            } else {
-                None
-            };
-            assert_eq!(vm.iova_to_phys(a), want, "{a:#x}");
-        }
-        // A synchronous bind draws its (worst-case) tables now: without memory it fails before
-        // anything changes.
-        let cut = [BindReq::Unmap {
-            va: va + SZ_2M + 0x1000,
-            size: SZ_4K,
-        }];
-        assert_eq!(vm.bind(&cut, &mut NoMmu), Err((0, Error::NoMemory)));
-        assert_eq!(
-            vm.iova_to_phys(va + SZ_2M + 0x1000),
-            Some(pa + SZ_2M + 0x1000)
-        );
-        assert_eq!(
-            vm.bind(&[map(va + 4 * SZ_2M, SZ_4K, 0)], &mut NoMmu),
-            Err((0, Error::NoMemory))
-        );
-        assert_eq!(vm.iova_to_phys(va + 4 * SZ_2M), None);
-        assert!(!vm.is_unusable());
-        acct.dry.store(false, Ordering::Relaxed);
-        drop(vm);
-        assert_eq!(acct.used.load(Ordering::Relaxed), 0);
     }
 }
