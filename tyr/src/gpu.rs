@@ -185,7 +185,7 @@ pub const GPU_IRQS: u32 = 1 << 0 | 1 << 1 | GPU_COMMAND_ACKS;
 ///
 /// [`Error::TimedOut`] if the command does not complete in time (it is no longer waited
 /// for).
-pub(crate) fn command_and_wait<B: Backend>(
+pub fn command_and_wait<B: Backend>(
     b: &B,
     done: u32,
     command: GPU_COMMAND,
@@ -229,7 +229,7 @@ pub(crate) fn command_and_wait<B: Backend>(
 /// The GPU line's handler's part in [`command_and_wait`]: clears `status` (read from
 /// `GPU_IRQ_STATUS`) in `GPU_IRQ` and takes the command completions in it out of the pending
 /// commands, waking their waiters.
-pub(crate) fn take_command_acks<B: Backend>(b: &B, status: u32) {
+pub fn take_command_acks<B: Backend>(b: &B, status: u32) {
     b.gpu_reqs().with(|pending| {
         b.io().write_reg(GPU_IRQ_CLEAR::from(status));
         *pending &= !(status & GPU_COMMAND_ACKS);
