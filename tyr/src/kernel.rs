@@ -1288,11 +1288,15 @@ impl KernelBackend {
 
     /// The handler of line `line` (an index into [`ROUTED_LINES`]: `job`, `mmu`, `gpu`) for
     /// the interrupt it is wired to; register it before [`route_irqs`](Self::route_irqs).
-    pub fn irq_handler(&self, line: usize) -> GpuIrq {
-        GpuIrq {
-            pump: self.exec.pump.clone(),
-            line: line.min(ROUTED_LINES.len() - 1),
+    /// [`Error::Invalid`] for a line that is not one of the three.
+    pub fn irq_handler(&self, line: usize) -> Result<GpuIrq> {
+        if line >= ROUTED_LINES.len() {
+            return Err(Error::Invalid);
         }
+        Ok(GpuIrq {
+            pump: self.exec.pump.clone(),
+            line,
+        })
     }
 
     /// Wires the simulated GPU's lines `job`, `mmu` and `gpu` to the interrupts `numbers` of

@@ -176,7 +176,7 @@ impl<'bound> Board<'bound> {
                     Flags::ONESHOT,
                     name,
                     label,
-                    Ok::<_, Error>(backend.irq_handler(i)),
+                    backend.irq_handler(i).map_err(Error::from),
                 ),
                 GFP_KERNEL,
             )?;
